@@ -1,0 +1,83 @@
+// The default CPU schedule, applied when the user gives none (stage III):
+//  1. accumulate_locally: reductions whose target is invariant in a loop sum in a local;
+//  2. the outermost loop of every iteration nest runs in parallel on the runtime pool when
+//     it is spatial (rows of SpMM/SpMV/SDDMM/softmax); reduction loops stay serial;
+//  3. innermost loops over dense axes (dense_fixed/dense_variable: feature dimensions,
+//     ragged rows) are vectorised; the C compiler picks the width for the host CPU.
+// Loops are only annotated here; codegen outlines parallel loops and emits the
+// vectorisation hints.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+
+#include "spindle/ir/function.hpp"
+#include "spindle/ir/functor.hpp"
+#include "spindle/lower/context.hpp"
+#include "spindle/schedule/accumulate_locally.hpp"
+#include "spindle/schedule/loop_kind.hpp"
+
+namespace spindle::autosched {
+
+namespace detail {
+
+// Loops that no other loop encloses.
+struct OutermostLoops : ir::IRVisitor {
+  std::set<const ir::ForNode*> loops;
+  void visit_For(const ir::ForNode* n) override { loops.insert(n); }
+};
+
+// Loops with no loop and no search inside.
+struct InnermostLoops : ir::IRVisitor {
+  std::set<const ir::ForNode*> loops;
+  bool inner_found = false;
+  void visit_For(const ir::ForNode* n) override {
+    inner_found = false;
+    ir::IRVisitor::visit_For(n);
+    if (!inner_found) loops.insert(n);
+    inner_found = true;  // the enclosing loop is not innermost
+  }
+  void visit_FindPos(const ir::FindPosNode* n) override {
+    inner_found = true;
+    ir::IRVisitor::visit_FindPos(n);
+  }
+};
+
+}  // namespace detail
+
+inline ir::Function schedule_cpu_default(const ir::Function& f, const lower::LowerContext& ctx) {
+  SPINDLE_INTERNAL_CHECK(f.stage == ir::Stage::flat, "schedule_cpu_default", "expects stage III");
+  ir::Function out = f;
+  out.body = schedule::accumulate_locally(f.body);
+
+  std::map<std::string, ir::AxisKind> axis_kind;
+  for (auto& a : f.axes) axis_kind[a->name] = a->kind;
+  auto dense_axis = [&](const ir::ForNode& n) {
+    auto it = axis_kind.find(n.axis);
+    return it != axis_kind.end() &&
+           (it->second == ir::AxisKind::dense_fixed || it->second == ir::AxisKind::dense_variable);
+  };
+
+  // Parallel loops are outlined even for one thread: the pool's thread count is chosen at
+  // call time, so one compiled kernel serves every thread count.
+  (void)ctx;
+  detail::OutermostLoops outer;
+  outer.visit(out.body);
+  out.body = schedule::set_loop_kind(
+      out.body,
+      [&](const ir::ForNode& n) { return outer.loops.count(&n) && n.iter_kind == ir::IterKind::spatial; },
+      ir::ForKind::parallel);
+  // set_loop_kind rebuilt the loops it changed; find the innermost ones afterwards.
+  detail::InnermostLoops inner;
+  inner.visit(out.body);
+  out.body = schedule::set_loop_kind(
+      out.body,
+      [&](const ir::ForNode& n) {
+        return inner.loops.count(&n) && n.for_kind == ir::ForKind::serial && dense_axis(n);
+      },
+      ir::ForKind::vectorized);
+  return out;
+}
+
+}  // namespace spindle::autosched

@@ -1,0 +1,225 @@
+// The C-family printer shared by the C and (later) CUDA emitters: identifiers, types,
+// expressions and every statement but loops, which each dialect prints its own way
+// (outlined parallel loops for C, thread/block bindings for CUDA). It is a strict functor:
+// a node kind it does not handle does not compile.
+#pragma once
+
+#include <cctype>
+#include <map>
+#include <ostream>
+#include <set>
+#include <string>
+
+#include "spindle/ir/function.hpp"
+#include "spindle/ir/functor.hpp"
+#include "spindle/ir/printer.hpp"
+
+namespace spindle::codegen {
+
+// Helper functions and macros every generated C unit starts with.
+inline const char* c_prelude() {
+  return R"SPINDLE(#if defined(__clang__)
+#define SPINDLE_VECTORIZE _Pragma("clang loop vectorize(enable) interleave(enable)")
+#define SPINDLE_UNROLL _Pragma("clang loop unroll(enable)")
+#elif defined(__GNUC__)
+#define SPINDLE_VECTORIZE _Pragma("GCC ivdep")
+#define SPINDLE_UNROLL _Pragma("GCC unroll 4")
+#else
+#define SPINDLE_VECTORIZE
+#define SPINDLE_UNROLL
+#endif
+#define SPINDLE_MINMAX(T, S) \
+  static inline T spindle_min_##S(T a, T b) { return b < a ? b : a; } \
+  static inline T spindle_max_##S(T a, T b) { return a < b ? b : a; }
+SPINDLE_MINMAX(float, f32)
+SPINDLE_MINMAX(double, f64)
+SPINDLE_MINMAX(int, i32)
+SPINDLE_MINMAX(long long, i64)
+/* Position of v in the sorted fiber idx[begin, end), relative to begin, or -1. */
+#define SPINDLE_FIND(T, S) \
+  static inline long long spindle_find_##S(const T* idx, long long begin, long long end, long long v) { \
+    long long lo = begin, hi = end; \
+    while (lo < hi) { \
+      long long mid = lo + ((hi - lo) >> 1); \
+      if ((long long)idx[mid] < v) lo = mid + 1; else hi = mid; \
+    } \
+    return (lo < end && (long long)idx[lo] == v) ? lo - begin : -1; \
+  }
+SPINDLE_FIND(int, i32)
+SPINDLE_FIND(long long, i64)
+)SPINDLE";
+}
+
+class CFamilyPrinter : public ir::StrictExprFunctor<std::string>, public ir::StrictStmtFunctor<void> {
+ public:
+  explicit CFamilyPrinter(const ir::Function& f) : fn_(f) {}
+
+  using ir::StrictStmtFunctor<void>::dispatch;
+  std::string expr(const ir::Expr& e, int parent_prec = -1) {
+    int saved = prec_;
+    prec_ = parent_prec;
+    std::string s = ir::StrictExprFunctor<std::string>::dispatch(e);
+    prec_ = saved;
+    return s;
+  }
+
+  static const char* ctype(DType t) {
+    switch (t) {
+      case DType::f16: return "_Float16";
+      case DType::f32: return "float";
+      case DType::f64: return "double";
+      case DType::i32: return "int";
+      case DType::i64: return "long long";
+      case DType::boolean: return "int";
+    }
+    return "void";
+  }
+
+ protected:
+  // --- identifiers: one C name per IR object, unique within the unit ------------------
+  std::string fresh(const std::string& base) {
+    std::string n = base;
+    for (char& c : n)
+      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) c = '_';
+    if (n.empty() || std::isdigit(static_cast<unsigned char>(n[0]))) n = "v_" + n;
+    std::string candidate = n;
+    for (int k = 1; used_.count(candidate); ++k) candidate = n + "_" + std::to_string(k);
+    used_.insert(candidate);
+    return candidate;
+  }
+  std::string name_of(const void* key, const std::string& base) {
+    auto it = names_.find(key);
+    if (it != names_.end()) return it->second;
+    return names_[key] = fresh(base);
+  }
+  std::string name(const ir::VarNode* v) { return name_of(v, v->name); }
+  std::string name(const ir::Var& v) { return name(v.node()); }
+  std::string name(const ir::BufferNode& b) { return name_of(&b, b.name); }
+
+  static std::string suffix(DType t) { return dtype_name(t); }
+
+  std::ostream& line() { return *out_ << std::string(static_cast<std::size_t>(indent_) * 2, ' '); }
+  void indented(const ir::Stmt& s) {
+    ++indent_;
+    dispatch(s);
+    --indent_;
+  }
+
+  // Row-major linear index of a multi-dimensional access.
+  std::string linear_index(const ir::BufferNode& b, const std::vector<ir::Expr>& idx) {
+    if (idx.empty()) return "";
+    SPINDLE_INTERNAL_CHECK(idx.size() == b.shape.size(), "emit_c", "buffer ", b.name, " of rank ",
+                           b.shape.size(), " indexed with ", idx.size(), " indices");
+    std::string s = expr(idx[0], 4);
+    for (std::size_t k = 1; k < idx.size(); ++k)
+      s = "(" + s + ") * " + expr(b.shape[k], 6) + " + " + expr(idx[k], 5);
+    return s;
+  }
+  std::string access(const ir::BufferNode& b, const std::vector<ir::Expr>& idx) {
+    if (idx.empty()) return name(b);
+    return name(b) + "[" + linear_index(b, idx) + "]";
+  }
+
+  // --- expressions ----------------------------------------------------------------------
+  std::string paren(const std::string& s, int prec) { return prec < prec_ ? "(" + s + ")" : s; }
+
+  std::string on_IntImm(const ir::IntImmNode* n) override {
+    std::string s = std::to_string(n->value);
+    if (n->value > 2147483647LL || n->value < -2147483647LL) s += "LL";
+    return n->value < 0 ? paren(s, 10) : s;
+  }
+  std::string on_FloatImm(const ir::FloatImmNode* n) override {
+    bool f32 = n->dtype == DType::f32;
+    if (std::isinf(n->value))
+      return paren(std::string(n->value < 0 ? "-" : "") + (f32 ? "__builtin_inff()" : "__builtin_inf()"), 10);
+    if (std::isnan(n->value)) return f32 ? "__builtin_nanf(\"\")" : "__builtin_nan(\"\")";
+    std::string s = ir::format_float(n->value, n->dtype) + (f32 ? "f" : "");
+    return n->value < 0 ? paren(s, 10) : s;
+  }
+  std::string on_Var(const ir::VarNode* n) override { return name(n); }
+  std::string on_Binary(const ir::BinaryNode* n) override {
+    if (n->op == ir::BinOp::min || n->op == ir::BinOp::max)
+      return std::string("spindle_") + (n->op == ir::BinOp::min ? "min_" : "max_") + suffix(n->dtype) + "(" +
+             expr(n->a) + ", " + expr(n->b) + ")";
+    int p = ir::binop_precedence(n->op);
+    return paren(expr(n->a, p) + " " + ir::binop_symbol(n->op) + " " + expr(n->b, p + 1), p);
+  }
+  std::string on_Unary(const ir::UnaryNode* n) override {
+    return paren((n->op == ir::UnOp::neg ? "-" : "!") + expr(n->a, 10), 10);
+  }
+  std::string on_Select(const ir::SelectNode* n) override {
+    return "(" + expr(n->cond, 1) + " ? " + expr(n->t, 1) + " : " + expr(n->f, 1) + ")";
+  }
+  std::string on_Cast(const ir::CastNode* n) override {
+    return paren(std::string("(") + ctype(n->dtype) + ")" + expr(n->value, 10), 10);
+  }
+  std::string on_Call(const ir::CallNode* n) override {
+    static const char* names[] = {"exp", "log", "sqrt", "fabs", "tanh", "pow"};
+    std::string f = std::string("__builtin_") + names[static_cast<int>(n->fn)] + (n->dtype == DType::f32 ? "f" : "");
+    std::string s = f + "(";
+    for (std::size_t k = 0; k < n->args.size(); ++k) s += (k ? ", " : "") + expr(n->args[k]);
+    return s + ")";
+  }
+  std::string on_Load(const ir::LoadNode* n) override { return access(*n->buffer, n->indices); }
+  std::string on_FindPos(const ir::FindPosNode* n) override {
+    SPINDLE_INTERNAL_CHECK(n->begin.defined(), "emit_c", "stage-II search reached code generation");
+    return "spindle_find_" + suffix(n->indices->dtype) + "(" + name(*n->indices) + ", " + expr(n->begin) + ", " +
+           expr(n->end) + ", " + expr(n->value) + ")";
+  }
+
+  // --- statements -----------------------------------------------------------------------
+  void on_Store(const ir::StoreNode* n) override {
+    line() << access(*n->buffer, n->indices) << " = " << expr(n->value) << ";\n";
+  }
+  void on_Reduce(const ir::ReduceNode* n) override {
+    std::string target = access(*n->buffer, n->indices);
+    switch (n->op) {
+      case ir::ReduceOp::add: line() << target << " += " << expr(n->value) << ";\n"; break;
+      case ir::ReduceOp::mul: line() << target << " *= " << expr(n->value) << ";\n"; break;
+      case ir::ReduceOp::min:
+      case ir::ReduceOp::max:
+        line() << target << " = spindle_" << (n->op == ir::ReduceOp::min ? "min_" : "max_")
+               << suffix(n->buffer->dtype) << "(" << target << ", " << expr(n->value) << ");\n";
+        break;
+    }
+  }
+  void on_LetStmt(const ir::LetStmtNode* n) override {
+    line() << "const " << ctype(n->var.dtype()) << " " << name(n->var) << " = " << expr(n->value) << ";\n";
+    dispatch(n->body);
+  }
+  void on_IfThenElse(const ir::IfThenElseNode* n) override {
+    line() << "if (" << expr(n->cond) << ") {\n";
+    indented(n->then_case);
+    if (n->else_case.defined()) {
+      line() << "} else {\n";
+      indented(n->else_case);
+    }
+    line() << "}\n";
+  }
+  void on_Seq(const ir::SeqNode* n) override {
+    for (auto& s : n->stmts) dispatch(s);
+  }
+  void on_Block(const ir::BlockNode* n) override {
+    line() << "{ /* " << n->name << " */\n";
+    ++indent_;
+    for (auto& a : n->allocs) {
+      SPINDLE_INTERNAL_CHECK(a->shape.empty(), "emit_c", "local buffer ", a->name, " must be a scalar");
+      line() << ctype(a->dtype) << " " << name(*a) << ";\n";
+    }
+    dispatch(n->body);
+    --indent_;
+    line() << "}\n";
+  }
+  void on_SparseIteration(const ir::SparseIterationNode* n) override {
+    throw InternalError(message("emit_c: sparse iteration '", n->name, "' reached code generation"));
+  }
+
+  const ir::Function& fn_;
+  std::ostream* out_ = nullptr;
+  int indent_ = 0;
+  int prec_ = -1;
+  std::map<const void*, std::string> names_;
+  std::set<std::string> used_;
+};
+
+}  // namespace spindle::codegen

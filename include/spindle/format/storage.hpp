@@ -1,0 +1,55 @@
+// The type-erased description of one buffer argument that the call binder checks against a
+// kernel's sparse buffer: an element pointer plus one LevelView per axis of the buffer.
+// Every host container (Csr, Tensor, Ragged, Csf, the Eigen views) can describe itself as
+// a StorageView; the binder never looks at container types.
+//
+// Level semantics follow the SparseTIR axis kinds (seed 002 §3.1):
+//   dense_fixed     positions 0..length-1 under every parent position
+//   dense_variable  ragged: fiber p spans positions indptr[p]..indptr[p+1]-1, coordinate ==
+//                   position within the fiber
+//   sparse_fixed    nnz_per_row positions per parent position; coordinates in indices
+//   sparse_variable compressed: indptr + indices (CSR's column level)
+// Values are stored in position order; trailing dense_fixed levels are row-major.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "spindle/ir/dtype.hpp"
+
+namespace spindle {
+
+enum class LevelKind : std::uint8_t { dense_fixed, dense_variable, sparse_fixed, sparse_variable };
+
+inline const char* level_kind_name(LevelKind k) {
+  switch (k) {
+    case LevelKind::dense_fixed: return "dense_fixed";
+    case LevelKind::dense_variable: return "dense_variable";
+    case LevelKind::sparse_fixed: return "sparse_fixed";
+    case LevelKind::sparse_variable: return "sparse_variable";
+  }
+  return "?";
+}
+
+struct LevelView {
+  LevelKind kind = LevelKind::dense_fixed;
+  std::int64_t length = 0;       // extent of the coordinate space of this level
+  std::int64_t nnz = 0;          // variable levels: number of positions in the level
+  std::int64_t nnz_per_row = 0;  // sparse_fixed: positions per parent position
+  const void* indptr = nullptr;  // variable levels: parent_positions + 1 entries
+  const void* indices = nullptr; // sparse levels: one coordinate per position
+  DType index_dtype = DType::i32;
+  bool sorted = true;            // sparse levels: coordinates strictly ascending per fiber
+};
+
+struct StorageView {
+  DType dtype = DType::f32;
+  void* data = nullptr;           // values in position order
+  std::int64_t value_count = 0;   // number of elements behind data
+  bool writable = false;          // false for views of const data
+  std::vector<LevelView> levels;  // one per buffer axis, outermost first
+  std::string description;        // e.g. "Csr<f32> 2708x2708 nnz=10556", for messages
+};
+
+}  // namespace spindle

@@ -1,0 +1,174 @@
+// Axes are types. A user declares each axis of a kernel as a tag struct deriving from one
+// of the four axis kinds of seed 002 §3.1:
+//
+//   struct I : spindle::dense_fixed {};              // rows: 0..m-1
+//   struct J : spindle::sparse_variable<I> {};       // CSR columns under I (indptr+indices)
+//   struct R : spindle::dense_variable<B> {};        // ragged rows under batch B (indptr)
+//   struct E : spindle::sparse_fixed<I, 4> {};       // ELL: 4 columns per row (indices)
+//   using Jd = spindle::dense<J>;                    // J's coordinate space, dense
+//
+// The parent of an axis is part of its type, so buffers and iterators are checked against
+// it at compile time. The name printed in the IR is the tag's unqualified name, or
+// `static constexpr const char* axis_name` when the tag defines one.
+#pragma once
+
+#include <cctype>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+#include "spindle/ir/axis.hpp"
+
+namespace spindle {
+
+inline constexpr std::int64_t dynamic = -1;
+
+namespace detail {
+struct axis_tag {};
+}  // namespace detail
+
+struct dense_fixed : detail::axis_tag {
+  static constexpr ir::AxisKind axis_kind = ir::AxisKind::dense_fixed;
+  using parent_axis = void;
+  using index_type = std::int32_t;
+  static constexpr std::int64_t fixed_nnz_per_row = dynamic;
+};
+
+template <class Parent, class Index = std::int32_t>
+struct dense_variable : detail::axis_tag {
+  static constexpr ir::AxisKind axis_kind = ir::AxisKind::dense_variable;
+  using parent_axis = Parent;
+  using index_type = Index;
+  static constexpr std::int64_t fixed_nnz_per_row = dynamic;
+};
+
+template <class Parent, class Index = std::int32_t>
+struct sparse_variable : detail::axis_tag {
+  static constexpr ir::AxisKind axis_kind = ir::AxisKind::sparse_variable;
+  using parent_axis = Parent;
+  using index_type = Index;
+  static constexpr std::int64_t fixed_nnz_per_row = dynamic;
+};
+
+template <class Parent, std::int64_t NnzPerRow = dynamic, class Index = std::int32_t>
+struct sparse_fixed : detail::axis_tag {
+  static constexpr ir::AxisKind axis_kind = ir::AxisKind::sparse_fixed;
+  using parent_axis = Parent;
+  using index_type = Index;
+  static constexpr std::int64_t fixed_nnz_per_row = NnzPerRow;
+};
+
+// The dense coordinate space of axis A (SparseTIR's "detached" axis): a dense_fixed axis
+// whose length is A's length. Use it for the dense operand of SpMM (B[dense<J>, K]) or to
+// iterate every column of a sparse row (binary search into A's indices).
+template <class A>
+struct dense : dense_fixed {
+  using dense_of_axis = A;
+};
+
+template <class A>
+inline constexpr bool is_axis_v = std::is_base_of_v<detail::axis_tag, A>;
+
+template <class A>
+concept AxisType = is_axis_v<A>;
+
+namespace detail {
+
+template <class A, class = void>
+struct dense_of_impl {
+  using type = void;
+};
+template <class A>
+struct dense_of_impl<A, std::void_t<typename A::dense_of_axis>> {
+  using type = typename A::dense_of_axis;
+};
+
+template <class A, class D = typename dense_of_impl<A>::type>
+struct coord_space_impl {
+  using type = typename coord_space_impl<D>::type;
+};
+template <class A>
+struct coord_space_impl<A, void> {
+  using type = A;
+};
+
+}  // namespace detail
+
+// X for dense<X> (recursively), A otherwise.
+template <class A>
+using coord_space_t = typename detail::coord_space_impl<A>::type;
+
+template <class A>
+using parent_axis_t = typename A::parent_axis;
+
+template <class A, class B>
+inline constexpr bool same_coord_space_v = std::is_same_v<coord_space_t<A>, coord_space_t<B>>;
+
+// Is `Anc` an ancestor of A (or A itself)?
+template <class A, class Anc>
+constexpr bool is_ancestor_or_self() {
+  if constexpr (std::is_same_v<A, Anc>)
+    return true;
+  else if constexpr (std::is_void_v<parent_axis_t<A>>)
+    return false;
+  else
+    return is_ancestor_or_self<parent_axis_t<A>, Anc>();
+}
+
+namespace detail {
+
+template <class T>
+constexpr std::string_view pretty_name() {
+  return __PRETTY_FUNCTION__;
+}
+
+// The unqualified name of a type, from the compiler's pretty function name.
+inline std::string unqualified(std::string_view full) {
+  // Clang: "... [T = main()::I]"; GCC: "... [with T = main()::I; std::string_view = ...]"
+  auto start = full.find("T = ");
+  if (start == std::string_view::npos) return std::string(full);
+  start += 4;
+  int depth = 0;
+  std::size_t end = start;
+  for (; end < full.size(); ++end) {
+    char c = full[end];
+    if (c == '<' || c == '(') ++depth;
+    if (c == '>' || c == ')') --depth;
+    if (depth == 0 && (c == ';' || c == ']')) break;
+  }
+  std::string_view name = full.substr(start, end - start);
+  // Drop scopes: keep what follows the last "::" at template depth 0.
+  depth = 0;
+  std::size_t cut = 0;
+  for (std::size_t i = 0; i + 1 < name.size(); ++i) {
+    char c = name[i];
+    if (c == '<' || c == '(') ++depth;
+    if (c == '>' || c == ')') --depth;
+    if (depth == 0 && c == ':' && name[i + 1] == ':') cut = i + 2;
+  }
+  std::string out(name.substr(cut));
+  for (char& c : out)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) c = '_';
+  return out;
+}
+
+template <class A, class = void>
+struct has_axis_name : std::false_type {};
+template <class A>
+struct has_axis_name<A, std::void_t<decltype(A::axis_name)>> : std::true_type {};
+
+}  // namespace detail
+
+template <class A>
+std::string axis_name() {
+  if constexpr (detail::has_axis_name<A>::value) {
+    return std::string(A::axis_name);
+  } else if constexpr (!std::is_void_v<typename detail::dense_of_impl<A>::type>) {
+    return axis_name<typename detail::dense_of_impl<A>::type>() + "_dense";
+  } else {
+    return detail::unqualified(detail::pretty_name<A>());
+  }
+}
+
+}  // namespace spindle

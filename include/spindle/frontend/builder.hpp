@@ -1,0 +1,235 @@
+// Records a kernel body into stage-I IR. While a kernel's lambda runs, a KernelBuilder is
+// the current recording context of the thread (installed and removed by a scope guard);
+// buffer assignments, locals and nested iterations append statements to its innermost
+// frame. Axis tag types are turned into ir::Axis objects here, parents first.
+#pragma once
+
+#include <memory>
+#include <set>
+#include <string>
+#include <typeindex>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "spindle/frontend/axis_types.hpp"
+#include "spindle/frontend/iteration_inference.hpp"
+#include "spindle/ir/function.hpp"
+#include "spindle/ir/ops.hpp"
+
+namespace spindle::detail {
+
+class KernelBuilder;
+inline thread_local KernelBuilder* current_builder = nullptr;
+
+class KernelBuilder {
+ public:
+  KernelBuilder(std::string name, ir::SourceLoc loc) : loc_(loc) {
+    func_.name = std::move(name);
+    func_.loc = loc;
+    func_.stage = ir::Stage::coordinate;
+  }
+
+  static KernelBuilder& current() {
+    if (!current_builder)
+      throw UserError(
+          "a spindle buffer or iterator was used outside a kernel body; hint: write buffer "
+          "accesses inside the lambda given to spindle::kernel");
+    return *current_builder;
+  }
+
+  const std::string& kernel_name() const { return func_.name; }
+  ir::SourceLoc loc() const { return loc_; }
+
+  // --- axes --------------------------------------------------------------------------
+  template <class A>
+  ir::Axis axis() {
+    static_assert(is_axis_v<A>, "spindle: not an axis type; derive the tag from spindle::dense_fixed, "
+                                "dense_variable<P>, sparse_variable<P> or sparse_fixed<P>");
+    auto key = std::type_index(typeid(A));
+    if (auto it = axes_.find(key); it != axes_.end()) return it->second;
+    using D = typename detail::dense_of_impl<A>::type;
+    auto node = std::make_shared<ir::AxisNode>();
+    node->name = unique_axis_name(axis_name<A>());
+    node->kind = A::axis_kind;
+    if constexpr (!std::is_void_v<D>) {
+      ir::Axis base = axis<D>();
+      node->kind = ir::AxisKind::dense_fixed;
+      node->length = base->length;
+      node->dense_of = base;
+      return remember(key, node);
+    } else {
+      using P = parent_axis_t<A>;
+      if constexpr (!std::is_void_v<P>) {
+        static_assert(A::axis_kind != ir::AxisKind::dense_fixed, "spindle: dense_fixed axes have no parent");
+        node->parent = axis<P>();
+      }
+      node->index_dtype = dtype_v<typename A::index_type>;
+      ir::Var len(node->name + "_len", DType::i64);
+      node->length = len;
+      ir::Var nnz, npr;
+      if (node->is_variable()) node->nnz = nnz = ir::Var(node->name + "_nnz", DType::i64);
+      if (node->kind == ir::AxisKind::sparse_fixed) {
+        if constexpr (A::fixed_nnz_per_row != dynamic)
+          node->nnz_per_row = ir::int_imm(A::fixed_nnz_per_row);
+        else
+          node->nnz_per_row = npr = ir::Var(node->name + "_nnz_per_row", DType::i64);
+      }
+      ir::Axis a = remember(key, node);
+      func_.scalars.push_back({len, {ir::ParamOrigin::length, -1, a}});
+      if (nnz.defined()) func_.scalars.push_back({nnz, {ir::ParamOrigin::nnz, -1, a}});
+      if (npr.defined()) func_.scalars.push_back({npr, {ir::ParamOrigin::nnz_per_row, -1, a}});
+      return a;
+    }
+  }
+
+  // --- parameters --------------------------------------------------------------------
+  ir::Buffer add_buffer(DType t, std::vector<ir::Axis> axes, ir::BufferRole role, int arg) {
+    ir::BufferNode b;
+    b.name = fresh(param_name(arg));
+    b.dtype = t;
+    b.axes = std::move(axes);
+    b.role = role;
+    check_buffer_axes(b);
+    ir::Buffer buf = ir::make_buffer(std::move(b));
+    func_.buffers.push_back({buf, {ir::ParamOrigin::values, arg, nullptr}});
+    return buf;
+  }
+
+  ir::Var add_scalar(DType t, int arg) {
+    ir::Var v(fresh(param_name(arg)), t);
+    user_scalars_.push_back({v, {ir::ParamOrigin::scalar, arg, nullptr}});
+    return v;
+  }
+
+  // Names of the lambda's parameters: a, b, c, ... in declaration order (C++ cannot see
+  // the lambda's own parameter names). Scalars get the same letters.
+  static std::string param_name(int arg) {
+    std::string s;
+    int k = arg;
+    do {
+      s.insert(s.begin(), static_cast<char>('a' + k % 26));
+      k = k / 26 - 1;
+    } while (k >= 0);
+    return s;
+  }
+
+  ir::Var iterator_var(const ir::Axis& a) {
+    std::string base = a->name;
+    for (char& c : base) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return ir::Var(fresh(base), DType::i64);
+  }
+
+  // --- recording ---------------------------------------------------------------------
+  void emit(ir::Stmt s) { frames_.back().stmts.push_back(std::move(s)); }
+
+  ir::Buffer new_local(DType t, std::string name) {
+    ir::BufferNode b;
+    b.name = fresh(name.empty() ? std::string("t") : name);
+    b.dtype = t;
+    b.scope = ir::BufferScope::local;
+    b.role = ir::BufferRole::temp;
+    ir::Buffer buf = ir::make_buffer(std::move(b));
+    frames_.back().allocs.push_back(buf);
+    return buf;
+  }
+
+  struct Frame {
+    std::vector<ir::Stmt> stmts;
+    std::vector<ir::Buffer> allocs;
+  };
+
+  // Runs f with a fresh frame and returns what it recorded.
+  template <class F>
+  Frame record(F&& f) {
+    frames_.emplace_back();
+    try {
+      f();
+    } catch (...) {
+      frames_.pop_back();
+      throw;
+    }
+    Frame fr = std::move(frames_.back());
+    frames_.pop_back();
+    return fr;
+  }
+
+  bool recording() const { return !frames_.empty(); }
+
+  // A sparse iteration over `axes` with the recorded body; its iterator kinds and init
+  // are inferred when the kernel is finished (infer_iteration_kinds).
+  ir::Stmt make_iteration(std::string name, std::vector<ir::Axis> axes, std::vector<ir::Var> vars,
+                          Frame body, ir::SourceLoc loc) {
+    ir::Stmt b = ir::seq(std::move(body.stmts), loc);
+    if (!body.allocs.empty()) b = ir::block(name + "_locals", std::move(body.allocs), b, loc);
+    std::vector<ir::IterKind> kinds(axes.size(), ir::IterKind::spatial);
+    return ir::Stmt(std::make_shared<ir::SparseIterationNode>(std::move(name), std::move(axes),
+                                                              std::move(vars), std::move(kinds),
+                                                              ir::Stmt(), std::move(b), loc));
+  }
+
+  std::string fresh(const std::string& base) {
+    int& n = names_[base];
+    return n++ == 0 ? base : base + std::to_string(n - 1);
+  }
+
+  std::string fresh_iteration_name() { return fresh(func_.name); }
+
+  ir::Function finish(ir::Stmt body) {
+    func_.body = infer_iteration_kinds(std::move(body), func_.name);
+    func_.axes = axes_in_order_;
+    func_.scalars.insert(func_.scalars.end(), user_scalars_.begin(), user_scalars_.end());
+    return std::move(func_);
+  }
+
+ private:
+  ir::Axis remember(std::type_index key, std::shared_ptr<ir::AxisNode> node) {
+    ir::Axis a = node;
+    axes_.emplace(key, a);
+    axes_in_order_.push_back(a);
+    return a;
+  }
+
+  std::string unique_axis_name(const std::string& base) {
+    std::string n = base;
+    for (int k = 2; axis_names_.count(n); ++k) n = base + "_" + std::to_string(k);
+    axis_names_.insert(n);
+    names_[n] = 1;  // iterator names never collide with axis names
+    return n;
+  }
+
+  void check_buffer_axes(const ir::BufferNode& b) const {
+    for (std::size_t s = 0; s < b.axes.size(); ++s) {
+      const auto& a = b.axes[s];
+      if (!a->parent) continue;
+      SPINDLE_CHECK(s > 0 && b.axes[s - 1] == a->parent, UserError, "kernel '", func_.name,
+                    "': buffer '", b.name, "' lists axis ", a->name, " at position ", s,
+                    " without its parent ", a->parent->name,
+                    " immediately before it; hint: declare the buffer over [..., ", a->parent->name,
+                    ", ", a->name, ", ...]");
+    }
+  }
+
+  ir::Function func_;
+  ir::SourceLoc loc_;
+  std::unordered_map<std::type_index, ir::Axis> axes_;
+  std::vector<ir::Axis> axes_in_order_;
+  std::set<std::string> axis_names_;
+  std::unordered_map<std::string, int> names_;
+  std::vector<ir::FuncScalar> user_scalars_;
+  std::vector<Frame> frames_;
+};
+
+// Makes `b` the thread's current builder for the lifetime of the guard.
+class BuilderScope {
+ public:
+  explicit BuilderScope(KernelBuilder& b) : prev_(current_builder) { current_builder = &b; }
+  ~BuilderScope() { current_builder = prev_; }
+  BuilderScope(const BuilderScope&) = delete;
+  BuilderScope& operator=(const BuilderScope&) = delete;
+
+ private:
+  KernelBuilder* prev_;
+};
+
+}  // namespace spindle::detail

@@ -1,0 +1,141 @@
+// From a C++ lambda to stage-I IR. The lambda's parameters declare the kernel:
+// buffers (in/out/inout) and scalars (param) are the call arguments in order; iterators
+// (iter<A>) make the body a sparse iteration over their axes in order. The body runs once,
+// at definition time, recording statements; nested iterations come from for_each.
+#pragma once
+
+#include <source_location>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "spindle/frontend/buffer.hpp"
+
+namespace spindle {
+
+namespace detail {
+
+template <class T>
+struct is_iter : std::false_type {};
+template <class A>
+struct is_iter<iter<A>> : std::true_type {};
+
+template <class T>
+struct is_buffer_param : std::false_type {};
+template <class T, class... A>
+struct is_buffer_param<in<T, A...>> : std::true_type {};
+template <class T, class... A>
+struct is_buffer_param<out<T, A...>> : std::true_type {};
+template <class T, class... A>
+struct is_buffer_param<inout<T, A...>> : std::true_type {};
+
+template <class T>
+struct is_scalar_param : std::false_type {};
+template <class T>
+struct is_scalar_param<param<T>> : std::true_type {};
+
+template <class P>
+inline constexpr bool is_kernel_param_v =
+    is_iter<P>::value || is_buffer_param<P>::value || is_scalar_param<P>::value;
+
+template <class F>
+struct lambda_signature : lambda_signature<decltype(&std::decay_t<F>::operator())> {};
+template <class C, class R, class... P>
+struct lambda_signature<R (C::*)(P...) const> {
+  using params = std::tuple<std::decay_t<P>...>;
+};
+template <class C, class R, class... P>
+struct lambda_signature<R (C::*)(P...)> {
+  using params = std::tuple<std::decay_t<P>...>;
+};
+
+inline ir::SourceLoc to_loc(const std::source_location& l) { return {l.file_name(), l.line()}; }
+
+// Builds the lambda's parameter objects in order; `Arg` counts call arguments so far.
+template <int Arg, class... Ps>
+struct ParamMaker;
+template <int Arg>
+struct ParamMaker<Arg> {
+  static std::tuple<> make(KernelBuilder&) { return {}; }
+};
+template <int Arg, class P, class... Ps>
+struct ParamMaker<Arg, P, Ps...> {
+  static auto make(KernelBuilder& b) {
+    static_assert(is_kernel_param_v<P>,
+                  "spindle: a kernel lambda's parameters must be spindle::in/out/inout buffers, "
+                  "spindle::param scalars or spindle::iter iterators");
+    if constexpr (is_iter<P>::value) {
+      P it(b.iterator_var(b.template axis<typename P::axis>()));
+      return std::tuple_cat(std::tuple<P>(std::move(it)), ParamMaker<Arg, Ps...>::make(b));
+    } else {
+      P p(b, Arg);
+      return std::tuple_cat(std::tuple<P>(std::move(p)), ParamMaker<Arg + 1, Ps...>::make(b));
+    }
+  }
+};
+
+template <class Tuple>
+struct ParamMakerFor;
+template <class... Ps>
+struct ParamMakerFor<std::tuple<Ps...>> : ParamMaker<0, Ps...> {};
+
+template <class Tuple, std::size_t... K>
+void collect_iters(const Tuple& t, std::index_sequence<K...>, KernelBuilder& b, std::vector<ir::Axis>& axes,
+                   std::vector<ir::Var>& vars) {
+  auto one = [&](const auto& p) {
+    using P = std::decay_t<decltype(p)>;
+    if constexpr (is_iter<P>::value) {
+      axes.push_back(b.template axis<typename P::axis>());
+      vars.push_back(p.var());
+    }
+  };
+  (one(std::get<K>(t)), ...);
+}
+
+}  // namespace detail
+
+// Records the kernel body of `f` and returns its stage-I function.
+template <class F>
+ir::Function define_kernel(std::string name, F&& f, std::source_location loc = std::source_location::current()) {
+  using Params = typename detail::lambda_signature<F>::params;
+  detail::KernelBuilder b(std::move(name), detail::to_loc(loc));
+  detail::BuilderScope scope(b);
+  auto params = detail::ParamMakerFor<Params>::make(b);
+  std::vector<ir::Axis> axes;
+  std::vector<ir::Var> vars;
+  detail::collect_iters(params, std::make_index_sequence<std::tuple_size_v<Params>>{}, b, axes, vars);
+  std::string iteration = b.fresh_iteration_name();
+  auto frame = b.record([&] { std::apply(f, params); });
+  ir::Stmt body;
+  if (!axes.empty()) {
+    body = b.make_iteration(std::move(iteration), std::move(axes), std::move(vars), std::move(frame), b.loc());
+  } else {
+    body = ir::seq(std::move(frame.stmts), b.loc());
+    if (!frame.allocs.empty()) body = ir::block(b.kernel_name() + "_locals", std::move(frame.allocs), body, b.loc());
+  }
+  return b.finish(body);
+}
+
+// A nested sparse iteration over Axes inside a kernel body:
+//   spindle::for_each<J>([&](spindle::iter<J> j) { ... });
+template <class... Axes, class F>
+void for_each(F&& f, std::source_location loc = std::source_location::current()) {
+  static_assert(sizeof...(Axes) > 0, "spindle::for_each needs at least one axis");
+  auto& b = detail::KernelBuilder::current();
+  std::vector<ir::Axis> axes{b.template axis<Axes>()...};
+  std::vector<ir::Var> vars;
+  for (auto& a : axes) vars.push_back(b.iterator_var(a));
+  std::string name = b.fresh_iteration_name();
+  auto frame = b.record([&] {
+    std::size_t k = 0;
+    auto make = [&](auto tag) {
+      using A = typename decltype(tag)::type;
+      return iter<A>(vars[k++]);
+    };
+    std::apply(f, std::tuple<iter<Axes>...>{make(std::type_identity<Axes>{})...});
+  });
+  b.emit(b.make_iteration(std::move(name), std::move(axes), std::move(vars), std::move(frame), detail::to_loc(loc)));
+}
+
+}  // namespace spindle

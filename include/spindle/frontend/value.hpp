@@ -1,0 +1,184 @@
+// Typed expression values of the front end. Every operator immediately yields a runtime
+// ir::Expr inside a Value<T>; there are no nested expression types to escape into user
+// code, so `auto e = a(i, j) * b(j, k);` is safe.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+#include "spindle/frontend/axis_types.hpp"
+#include "spindle/ir/ops.hpp"
+
+namespace spindle {
+
+template <class T>
+class Value {
+ public:
+  using value_type = T;
+  Value(T literal) : expr_(ir::make_const(dtype_v<T>, static_cast<double>(literal))) {}  // NOLINT
+  explicit Value(ir::Expr e) : expr_(std::move(e)) {}
+  const ir::Expr& expr() const { return expr_; }
+
+ protected:
+  ir::Expr expr_;
+};
+
+template <class T>
+concept Arithmetic = std::is_arithmetic_v<T>;
+
+template <class T>
+concept ValueLike = requires { typename std::decay_t<T>::value_type; } &&
+                    std::is_base_of_v<Value<typename std::decay_t<T>::value_type>, std::decay_t<T>>;
+
+// The iterator of axis A inside a sparse iteration. As a value it is A's coordinate.
+template <class A>
+class iter : public Value<std::int64_t> {
+ public:
+  static_assert(is_axis_v<A>, "spindle::iter<A>: A must be an axis type");
+  using axis = A;
+  explicit iter(ir::Var v) : Value<std::int64_t>(ir::Expr(v)), var_(std::move(v)) {}
+  const ir::Var& var() const { return var_; }
+
+ private:
+  ir::Var var_;
+};
+
+namespace detail {
+template <class T>
+Value<T> make_value(ir::Expr e) {
+  return Value<T>(std::move(e));
+}
+template <class T, class S>
+ir::Expr literal_as(S s) {
+  return ir::make_const(dtype_v<T>, static_cast<double>(s));
+}
+}  // namespace detail
+
+#define SPINDLE_VALUE_BINOP(op, fn)                                                        \
+  template <class T>                                                                       \
+  Value<T> operator op(const Value<T>& a, const Value<T>& b) {                             \
+    return detail::make_value<T>(ir::binary(ir::BinOp::fn, a.expr(), b.expr()));           \
+  }                                                                                        \
+  template <class T, Arithmetic S>                                                         \
+  Value<T> operator op(const Value<T>& a, S b) {                                           \
+    return detail::make_value<T>(ir::binary(ir::BinOp::fn, a.expr(), detail::literal_as<T>(b))); \
+  }                                                                                        \
+  template <class T, Arithmetic S>                                                         \
+  Value<T> operator op(S a, const Value<T>& b) {                                           \
+    return detail::make_value<T>(ir::binary(ir::BinOp::fn, detail::literal_as<T>(a), b.expr())); \
+  }
+SPINDLE_VALUE_BINOP(+, add)
+SPINDLE_VALUE_BINOP(-, sub)
+SPINDLE_VALUE_BINOP(*, mul)
+SPINDLE_VALUE_BINOP(/, div)
+#undef SPINDLE_VALUE_BINOP
+
+template <class T>
+  requires std::is_integral_v<T>
+Value<T> operator%(const Value<T>& a, const Value<T>& b) {
+  return detail::make_value<T>(ir::binary(ir::BinOp::mod, a.expr(), b.expr()));
+}
+template <class T, Arithmetic S>
+  requires std::is_integral_v<T>
+Value<T> operator%(const Value<T>& a, S b) {
+  return detail::make_value<T>(ir::binary(ir::BinOp::mod, a.expr(), detail::literal_as<T>(b)));
+}
+
+template <class T>
+Value<T> operator-(const Value<T>& a) {
+  return detail::make_value<T>(ir::unary(ir::UnOp::neg, a.expr()));
+}
+
+#define SPINDLE_VALUE_CMP(op, fn)                                                            \
+  template <class T>                                                                         \
+  Value<bool> operator op(const Value<T>& a, const Value<T>& b) {                            \
+    return detail::make_value<bool>(ir::binary(ir::BinOp::fn, a.expr(), b.expr()));         \
+  }                                                                                          \
+  template <class T, Arithmetic S>                                                           \
+  Value<bool> operator op(const Value<T>& a, S b) {                                          \
+    return detail::make_value<bool>(ir::binary(ir::BinOp::fn, a.expr(), detail::literal_as<T>(b))); \
+  }
+SPINDLE_VALUE_CMP(<, lt)
+SPINDLE_VALUE_CMP(<=, le)
+SPINDLE_VALUE_CMP(>, gt)
+SPINDLE_VALUE_CMP(>=, ge)
+SPINDLE_VALUE_CMP(==, eq)
+SPINDLE_VALUE_CMP(!=, ne)
+#undef SPINDLE_VALUE_CMP
+
+inline Value<bool> operator&&(const Value<bool>& a, const Value<bool>& b) {
+  return detail::make_value<bool>(ir::binary(ir::BinOp::land, a.expr(), b.expr()));
+}
+inline Value<bool> operator||(const Value<bool>& a, const Value<bool>& b) {
+  return detail::make_value<bool>(ir::binary(ir::BinOp::lor, a.expr(), b.expr()));
+}
+inline Value<bool> operator!(const Value<bool>& a) {
+  return detail::make_value<bool>(ir::unary(ir::UnOp::lnot, a.expr()));
+}
+
+// --- math ----------------------------------------------------------------------------
+#define SPINDLE_VALUE_MATH(name)                                                 \
+  template <class T>                                                             \
+  Value<T> name(const Value<T>& x) {                                             \
+    static_assert(std::is_floating_point_v<T>, "spindle::" #name " takes a floating-point value"); \
+    return detail::make_value<T>(ir::call(ir::Intrinsic::name, {x.expr()}));     \
+  }
+SPINDLE_VALUE_MATH(exp)
+SPINDLE_VALUE_MATH(log)
+SPINDLE_VALUE_MATH(sqrt)
+SPINDLE_VALUE_MATH(tanh)
+#undef SPINDLE_VALUE_MATH
+
+template <class T>
+Value<T> abs(const Value<T>& x) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return detail::make_value<T>(ir::call(ir::Intrinsic::abs, {x.expr()}));
+  } else {
+    return detail::make_value<T>(
+        ir::select(ir::binary(ir::BinOp::lt, x.expr(), ir::make_const(dtype_v<T>, 0)),
+                   ir::unary(ir::UnOp::neg, x.expr()), x.expr()));
+  }
+}
+
+template <class T>
+Value<T> pow(const Value<T>& x, const Value<T>& y) {
+  static_assert(std::is_floating_point_v<T>, "spindle::pow takes floating-point values");
+  return detail::make_value<T>(ir::call(ir::Intrinsic::pow, {x.expr(), y.expr()}));
+}
+
+template <class T>
+Value<T> max(const Value<T>& a, const Value<T>& b) {
+  return detail::make_value<T>(ir::binary(ir::BinOp::max, a.expr(), b.expr()));
+}
+template <class T, Arithmetic S>
+Value<T> max(const Value<T>& a, S b) {
+  return max(a, Value<T>(static_cast<T>(b)));
+}
+template <class T>
+Value<T> min(const Value<T>& a, const Value<T>& b) {
+  return detail::make_value<T>(ir::binary(ir::BinOp::min, a.expr(), b.expr()));
+}
+template <class T, Arithmetic S>
+Value<T> min(const Value<T>& a, S b) {
+  return min(a, Value<T>(static_cast<T>(b)));
+}
+
+template <class T>
+Value<T> select(const Value<bool>& c, const Value<T>& a, const Value<T>& b) {
+  return detail::make_value<T>(ir::select(c.expr(), a.expr(), b.expr()));
+}
+
+template <class U, class T>
+Value<U> cast(const Value<T>& v) {
+  return detail::make_value<U>(ir::cast(dtype_v<U>, v.expr()));
+}
+
+// Positive infinity of T, for max-reductions such as softmax.
+template <class T>
+Value<T> infinity() {
+  static_assert(std::is_floating_point_v<T>, "spindle::infinity is for floating-point types");
+  return Value<T>(ir::make_const(dtype_v<T>, __builtin_inf()));
+}
+
+}  // namespace spindle

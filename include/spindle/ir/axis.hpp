@@ -1,0 +1,98 @@
+// Axes and sparse buffers: the stage-I constructs of seed 002 §3.1.
+//
+// An axis is dense or sparse (are coordinates contiguous?) and fixed or variable (is the
+// number of positions per parent position constant?). Variable axes carry an indptr,
+// sparse axes an indices array; both are bound at call time, as are the symbolic length,
+// nnz and nnz-per-row. A buffer is a list of axes plus an element type: its values are
+// stored apart from the axes' indptr/indices, so buffers with the same axes share one
+// structure (seed 002 Fig. 4).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "spindle/ir/expr.hpp"
+
+namespace spindle::ir {
+
+enum class AxisKind : std::uint8_t { dense_fixed, dense_variable, sparse_fixed, sparse_variable };
+
+inline const char* axis_kind_name(AxisKind k) {
+  switch (k) {
+    case AxisKind::dense_fixed: return "dense_fixed";
+    case AxisKind::dense_variable: return "dense_variable";
+    case AxisKind::sparse_fixed: return "sparse_fixed";
+    case AxisKind::sparse_variable: return "sparse_variable";
+  }
+  return "?";
+}
+
+struct AxisNode;
+using Axis = std::shared_ptr<const AxisNode>;
+
+struct AxisNode {
+  std::string name;
+  AxisKind kind = AxisKind::dense_fixed;
+  Axis parent;          // null for dense_fixed
+  Expr length;          // extent of the coordinate space (symbolic i64 or constant)
+  Expr nnz;             // variable axes: positions in the whole level
+  Expr nnz_per_row;     // sparse_fixed: positions per parent position
+  DType index_dtype = DType::i32;
+  Axis dense_of;        // set for dense<X>: a dense_fixed axis over X's coordinate space
+
+  bool is_dense() const { return kind == AxisKind::dense_fixed || kind == AxisKind::dense_variable; }
+  bool is_sparse() const { return !is_dense(); }
+  bool is_variable() const {
+    return kind == AxisKind::dense_variable || kind == AxisKind::sparse_variable;
+  }
+  bool is_fixed() const { return !is_variable(); }
+};
+
+// The axis followed by its ancestors, root first: [root, ..., parent, axis].
+inline std::vector<Axis> axis_chain(const Axis& a) {
+  std::vector<Axis> chain;
+  for (Axis x = a; x; x = x->parent) chain.insert(chain.begin(), x);
+  return chain;
+}
+
+// The axis whose coordinate space `a` indexes: X for dense<X>, else `a` itself.
+inline const AxisNode* coordinate_space(const Axis& a) {
+  return a->dense_of ? coordinate_space(a->dense_of) : a.get();
+}
+
+enum class BufferScope : std::uint8_t { global, local };
+enum class BufferRole : std::uint8_t { input, output, inout, aux, temp };
+
+inline const char* buffer_role_name(BufferRole r) {
+  switch (r) {
+    case BufferRole::input: return "in";
+    case BufferRole::output: return "out";
+    case BufferRole::inout: return "inout";
+    case BufferRole::aux: return "aux";
+    case BufferRole::temp: return "temp";
+  }
+  return "?";
+}
+
+// Stage I/II: `axes` describes the buffer. Stage III: `shape` does (flat dimensions), axes
+// are empty. A local buffer with no axes and no shape is a scalar.
+struct BufferNode {
+  std::string name;
+  DType dtype = DType::f32;
+  std::vector<Axis> axes;
+  std::vector<Expr> shape;
+  BufferScope scope = BufferScope::global;
+  BufferRole role = BufferRole::input;
+  int extra_storage = 0;       // indptr buffers hold one element more than their axes
+  double default_value = 0.0;  // read at coordinates that are absent from a sparse axis
+};
+
+inline Buffer make_buffer(BufferNode node) { return std::make_shared<const BufferNode>(std::move(node)); }
+
+inline bool is_written(const BufferNode& b) {
+  return b.role == BufferRole::output || b.role == BufferRole::inout ||
+         b.role == BufferRole::temp || b.scope == BufferScope::local;
+}
+
+}  // namespace spindle::ir

@@ -1,0 +1,107 @@
+// Structural checks of a function at its stage, run by the pipeline between passes:
+//   every variable is bound (scalar parameter, enclosing loop, let or iterator) where used;
+//   stage I/II: accesses give one index per buffer axis; stage II/III: no sparse
+//   iterations; stage III: buffers have no axes, accesses match shapes, searches are flat.
+// A failure is an InternalError naming the pass that produced the function.
+#pragma once
+
+#include <set>
+#include <string>
+
+#include "spindle/ir/function.hpp"
+#include "spindle/ir/functor.hpp"
+
+namespace spindle::ir {
+
+namespace detail {
+
+class Verifier : public IRVisitor {
+ public:
+  Verifier(const Function& f, std::string pass) : f_(f), pass_(std::move(pass)) {
+    for (auto& s : f.scalars) bound_.insert(s.var.get());
+    for (auto& b : f.buffers) {
+      buffers_.insert(b.buffer.get());
+      if (f.stage == Stage::flat) {
+        check(b.buffer->axes.empty(), "stage-III buffer ", b.buffer->name, " still has axes");
+        for (auto& e : b.buffer->shape) visit(e);
+      }
+    }
+  }
+
+ protected:
+  void visit_Var(const VarNode* n) override { check(bound_.count(n), "variable '", n->name, "' is used unbound"); }
+  void visit_Load(const LoadNode* n) override {
+    access(*n->buffer, n->indices.size());
+    IRVisitor::visit_Load(n);
+  }
+  void visit_Store(const StoreNode* n) override {
+    access(*n->buffer, n->indices.size());
+    IRVisitor::visit_Store(n);
+  }
+  void visit_Reduce(const ReduceNode* n) override {
+    access(*n->buffer, n->indices.size());
+    IRVisitor::visit_Reduce(n);
+  }
+  void visit_FindPos(const FindPosNode* n) override {
+    check((f_.stage == Stage::flat) == n->begin.defined(), "search over ", n->indices->name,
+          " has the wrong form for stage ", stage_name(f_.stage));
+    IRVisitor::visit_FindPos(n);
+  }
+  void visit_LetStmt(const LetStmtNode* n) override {
+    visit(n->value);
+    scoped(n->var.get(), [&] { visit(n->body); });
+  }
+  void visit_For(const ForNode* n) override {
+    visit(n->min);
+    visit(n->extent);
+    scoped(n->var.get(), [&] { visit(n->body); });
+  }
+  void visit_Block(const BlockNode* n) override {
+    for (auto& a : n->allocs) buffers_.insert(a.get());
+    visit(n->body);
+  }
+  void visit_SparseIteration(const SparseIterationNode* n) override {
+    check(f_.stage == Stage::coordinate, "sparse iteration '", n->name, "' at stage ", stage_name(f_.stage));
+    check(n->axes.size() == n->vars.size() && n->vars.size() == n->kinds.size(), "iteration '", n->name,
+          "' has mismatched axes/iterators/kinds");
+    std::vector<const ExprNode*> vars;
+    for (auto& v : n->vars) vars.push_back(v.get());
+    for (auto* v : vars) bound_.insert(v);
+    visit(n->init);
+    visit(n->body);
+    for (auto* v : vars) bound_.erase(v);
+  }
+
+ private:
+  template <class F>
+  void scoped(const ExprNode* v, F&& f) {
+    bool had = bound_.count(v);
+    bound_.insert(v);
+    f();
+    if (!had) bound_.erase(v);
+  }
+  void access(const BufferNode& b, std::size_t n) {
+    check(buffers_.count(&b), "buffer '", b.name, "' is not a parameter or an allocation in scope");
+    std::size_t rank = f_.stage == Stage::flat ? b.shape.size() : b.axes.size();
+    check(rank == n, "buffer '", b.name, "' of rank ", rank, " accessed with ", n, " indices");
+  }
+  template <class... Parts>
+  void check(bool ok, const Parts&... parts) {
+    if (!ok)
+      throw InternalError(message("IR check failed after pass ", pass_, " (kernel '", f_.name, "'): ", parts...));
+  }
+
+  const Function& f_;
+  std::string pass_;
+  std::set<const ExprNode*> bound_;
+  std::set<const BufferNode*> buffers_;
+};
+
+}  // namespace detail
+
+inline void verify(const Function& f, const std::string& after_pass) {
+  detail::Verifier v(f, after_pass);
+  v.visit(f.body);
+}
+
+}  // namespace spindle::ir

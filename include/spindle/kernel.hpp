@@ -1,0 +1,176 @@
+// spindle::kernel: a C++ lambda in, a callable kernel out.
+//
+//   auto spmm = spindle::kernel("spmm",
+//       [](spindle::in<float, I, J> a, spindle::in<float, spindle::dense<J>, K> b,
+//          spindle::out<float, I, K> c, spindle::iter<I> i, spindle::iter<J> j,
+//          spindle::iter<K> k) { c(i, k) += a(i, j) * b(j, k); });
+//   spmm(A, X, Y);
+//
+// The body is recorded into stage-I IR when the kernel is defined. The first call (or
+// compile()) lowers, schedules and compiles it through the runtime's kernel cache; later
+// calls only check and bind their arguments. Shapes are symbolic, so one compiled kernel
+// serves every input. Kernel objects are cheap to copy and share their compiled code.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <source_location>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "spindle/format/storage_of.hpp"
+#include "spindle/frontend/define.hpp"
+#include "spindle/runtime/compiled_kernel.hpp"
+
+namespace spindle {
+
+namespace detail {
+
+struct KernelState {
+  ir::Function stage1;
+  runtime::Runtime* runtime = nullptr;
+  std::mutex mutex;
+  std::shared_ptr<const runtime::CompiledKernel> compiled;
+  std::atomic<const runtime::CompiledKernel*> ready{nullptr};
+};
+
+// The element type an argument holds, when its type says so (value_type or Eigen's
+// Scalar); void when unknown, then the check happens at call time.
+template <class T>
+struct arg_element {
+  using type = void;
+};
+template <class T>
+  requires requires { typename T::value_type; }
+struct arg_element<T> {
+  using type = typename T::value_type;
+};
+template <class T>
+  requires(requires { typename T::Scalar; } && !requires { typename T::value_type; })
+struct arg_element<T> {
+  using type = typename T::Scalar;
+};
+
+template <class P, class A>
+constexpr bool argument_fits() {
+  using Arg = std::remove_cvref_t<A>;
+  if constexpr (is_scalar_param<P>::value) {
+    return std::is_arithmetic_v<Arg>;
+  } else {
+    using E = typename arg_element<Arg>::type;
+    return std::is_void_v<E> || std::is_same_v<E, typename P::value_type>;
+  }
+}
+
+template <class... Ps>
+struct call_params;  // the lambda parameters that are call arguments (no iterators)
+template <>
+struct call_params<> {
+  using type = std::tuple<>;
+};
+template <class P, class... Ps>
+struct call_params<P, Ps...> {
+  using rest = typename call_params<Ps...>::type;
+  using type = std::conditional_t<is_iter<P>::value, rest,
+                                  decltype(std::tuple_cat(std::declval<std::tuple<P>>(), std::declval<rest>()))>;
+};
+
+template <class A>
+runtime::CallArg make_call_arg(A&& a) {
+  runtime::CallArg c;
+  using Arg = std::remove_cvref_t<A>;
+  if constexpr (std::is_arithmetic_v<Arg>) {
+    c.is_scalar = true;
+    c.scalar_dtype = std::is_floating_point_v<Arg> ? DType::f64 : DType::i64;
+    c.scalar = static_cast<double>(a);
+    c.scalar_int = static_cast<std::int64_t>(a);
+  } else {
+    c.view = storage_of(std::forward<A>(a));
+  }
+  return c;
+}
+
+}  // namespace detail
+
+template <class... Params>
+class Kernel {
+  using CallParams = typename detail::call_params<Params...>::type;
+
+ public:
+  static constexpr std::size_t arity = std::tuple_size_v<CallParams>;
+
+  explicit Kernel(ir::Function stage1) : state_(std::make_shared<detail::KernelState>()) {
+    state_->stage1 = std::move(stage1);
+  }
+
+  template <class... Args>
+  void operator()(Args&&... args) const {
+    static_assert(sizeof...(Args) == arity,
+                  "spindle: wrong number of kernel arguments (one per in/out/inout/param parameter of the "
+                  "kernel lambda, in order)");
+    check_types<0, Args...>();
+    std::vector<runtime::CallArg> call_args;
+    call_args.reserve(arity);
+    (call_args.push_back(detail::make_call_arg(std::forward<Args>(args))), ...);
+    compile().call(call_args);
+  }
+
+  // Lowers and compiles now (a call does this on first use) and returns the result.
+  const runtime::CompiledKernel& compile() const {
+    if (auto* ready = state_->ready.load(std::memory_order_acquire)) return *ready;
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    if (!state_->compiled) {
+      runtime::Runtime& rt = state_->runtime ? *state_->runtime : runtime::Runtime::default_instance();
+      state_->compiled = std::make_shared<const runtime::CompiledKernel>(state_->stage1, rt);
+      state_->ready.store(state_->compiled.get(), std::memory_order_release);
+    }
+    return *state_->compiled;
+  }
+
+  const ir::Function& ir() const { return state_->stage1; }
+  const std::string& name() const { return state_->stage1.name; }
+  std::string explain() const { return compile().explain(); }
+
+  // The same definition compiled and run with another runtime (cache, pool, engine).
+  Kernel with_runtime(runtime::Runtime& rt) const {
+    Kernel k(state_->stage1);
+    k.state_->runtime = &rt;
+    return k;
+  }
+
+ private:
+  template <std::size_t K, class A, class... Rest>
+  static constexpr void check_types() {
+    using P = std::tuple_element_t<K, CallParams>;
+    static_assert(detail::argument_fits<P, A>(),
+                  "spindle: a kernel argument's element type differs from the buffer's declared type "
+                  "(or a scalar parameter got a non-arithmetic argument)");
+    if constexpr (sizeof...(Rest) > 0) check_types<K + 1, Rest...>();
+  }
+  template <std::size_t K>
+  static constexpr void check_types() {}
+
+  std::shared_ptr<detail::KernelState> state_;
+};
+
+namespace detail {
+template <class Tuple>
+struct kernel_type;
+template <class... Ps>
+struct kernel_type<std::tuple<Ps...>> {
+  using type = Kernel<Ps...>;
+};
+}  // namespace detail
+
+// Defines a kernel from a lambda (see the top of this file).
+template <class F>
+auto kernel(std::string name, F&& f, std::source_location loc = std::source_location::current()) {
+  using K = typename detail::kernel_type<typename detail::lambda_signature<F>::params>::type;
+  return K(define_kernel(std::move(name), std::forward<F>(f), loc));
+}
+
+}  // namespace spindle

@@ -1,0 +1,336 @@
+// lower_sparse_iter: stage I (coordinate space) -> stage II (position space).
+// Seed 002 §3.3.1, in three steps:
+//  1. auxiliary buffer materialisation: each variable axis A gets A_indptr (over the chain
+//     of A's parent, one extra element), each sparse axis A_indices (over A's chain);
+//  2. nested loop generation: one loop per iteration axis, from 0 to the axis's extent
+//     (length, nnz_per_row, or indptr[p+1] - indptr[p] for variable axes), each iteration
+//     wrapped in a named block; the init of a reduction is placed before the outermost
+//     reduction loop, with its own loops over the spatial axes nested below it;
+//  3. coordinate translation: every buffer access is rewritten from coordinates to
+//     positions. An iterator that indexes a slot of its own axis under the same ancestors
+//     uses its loop position directly; otherwise the coordinate is computed (decompress:
+//     indices[...] for sparse iterators) and compressed into the slot's axis: dense axes
+//     take the coordinate (guarded to [0, extent) unless it comes from an iterator of the
+//     same coordinate space), sparse axes search the fiber (FindPos, a binary search);
+//     an absent coordinate reads the buffer's default value and drops writes.
+// Pre: stage I, body made of sparse iterations, locals and stores.
+// Post: stage II, no SparseIteration nodes; function buffers include the aux buffers used.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "spindle/ir/function.hpp"
+#include "spindle/ir/functor.hpp"
+#include "spindle/ir/printer.hpp"
+#include "spindle/lower/context.hpp"
+
+namespace spindle::lower {
+
+namespace detail {
+
+class SparseIterLowering : public ir::IRMutator {
+ public:
+  explicit SparseIterLowering(const LowerContext& ctx) : ctx_(ctx) {}
+
+  ir::Function run(const ir::Function& f) {
+    SPINDLE_INTERNAL_CHECK(f.stage == ir::Stage::coordinate, "lower_sparse_iter", "expects stage I");
+    for (auto& a : f.axes) make_aux(a);
+    ir::Function out = f;
+    out.stage = ir::Stage::position;
+    out.body = mutate(f.body);
+    for (auto& a : f.axes) {
+      auto& aux = aux_.at(a.get());
+      if (aux.indptr && used_.count(aux.indptr.get()))
+        out.buffers.push_back({aux.indptr, {ir::ParamOrigin::indptr, -1, a}});
+      if (aux.indices && used_.count(aux.indices.get()))
+        out.buffers.push_back({aux.indices, {ir::ParamOrigin::indices, -1, a}});
+    }
+    return out;
+  }
+
+ protected:
+  // --- step 2: loops -----------------------------------------------------------------
+  ir::Stmt mutate_SparseIteration(const ir::SparseIterationNode* n, const ir::Stmt&) override {
+    const std::size_t depth = scope_.size(), count = n->axes.size();
+    std::vector<ir::Var> pos;
+    std::vector<ir::Expr> extents;
+    int first_reduction = -1;
+    for (std::size_t k = 0; k < count; ++k) {
+      const ir::Axis& a = n->axes[k];
+      for (std::size_t q = 0; q < k; ++q)
+        SPINDLE_CHECK(n->axes[q] != a, UserError, "kernel '", ctx_.kernel, "': iteration '", n->name,
+                      "' lists axis ", a->name, " twice");
+      if (a->parent)
+        SPINDLE_CHECK(find_axis(a->parent.get()), UserError, "kernel '", ctx_.kernel, "': iteration '",
+                      n->name, "' iterates axis ", a->name, " without its parent ", a->parent->name,
+                      "; hint: iterate ", a->parent->name, " before ", a->name,
+                      " (in the same iteration or an enclosing one)");
+      extents.push_back(extent_of(a));
+      pos.emplace_back(n->vars[k].name(), DType::i64);
+      bind(n->vars[k], a, pos.back());
+      if (first_reduction < 0 && n->kinds[k] == ir::IterKind::reduction) first_reduction = static_cast<int>(k);
+    }
+    ir::Stmt body = mutate(n->body);
+    ir::Stmt init;
+    if (n->init.defined()) {
+      if (first_reduction < 0) {
+        body = ir::seq({mutate(n->init), body}, n->loc);
+      } else {
+        init = init_nest(n, static_cast<std::size_t>(first_reduction), depth);
+      }
+    }
+    ir::Stmt s = body;
+    for (std::size_t k = count; k-- > 0;) {
+      s = ir::for_loop(pos[k], ir::int_imm(0), extents[k], ir::ForKind::serial, n->kinds[k], n->axes[k]->name, s,
+                       n->loc);
+      if (static_cast<int>(k) == first_reduction && init.defined()) s = ir::seq({init, s}, n->loc);
+    }
+    scope_.resize(depth);
+    return ir::block(n->name, {}, s, n->loc);
+  }
+
+  // The init of iteration n placed before its loop r: loops over the spatial axes after r.
+  ir::Stmt init_nest(const ir::SparseIterationNode* n, std::size_t r, std::size_t depth) {
+    std::vector<Bound> saved(scope_.begin() + static_cast<long>(depth + r), scope_.end());
+    scope_.resize(depth + r);
+    std::vector<std::size_t> spatial;
+    std::vector<ir::Var> pos;
+    std::vector<ir::Expr> extents;
+    for (std::size_t k = r + 1; k < n->axes.size(); ++k) {
+      if (n->kinds[k] != ir::IterKind::spatial) continue;
+      const ir::Axis& a = n->axes[k];
+      SPINDLE_CHECK(!a->parent || find_axis(a->parent.get()), UserError, "kernel '", ctx_.kernel,
+                    "': cannot initialise the output of iteration '", n->name, "': spatial axis ", a->name,
+                    " depends on reduction axis ", a->parent->name,
+                    "; hint: declare the output inout and initialise it before the call");
+      extents.push_back(extent_of(a));
+      pos.emplace_back(n->vars[k].name(), DType::i64);
+      bind(n->vars[k], a, pos.back());
+      spatial.push_back(k);
+    }
+    ir::Stmt s = mutate(n->init);
+    for (std::size_t q = spatial.size(); q-- > 0;)
+      s = ir::for_loop(pos[q], ir::int_imm(0), extents[q], ir::ForKind::serial, ir::IterKind::spatial,
+                       n->axes[spatial[q]]->name, s, n->loc);
+    scope_.resize(depth + r);
+    scope_.insert(scope_.end(), saved.begin(), saved.end());
+    return s;
+  }
+
+  // --- step 3: coordinate translation -------------------------------------------------
+  ir::Expr mutate_Load(const ir::LoadNode* n, const ir::Expr& self) override {
+    if (n->buffer->scope == ir::BufferScope::local && n->indices.empty()) return self;
+    Access acc = translate(n->buffer, n->indices);
+    ir::Expr value = ir::load(n->buffer, acc.pos);
+    if (!acc.guard.defined()) return value;
+    return ir::select(acc.guard, value, ir::make_const(n->buffer->dtype, n->buffer->default_value));
+  }
+
+  ir::Expr mutate_Var(const ir::VarNode* n, const ir::Expr& self) override {
+    if (const Bound* b = find_iter(n)) return b->coord;
+    return self;
+  }
+
+  ir::Stmt mutate_Store(const ir::StoreNode* n, const ir::Stmt&) override {
+    return with_lets([&] {
+      Access acc = translate(n->buffer, n->indices);
+      ir::Stmt s = ir::store(n->buffer, acc.pos, mutate(n->value), n->loc);
+      return acc.guard.defined() ? ir::if_then_else(acc.guard, s, ir::Stmt(), n->loc) : s;
+    });
+  }
+
+  ir::Stmt mutate_Reduce(const ir::ReduceNode* n, const ir::Stmt&) override {
+    return with_lets([&] {
+      Access acc = translate(n->buffer, n->indices);
+      ir::Stmt s = ir::reduce(n->buffer, acc.pos, n->op, mutate(n->value), n->loc);
+      return acc.guard.defined() ? ir::if_then_else(acc.guard, s, ir::Stmt(), n->loc) : s;
+    });
+  }
+
+  ir::Stmt mutate_IfThenElse(const ir::IfThenElseNode* n, const ir::Stmt& self) override {
+    return with_lets([&] { return ir::IRMutator::mutate_IfThenElse(n, self); });
+  }
+
+ private:
+  struct Bound {
+    const ir::VarNode* iter;
+    ir::Axis axis;
+    ir::Var pos;
+    ir::Expr coord;
+  };
+  struct Aux {
+    ir::Buffer indptr, indices;
+  };
+  struct Access {
+    std::vector<ir::Expr> pos;
+    ir::Expr guard;
+  };
+
+  void make_aux(const ir::Axis& a) {
+    Aux aux;
+    if (a->is_variable()) {
+      ir::BufferNode b;
+      b.name = a->name + "_indptr";
+      b.dtype = a->index_dtype;
+      b.axes = ir::axis_chain(a->parent);
+      b.role = ir::BufferRole::aux;
+      b.extra_storage = 1;
+      aux.indptr = ir::make_buffer(std::move(b));
+    }
+    if (a->is_sparse()) {
+      ir::BufferNode b;
+      b.name = a->name + "_indices";
+      b.dtype = a->index_dtype;
+      b.axes = ir::axis_chain(a);
+      b.role = ir::BufferRole::aux;
+      aux.indices = ir::make_buffer(std::move(b));
+    }
+    aux_[a.get()] = aux;
+  }
+
+  ir::Expr use(const ir::Buffer& b, std::vector<ir::Expr> idx) {
+    used_.insert(b.get());
+    for (auto& a : b->axes)
+      if (a->is_variable()) used_.insert(aux_.at(a.get()).indptr.get());
+    return ir::load(b, std::move(idx));
+  }
+
+  const Bound* find_iter(const ir::VarNode* v) const {
+    for (auto it = scope_.rbegin(); it != scope_.rend(); ++it)
+      if (it->iter == v) return &*it;
+    return nullptr;
+  }
+  const Bound* find_axis(const ir::AxisNode* a) const {
+    for (auto it = scope_.rbegin(); it != scope_.rend(); ++it)
+      if (it->axis.get() == a) return &*it;
+    return nullptr;
+  }
+
+  // Loop positions of the bound ancestors of `a` (root first), excluding `a`.
+  std::vector<ir::Expr> ancestor_positions(const ir::Axis& a) const {
+    std::vector<ir::Expr> out;
+    if (!a->parent) return out;
+    for (auto& anc : ir::axis_chain(a->parent)) {
+      const Bound* b = find_axis(anc.get());
+      SPINDLE_INTERNAL_CHECK(b, "lower_sparse_iter", "ancestor ", anc->name, " of ", a->name, " is unbound");
+      out.push_back(b->pos);
+    }
+    return out;
+  }
+
+  // Number of positions of `a` under the parent positions `prefix`.
+  ir::Expr extent_under(const ir::Axis& a, std::vector<ir::Expr> prefix) {
+    switch (a->kind) {
+      case ir::AxisKind::dense_fixed: return a->length;
+      case ir::AxisKind::sparse_fixed: return a->nnz_per_row;
+      default: {
+        auto& indptr = aux_.at(a.get()).indptr;
+        std::vector<ir::Expr> next = prefix;
+        next.back() = next.back() + 1;
+        return use(indptr, std::move(next)) - use(indptr, std::move(prefix));
+      }
+    }
+  }
+  ir::Expr extent_of(const ir::Axis& a) { return extent_under(a, ancestor_positions(a)); }
+
+  void bind(const ir::Var& iter, const ir::Axis& a, const ir::Var& pos) {
+    ir::Expr coord = pos;
+    if (a->is_sparse()) {
+      std::vector<ir::Expr> idx = ancestor_positions(a);
+      idx.push_back(pos);
+      coord = use(aux_.at(a.get()).indices, std::move(idx));
+    }
+    scope_.push_back({iter.node(), a, pos, coord});
+  }
+
+  static ir::Expr conj(const ir::Expr& a, const ir::Expr& b) { return a.defined() ? (a && b) : b; }
+
+  Access translate(const ir::Buffer& buf, const std::vector<ir::Expr>& idx) {
+    SPINDLE_INTERNAL_CHECK(idx.size() == buf->axes.size(), "lower_sparse_iter", "buffer ", buf->name,
+                           " has ", buf->axes.size(), " axes but is indexed with ", idx.size());
+    Access acc;
+    for (auto& a : buf->axes)  // flattening (stage III) reads the indptr of variable axes
+      if (a->is_variable()) used_.insert(aux_.at(a.get()).indptr.get());
+    for (std::size_t s = 0; s < idx.size(); ++s) {
+      const ir::Axis& a = buf->axes[s];
+      const ir::VarNode* v = idx[s].as<ir::VarNode>();
+      const Bound* it = v ? find_iter(v) : nullptr;
+      if (it && it->axis == a && prefix_matches(acc.pos, s, a)) {
+        acc.pos.push_back(it->pos);
+        continue;
+      }
+      if (it && ir::coordinate_space(it->axis) != ir::coordinate_space(a))
+        throw UserError(message("kernel '", ctx_.kernel, "': buffer '", buf->name, "' axis ", a->name,
+                                " (index ", s, ") is indexed by the iterator '", v->name, "' of axis ",
+                                it->axis->name, ", which ranges over a different coordinate space; hint: "
+                                "index it with an iterator of ", a->name, " or of dense<", a->name, ">"));
+      ir::Expr c = mutate(idx[s]);  // coordinates of iterators, translated nested loads
+      std::size_t chain = ir::axis_chain(a).size() - 1;
+      std::vector<ir::Expr> prefix(acc.pos.end() - static_cast<long>(chain), acc.pos.end());
+      if (a->is_dense()) {
+        if (!it) acc.guard = conj(acc.guard, ir::int_imm(0) <= c && c < extent_under(a, prefix));
+        acc.pos.push_back(c);
+      } else {
+        ir::Var p = find_let(a, std::move(prefix), c);
+        acc.guard = conj(acc.guard, ir::Expr(p) >= ir::int_imm(0));
+        acc.pos.push_back(p);
+      }
+    }
+    return acc;
+  }
+
+  // Do the buffer's positions for the ancestors of `a` equal the loop positions that the
+  // iterator of `a` runs under?
+  bool prefix_matches(const std::vector<ir::Expr>& pos, std::size_t slot, const ir::Axis& a) const {
+    std::vector<ir::Expr> anc = ancestor_positions(a);
+    if (anc.size() > slot) return false;
+    for (std::size_t q = 0; q < anc.size(); ++q)
+      if (!pos[slot - anc.size() + q].same_as(anc[q])) return false;
+    return true;
+  }
+
+  ir::Var find_let(const ir::Axis& a, std::vector<ir::Expr> prefix, const ir::Expr& c) {
+    auto& indices = aux_.at(a.get()).indices;
+    used_.insert(indices.get());
+    if (a->is_variable()) used_.insert(aux_.at(a.get()).indptr.get());
+    ir::Expr fp = ir::find_pos(indices, std::move(prefix), c);
+    std::string key = ir::to_string(fp);
+    for (auto& [k, v] : pending_)
+      if (k == key) return v;
+    ir::Var var(a->name + "_pos", DType::i64);
+    pending_.push_back({key, var});
+    pending_values_.push_back(fp);
+    return var;
+  }
+
+  template <class F>
+  ir::Stmt with_lets(F&& make) {
+    auto saved = std::move(pending_);
+    auto saved_values = std::move(pending_values_);
+    pending_.clear();
+    pending_values_.clear();
+    ir::Stmt s = make();
+    for (std::size_t q = pending_.size(); q-- > 0;) s = ir::let_stmt(pending_[q].second, pending_values_[q], s, s.loc());
+    pending_ = std::move(saved);
+    pending_values_ = std::move(saved_values);
+    return s;
+  }
+
+  const LowerContext& ctx_;
+  std::vector<Bound> scope_;
+  std::map<const ir::AxisNode*, Aux> aux_;
+  std::set<const ir::BufferNode*> used_;
+  std::vector<std::pair<std::string, ir::Var>> pending_;
+  std::vector<ir::Expr> pending_values_;
+};
+
+}  // namespace detail
+
+inline ir::Function lower_sparse_iter(const ir::Function& f, const LowerContext& ctx) {
+  return detail::SparseIterLowering(ctx).run(f);
+}
+
+}  // namespace spindle::lower

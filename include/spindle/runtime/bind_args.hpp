@@ -1,0 +1,281 @@
+// Call-time binding: checks the call's arguments against the kernel's buffers and fills
+// the flat ABI arrays (buffer pointers, symbolic shape values) of the generated code.
+//
+// Each buffer argument describes itself as a StorageView, one level per buffer axis. The
+// binder checks the element dtype, the number and kinds of levels, writability of outputs,
+// and binds every axis from the first argument that carries it; later arguments must agree
+// (same length, and the same indptr/indices contents where two buffers share a sparse
+// axis). Kernels that search an axis require its indices sorted. Nothing the caller passed
+// is modified: errors are raised before the kernel runs.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "spindle/format/storage.hpp"
+#include "spindle/ir/function.hpp"
+#include "spindle/ir/functor.hpp"
+
+namespace spindle::runtime {
+
+// One call argument: a buffer (StorageView) or a scalar.
+struct CallArg {
+  bool is_scalar = false;
+  StorageView view;
+  DType scalar_dtype = DType::f64;
+  double scalar = 0;
+  std::int64_t scalar_int = 0;
+};
+
+class ArgBinder {
+ public:
+  // stage1 names the user-facing buffers and scalars; stage3 fixes the ABI order.
+  ArgBinder(const ir::Function& stage1, const ir::Function& stage3) : kernel_(stage1.name) {
+    for (auto& b : stage1.buffers) user_buffers_.push_back(b);
+    for (auto& s : stage1.scalars)
+      if (s.origin.kind == ir::ParamOrigin::scalar) user_scalars_.push_back(s);
+    abi_buffers_ = stage3.buffers;
+    abi_scalars_ = stage3.scalars;
+    // Axes that the code searches (binary search into indices) need sorted fibers.
+    struct Searches : ir::IRVisitor {
+      std::set<std::string> names;
+      void visit_FindPos(const ir::FindPosNode* n) override {
+        names.insert(n->indices->name);
+        ir::IRVisitor::visit_FindPos(n);
+      }
+    } searches;
+    searches.visit(stage3.body);
+    for (auto& b : stage3.buffers)
+      if (b.origin.kind == ir::ParamOrigin::indices && searches.names.count(b.buffer->name))
+        sorted_required_.insert(b.origin.axis.get());
+    struct Uses : ir::IRVisitor {
+      std::set<const ir::ExprNode*> vars;
+      void visit_Var(const ir::VarNode* n) override { vars.insert(n); }
+    } uses;
+    uses.visit(stage3.body);
+    for (auto& b : stage3.buffers)
+      for (auto& e : b.buffer->shape) uses.visit(e);
+    for (auto& s : stage3.scalars) scalar_used_.push_back(uses.vars.count(s.var.get()) > 0);
+    num_args_ = static_cast<int>(user_buffers_.size() + user_scalars_.size());
+  }
+
+  int num_args() const { return num_args_; }
+
+  // Fills buffers[abi_buffers.size()] and scalars[abi_scalars.size()].
+  void bind(const std::vector<CallArg>& args, void** buffers, std::int64_t* scalars) const {
+    SPINDLE_CHECK(static_cast<int>(args.size()) == num_args_, UserError, "kernel '", kernel_, "' takes ",
+                  num_args_, " arguments, got ", args.size());
+    std::map<const ir::AxisNode*, Binding> axes;
+    for (auto& b : user_buffers_) bind_buffer(b, args, axes);
+    check_aliasing(args);
+    for (std::size_t k = 0; k < abi_buffers_.size(); ++k) {
+      const auto& p = abi_buffers_[k];
+      switch (p.origin.kind) {
+        case ir::ParamOrigin::values: buffers[k] = args[p.origin.arg].view.data; break;
+        case ir::ParamOrigin::indptr: buffers[k] = const_cast<void*>(bound(axes, p).indptr); break;
+        case ir::ParamOrigin::indices: {
+          const Binding& b = bound(axes, p);
+          SPINDLE_CHECK(b.sorted || !sorted_required_.count(p.origin.axis.get()), FormatError, "kernel '",
+                        kernel_, "' searches the coordinates of axis ", p.origin.axis->name,
+                        " (binary search), but argument '", b.buffer, "' has a fiber whose indices are not "
+                        "sorted; hint: sort the indices of every row (spindle::Csr sorts on construction)");
+          buffers[k] = const_cast<void*>(b.indices);
+          break;
+        }
+        default: throw InternalError("bind_args: unexpected buffer origin");
+      }
+    }
+    for (std::size_t k = 0; k < abi_scalars_.size(); ++k) scalars[k] = scalar_value(abi_scalars_[k], k, args, axes);
+  }
+
+ private:
+  struct Binding {
+    bool has_length = false;
+    std::int64_t length = 0, nnz = 0, nnz_per_row = 0, parents = 0;
+    const void* indptr = nullptr;
+    const void* indices = nullptr;
+    DType index_dtype = DType::i32;
+    bool sorted = true, structure = false;
+    std::string buffer;  // the argument that bound it, for messages
+  };
+
+  std::string arg_name(const ir::FuncBuffer& b) const {
+    return message("argument ", b.origin.arg, " ('", b.buffer->name, "')");
+  }
+
+  void bind_buffer(const ir::FuncBuffer& fb, const std::vector<CallArg>& args,
+                   std::map<const ir::AxisNode*, Binding>& axes) const {
+    const ir::BufferNode& b = *fb.buffer;
+    const CallArg& arg = args[fb.origin.arg];
+    SPINDLE_CHECK(!arg.is_scalar, UserError, "kernel '", kernel_, "': ", arg_name(fb),
+                  " must be a tensor or sparse matrix, got a scalar");
+    const StorageView& v = arg.view;
+    SPINDLE_CHECK(v.dtype == b.dtype, DTypeError, "kernel '", kernel_, "': ", arg_name(fb), " holds ",
+                  dtype_name(v.dtype), " values but the buffer is declared ", dtype_name(b.dtype));
+    SPINDLE_CHECK(v.levels.size() == b.axes.size(), ShapeError, "kernel '", kernel_, "': ", arg_name(fb), " (",
+                  v.description, ") has ", v.levels.size(), " level(s) but buffer '", b.name, "' has ",
+                  b.axes.size(), " axes ", axes_text(b));
+    bool writes = b.role == ir::BufferRole::output || b.role == ir::BufferRole::inout;
+    SPINDLE_CHECK(!writes || v.writable, UserError, "kernel '", kernel_, "': ", arg_name(fb),
+                  " is written by the kernel but was passed read-only (", v.description, ")");
+    std::int64_t positions = 1, expected_values = 1;
+    for (std::size_t s = 0; s < b.axes.size(); ++s) {
+      const ir::Axis& a = b.axes[s];
+      const LevelView& l = v.levels[s];
+      SPINDLE_CHECK(static_cast<int>(l.kind) == static_cast<int>(a->kind), ShapeError, "kernel '", kernel_, "': ",
+                    arg_name(fb), " level ", s, " is ", level_kind_name(l.kind), " but axis ", a->name, " is ",
+                    ir::axis_kind_name(a->kind));
+      if (!a->parent) {  // a root starts a new chain (dimension)
+        expected_values = checked_mul(expected_values, positions);
+        positions = 1;
+      }
+      const ir::AxisNode* key = ir::coordinate_space(a);
+      bind_length(axes[key], key->name, fb, l.length);
+      if (a->kind == ir::AxisKind::dense_fixed) {
+        positions = l.length;
+        continue;
+      }
+      Binding& bd = axes[a.get()];
+      std::int64_t level_positions = a->kind == ir::AxisKind::sparse_fixed ? checked_mul(positions, l.nnz_per_row) : l.nnz;
+      bind_structure(bd, *a, fb, l, positions, level_positions);
+      positions = level_positions;
+    }
+    expected_values = checked_mul(expected_values, positions);
+    SPINDLE_CHECK(v.value_count == expected_values, ShapeError, "kernel '", kernel_, "': ", arg_name(fb), " holds ",
+                  v.value_count, " values but its structure has ", expected_values, " positions");
+  }
+
+  void bind_length(Binding& bd, const std::string& axis, const ir::FuncBuffer& fb, std::int64_t length) const {
+    SPINDLE_CHECK(length >= 0, ShapeError, "kernel '", kernel_, "': ", arg_name(fb), " has negative extent ",
+                  length, " for axis ", axis);
+    if (!bd.has_length) {
+      bd.has_length = true;
+      bd.length = length;
+      bd.buffer = fb.buffer->name;
+      return;
+    }
+    SPINDLE_CHECK(bd.length == length, ShapeError, "kernel '", kernel_, "': axis ", axis, " has extent ", bd.length,
+                  " in argument '", bd.buffer, "' but ", length, " in ", arg_name(fb));
+  }
+
+  void bind_structure(Binding& bd, const ir::AxisNode& a, const ir::FuncBuffer& fb, const LevelView& l,
+                      std::int64_t parents, std::int64_t level_positions) const {
+    SPINDLE_CHECK(l.index_dtype == a.index_dtype, DTypeError, "kernel '", kernel_, "': ", arg_name(fb),
+                  " stores the indices of axis ", a.name, " as ", dtype_name(l.index_dtype), " but the axis is declared ",
+                  dtype_name(a.index_dtype));
+    SPINDLE_CHECK(!a.is_variable() || l.indptr || parents == 0, ShapeError, "kernel '", kernel_, "': ", arg_name(fb),
+                  " has no indptr for variable axis ", a.name);
+    if (!bd.structure) {
+      bd.structure = true;
+      bd.nnz = l.nnz;
+      bd.nnz_per_row = l.nnz_per_row;
+      bd.indptr = l.indptr;
+      bd.indices = l.indices;
+      bd.parents = parents;
+      bd.sorted = l.sorted;
+      bd.index_dtype = l.index_dtype;
+      bd.buffer = fb.buffer->name;
+      return;
+    }
+    auto same = [&](const void* x, const void* y, std::int64_t count) {
+      std::size_t bytes = static_cast<std::size_t>(count) * static_cast<std::size_t>(dtype_bytes(l.index_dtype));
+      return x == y || count == 0 || (x && y && std::memcmp(x, y, bytes) == 0);
+    };
+    bool ok = bd.parents == parents && bd.nnz == l.nnz && bd.nnz_per_row == l.nnz_per_row &&
+              (!a.is_variable() || same(bd.indptr, l.indptr, parents + 1)) &&
+              (!a.is_sparse() || same(bd.indices, l.indices, level_positions));
+    SPINDLE_CHECK(ok, ShapeError, "kernel '", kernel_, "': buffers '", bd.buffer, "' and '", fb.buffer->name,
+                  "' share axis ", a.name, " but their arguments have different sparsity structure");
+    bd.sorted = bd.sorted && l.sorted;
+  }
+
+  const Binding& bound(const std::map<const ir::AxisNode*, Binding>& axes, const ir::FuncBuffer& p) const {
+    auto it = axes.find(p.origin.axis.get());
+    SPINDLE_CHECK(it != axes.end() && it->second.structure, UserError, "kernel '", kernel_, "': no argument binds the ",
+                  p.origin.kind == ir::ParamOrigin::indptr ? "indptr" : "indices", " of axis ", p.origin.axis->name,
+                  "; hint: pass a buffer over ", p.origin.axis->name);
+    return it->second;
+  }
+
+  std::int64_t scalar_value(const ir::FuncScalar& s, std::size_t k, const std::vector<CallArg>& args,
+                            const std::map<const ir::AxisNode*, Binding>& axes) const {
+    if (s.origin.kind == ir::ParamOrigin::scalar) {
+      const CallArg& a = args[s.origin.arg];
+      SPINDLE_CHECK(a.is_scalar, UserError, "kernel '", kernel_, "': argument ", s.origin.arg, " ('", s.var.name(),
+                    "') must be a scalar");
+      std::int64_t bits = 0;
+      switch (s.var.dtype()) {
+        case DType::f32: { float f = static_cast<float>(a.is_scalar && is_int(a.scalar_dtype) ? a.scalar_int : a.scalar);
+          std::memcpy(&bits, &f, sizeof f); break; }
+        case DType::f64: { double d = is_int(a.scalar_dtype) ? static_cast<double>(a.scalar_int) : a.scalar;
+          std::memcpy(&bits, &d, sizeof d); break; }
+        default: bits = is_int(a.scalar_dtype) ? a.scalar_int : static_cast<std::int64_t>(a.scalar);
+      }
+      return bits;
+    }
+    const ir::AxisNode* axis = s.origin.axis.get();
+    auto it = axes.find(axis);
+    bool have = it != axes.end() && (s.origin.kind == ir::ParamOrigin::length ? it->second.has_length : it->second.structure);
+    if (!have) {
+      SPINDLE_CHECK(!scalar_used_[k], UserError, "kernel '", kernel_, "': no argument gives the ",
+                    s.origin.kind == ir::ParamOrigin::length ? "extent" : "structure", " of axis ", axis->name,
+                    "; hint: every iterated axis must appear in some buffer argument");
+      return 0;
+    }
+    switch (s.origin.kind) {
+      case ir::ParamOrigin::length: return it->second.length;
+      case ir::ParamOrigin::nnz: return it->second.nnz;
+      case ir::ParamOrigin::nnz_per_row: return it->second.nnz_per_row;
+      default: throw InternalError("bind_args: unexpected scalar origin");
+    }
+  }
+
+  void check_aliasing(const std::vector<CallArg>& args) const {
+    for (auto& w : user_buffers_) {
+      if (w.buffer->role != ir::BufferRole::output && w.buffer->role != ir::BufferRole::inout) continue;
+      const StorageView& wv = args[w.origin.arg].view;
+      for (auto& o : user_buffers_) {
+        if (&o == &w) continue;
+        const StorageView& ov = args[o.origin.arg].view;
+        if (overlaps(wv, ov))
+          throw UserError(message("kernel '", kernel_, "': output ", arg_name(w), " overlaps ", arg_name(o),
+                                  " in memory; hint: pass a separate output"));
+      }
+    }
+  }
+
+  static bool overlaps(const StorageView& a, const StorageView& b) {
+    if (!a.data || !b.data || a.value_count == 0 || b.value_count == 0) return false;
+    auto lo1 = reinterpret_cast<std::uintptr_t>(a.data), lo2 = reinterpret_cast<std::uintptr_t>(b.data);
+    auto hi1 = lo1 + static_cast<std::uintptr_t>(a.value_count) * static_cast<std::uintptr_t>(dtype_bytes(a.dtype));
+    auto hi2 = lo2 + static_cast<std::uintptr_t>(b.value_count) * static_cast<std::uintptr_t>(dtype_bytes(b.dtype));
+    return lo1 < hi2 && lo2 < hi1;
+  }
+
+  std::int64_t checked_mul(std::int64_t a, std::int64_t b) const {
+    std::int64_t r;
+    SPINDLE_CHECK(!__builtin_mul_overflow(a, b, &r), ShapeError, "kernel '", kernel_, "': tensor size overflows 64 bits");
+    return r;
+  }
+
+  static std::string axes_text(const ir::BufferNode& b) {
+    std::string s = "[";
+    for (std::size_t k = 0; k < b.axes.size(); ++k) s += (k ? ", " : "") + b.axes[k]->name;
+    return s + "]";
+  }
+
+  std::string kernel_;
+  std::vector<ir::FuncBuffer> user_buffers_;
+  std::vector<ir::FuncScalar> user_scalars_;
+  std::vector<ir::FuncBuffer> abi_buffers_;
+  std::vector<ir::FuncScalar> abi_scalars_;
+  std::vector<bool> scalar_used_;
+  std::set<const ir::AxisNode*> sorted_required_;
+  int num_args_ = 0;
+};
+
+}  // namespace spindle::runtime

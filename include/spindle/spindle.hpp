@@ -1,0 +1,17 @@
+// Spindle: a sparse tensor compiler as a header-only C++20 DSL with a JIT backend.
+//
+//   #include <spindle/spindle.hpp>
+//
+// This umbrella header pulls in the DSL (axes, buffers, iterators, kernel), the host
+// formats (Csr, Tensor, Ragged, Csf, Matrix Market IO) and the CPU runtime. It includes
+// no LLVM, Clang, CUDA or Eigen headers; Eigen interop is in <spindle/eigen.hpp>.
+#pragma once
+
+#include "spindle/format/csf.hpp"
+#include "spindle/format/csr.hpp"
+#include "spindle/format/matrix_market.hpp"
+#include "spindle/format/ragged.hpp"
+#include "spindle/format/tensor.hpp"
+#include "spindle/kernel.hpp"
+#include "spindle/ops.hpp"
+#include "spindle/runtime/runtime.hpp"
