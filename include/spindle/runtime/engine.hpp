@@ -42,7 +42,7 @@ class Engine {
 };
 
 // System C compiler (Options::system_cc) + dlopen. Always available where a C compiler is.
-std::unique_ptr<Engine> make_system_engine(const Options& options);
+inline std::unique_ptr<Engine> make_system_engine(const Options& options);
 
 #ifdef SPINDLE_WITH_ORC
 // In-process Clang 19 + LLVM ORC LLJIT. Defined in spindle/impl/orc_engine.cpp, which the
