@@ -124,7 +124,7 @@ class Kernel {
     if (auto* ready = state_->ready.load(std::memory_order_acquire)) return *ready;
     std::lock_guard<std::mutex> lock(state_->mutex);
     if (!state_->compiled) {
-      runtime::Runtime& rt = state_->runtime ? *state_->runtime : runtime::Runtime::default_instance();
+      runtime::Runtime& rt = state_->runtime ? *state_->runtime : runtime::default_runtime();
       state_->compiled = std::make_shared<const runtime::CompiledKernel>(state_->stage1, rt);
       state_->ready.store(state_->compiled.get(), std::memory_order_release);
     }

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <spindle/driver/pipeline.hpp>
 #include <spindle/spindle.hpp>
 
 namespace {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "spindle/frontend/axis_types.hpp"
-#include "spindle/frontend/iteration_inference.hpp"
+#include "spindle/frontend/iteration_inference_decl.hpp"
 #include "spindle/ir/function.hpp"
 #include "spindle/ir/ops.hpp"
 
@@ -233,3 +233,7 @@ class BuilderScope {
 };
 
 }  // namespace spindle::detail
+
+#ifndef SPINDLE_SEPARATE_COMPILATION
+#include "spindle/frontend/iteration_inference.hpp"
+#endif

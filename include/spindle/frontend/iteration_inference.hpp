@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "spindle/frontend/iteration_inference_decl.hpp"
 #include "spindle/ir/functor.hpp"
 #include "spindle/ir/printer.hpp"
 
@@ -116,7 +117,7 @@ class IterationInference : public ir::IRMutator {
   std::set<const ir::BufferNode*> initialized_;
 };
 
-inline ir::Stmt infer_iteration_kinds(ir::Stmt body, const std::string& kernel) {
+SPINDLE_DECL ir::Stmt infer_iteration_kinds(ir::Stmt body, const std::string& kernel) {
   return IterationInference(kernel).mutate(body);
 }
 

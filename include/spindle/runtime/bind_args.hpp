@@ -19,17 +19,9 @@
 #include "spindle/format/storage.hpp"
 #include "spindle/ir/function.hpp"
 #include "spindle/ir/functor.hpp"
+#include "spindle/runtime/call_arg.hpp"
 
 namespace spindle::runtime {
-
-// One call argument: a buffer (StorageView) or a scalar.
-struct CallArg {
-  bool is_scalar = false;
-  StorageView view;
-  DType scalar_dtype = DType::f64;
-  double scalar = 0;
-  std::int64_t scalar_int = 0;
-};
 
 class ArgBinder {
  public:

@@ -1,0 +1,8 @@
+// The one translation unit with the definitions of Spindle's compile-and-call machinery
+// when SPINDLE_SEPARATE_COMPILATION is set (the CMake target spindle::spindle does this and
+// compiles this file into the consumer). See support/linkage.hpp.
+#ifndef SPINDLE_SEPARATE_COMPILATION
+#define SPINDLE_SEPARATE_COMPILATION 1
+#endif
+#include "spindle/runtime/compiled_kernel_impl.hpp"
+#include "spindle/frontend/iteration_inference.hpp"
