@@ -1,4 +1,6 @@
 // The default CPU schedule, applied when the user gives none (stage III):
+//  0. register_tile: reductions over a dense spatial inner loop (SpMM's feature loop) keep
+//     tiles of the output row in registers across the reduction;
 //  1. accumulate_locally: reductions whose target is invariant in a loop sum in a local;
 //  2. the outermost loop of every iteration nest runs in parallel on the runtime pool when
 //     it is spatial (rows of SpMM/SpMV/SDDMM/softmax); reduction loops stay serial;
@@ -17,6 +19,7 @@
 #include "spindle/lower/context.hpp"
 #include "spindle/schedule/accumulate_locally.hpp"
 #include "spindle/schedule/loop_kind.hpp"
+#include "spindle/schedule/register_tile.hpp"
 
 namespace spindle::autosched {
 
@@ -49,7 +52,8 @@ struct InnermostLoops : ir::IRVisitor {
 inline ir::Function schedule_cpu_default(const ir::Function& f, const lower::LowerContext& ctx) {
   SPINDLE_INTERNAL_CHECK(f.stage == ir::Stage::flat, "schedule_cpu_default", "expects stage III");
   ir::Function out = f;
-  out.body = schedule::accumulate_locally(f.body);
+  out.body = schedule::register_tile(f.body, ctx.vector_bits);
+  out.body = schedule::accumulate_locally(out.body);
 
   std::map<std::string, ir::AxisKind> axis_kind;
   for (auto& a : f.axes) axis_kind[a->name] = a->kind;
@@ -61,7 +65,6 @@ inline ir::Function schedule_cpu_default(const ir::Function& f, const lower::Low
 
   // Parallel loops are outlined even for one thread: the pool's thread count is chosen at
   // call time, so one compiled kernel serves every thread count.
-  (void)ctx;
   detail::OutermostLoops outer;
   outer.visit(out.body);
   out.body = schedule::set_loop_kind(

@@ -47,9 +47,17 @@ class CEmitter : public CFamilyPrinter {
     if (n->for_kind == ir::ForKind::parallel) return emit_parallel(n);
     if (n->for_kind == ir::ForKind::vectorized) line() << "SPINDLE_VECTORIZE\n";
     if (n->for_kind == ir::ForKind::unrolled) line() << "SPINDLE_UNROLL\n";
-    std::string v = name(n->var), end = fresh(name(n->var) + "_end");
-    line() << "for (long long " << v << " = " << expr(n->min) << ", " << end << " = " << v << " + "
-           << expr(n->extent) << "; " << v << " < " << end << "; ++" << v << ") {\n";
+    std::string v = name(n->var);
+    auto* lo = n->min.as<ir::IntImmNode>();
+    bool from_zero = lo && lo->value == 0;
+    if (from_zero && n->extent.as<ir::IntImmNode>()) {
+      line() << "for (long long " << v << " = 0; " << v << " < " << expr(n->extent) << "; ++" << v << ") {\n";
+    } else {
+      std::string end = fresh(v + "_end");
+      std::string bound = from_zero ? expr(n->extent) : expr(n->min, 4) + " + " + expr(n->extent, 5);
+      line() << "for (long long " << v << " = " << expr(n->min) << ", " << end << " = " << bound << "; " << v
+             << " < " << end << "; ++" << v << ") {\n";
+    }
     indented(n->body);
     line() << "}\n";
   }
@@ -145,9 +153,15 @@ class CEmitter : public CFamilyPrinter {
     out_ = &os;
     indent_ = 1;
     std::string v = name(n->var);
-    line() << "for (long long " << v << "_p = spindle_begin; " << v << "_p < spindle_end; ++" << v << "_p) {\n";
-    ++indent_;
-    line() << "const long long " << v << " = " << expr(n->min) << " + " << v << "_p;\n";
+    auto* lo = n->min.as<ir::IntImmNode>();
+    if (lo && lo->value == 0) {
+      line() << "for (long long " << v << " = spindle_begin; " << v << " < spindle_end; ++" << v << ") {\n";
+      ++indent_;
+    } else {
+      line() << "for (long long " << v << "_p = spindle_begin; " << v << "_p < spindle_end; ++" << v << "_p) {\n";
+      ++indent_;
+      line() << "const long long " << v << " = " << expr(n->min, 4) << " + " << v << "_p;\n";
+    }
     dispatch(n->body);
     --indent_;
     line() << "}\n";

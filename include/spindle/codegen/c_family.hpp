@@ -203,8 +203,15 @@ class CFamilyPrinter : public ir::StrictExprFunctor<std::string>, public ir::Str
     line() << "{ /* " << n->name << " */\n";
     ++indent_;
     for (auto& a : n->allocs) {
-      SPINDLE_INTERNAL_CHECK(a->shape.empty(), "emit_c", "local buffer ", a->name, " must be a scalar");
-      line() << ctype(a->dtype) << " " << name(*a) << ";\n";
+      std::int64_t elems = 1;
+      for (auto& d : a->shape) {
+        auto* c = d.as<ir::IntImmNode>();
+        SPINDLE_INTERNAL_CHECK(c && c->value > 0, "emit_c", "local buffer ", a->name, " needs a constant shape");
+        elems *= c->value;
+      }
+      line() << ctype(a->dtype) << " " << name(*a);
+      if (!a->shape.empty()) *out_ << "[" << elems << "]";
+      *out_ << ";\n";
     }
     dispatch(n->body);
     --indent_;

@@ -7,7 +7,8 @@
 //   lower_sparse_buffer    II -> III flat buffers
 //   simplify
 //   hoist_loop_invariants            searches and guards out of inner loops
-//   schedule_cpu_default             local accumulation, parallel and vector loops
+//   schedule_cpu_default             register tiles, local accumulation, parallel and vector loops
+//   simplify
 //   emit_c                           C source with the kernel ABI
 #pragma once
 
@@ -80,6 +81,7 @@ inline Lowered lower_to_c(const ir::Function& stage1, const PipelineOptions& o) 
   run("simplify", [](const ir::Function& g, const lower::LowerContext& c) { return lower::simplify(g, c); });
   run("hoist_loop_invariants", lower::hoist_loop_invariants);
   run("schedule_cpu_default", autosched::schedule_cpu_default);
+  run("simplify", [](const ir::Function& g, const lower::LowerContext& c) { return lower::simplify(g, c); });
   out.stage3 = f;
   Timer t;
   out.source = codegen::emit_c(f);

@@ -8,6 +8,7 @@
 #include "spindle/driver/pipeline.hpp"
 #include "spindle/runtime/bind_args.hpp"
 #include "spindle/runtime/compiled_kernel.hpp"
+#include "spindle/runtime/host.hpp"
 #include "spindle/runtime/runtime.hpp"
 #include "spindle/support/timer.hpp"
 
@@ -21,6 +22,7 @@ struct CompiledKernel::Impl {
     driver::PipelineOptions o;
     o.context.kernel = stage1.name;
     o.context.num_threads = r.options().num_threads;
+    o.context.vector_bits = host_vector_bits();
     o.debug = r.options().debug;
     o.dump_dir = r.options().dump_dir;
     lowered = driver::lower_to_c(stage1, o);

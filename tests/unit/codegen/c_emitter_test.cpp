@@ -35,8 +35,11 @@ TEST_CASE("emit_c: self-contained unit with the documented entry point", "[codeg
         std::string::npos);
   CHECK(src.find("rt->parallel_for(rt->pool, i_extent, 0, spmm_parallel, &spindle_args);") != std::string::npos);
   CHECK(src.find("SPINDLE_VECTORIZE\n") != std::string::npos);
-  CHECK(src.find("c[(i) * K_len + k_1] += a[J_indptr[i] + j] * b[(J_indices[J_indptr[i] + j]) * K_len + k_1];") !=
+  // The feature loop is register-tiled: a local tile accumulates over the row's nonzeros.
+  CHECK(src.find("float c_tile[64];") != std::string::npos);
+  CHECK(src.find("c_tile[k_1] += a[J_indptr[i] + j] * b[(J_indices[J_indptr[i] + j]) * K_len + (k_tile * 64 + k_1)];") !=
         std::string::npos);
+  CHECK(src.find("for (long long i = spindle_begin; i < spindle_end; ++i) {") != std::string::npos);
 }
 
 TEST_CASE("emit_c: equal kernels get equal symbols, different kernels different ones", "[codegen]") {

@@ -65,16 +65,80 @@ TEST_CASE("schedule_cpu_default: parallel rows, vectorised feature loops", "[sch
             d_acc += a[J_indptr[i] + j] * b[i, k] * c[J_indices[J_indptr[i] + j], k]
           d[J_indptr[i] + j] = d_acc
 )");
-  // A reduction-first iteration: only its init nest runs in parallel.
+  // A reduction-first iteration (column sums): register tiling turns the feature loop into
+  // tiles that are spatial, so the tiles run in parallel and sum over i in registers.
   auto r = sp::define_kernel("colsum", [](sp::in<float, I, K> x, sp::out<float, K> y, sp::iter<I> i, sp::iter<K> k) {
     y(k) += x(i, k);
   });
-  auto rs = sp::autosched::schedule_cpu_default(stage3(r), ctx(r));
-  CHECK(body(rs) == R"(  block colsum:
-    for k in [0, K_len) parallel:  # axis K
-      b[k] = 0.0f
-    for i in [0, I_len) reduction:  # axis I
-      for k in [0, K_len) vectorized:  # axis K
-        b[k] += a[i, k]
+  auto rs = body(sp::autosched::schedule_cpu_default(stage3(r), ctx(r)));
+  CHECK(rs.find("for k_tile in [0, (K_len - 0) / 64) parallel:") != std::string::npos);
+  CHECK(rs.find("for i in [0, I_len) reduction:") != std::string::npos);
+  CHECK(rs.find("b_tile[k] += a[i, 0 + k_tile * 64 + k]") != std::string::npos);
+}
+
+TEST_CASE("register_tile: SpMM keeps cascading output tiles in registers", "[schedule]") {
+  auto f = sp::define_kernel("spmm", [](sp::in<float, I, J> a, sp::in<float, sp::dense<J>, K> b, sp::out<float, I, K> c,
+                                        sp::iter<I> i, sp::iter<J> j, sp::iter<K> k) { c(i, k) += a(i, j) * b(j, k); });
+  auto s3 = stage3(f);
+  CHECK(sp::schedule::tile_widths(512, sp::DType::f32) == std::vector<std::int64_t>{128, 64, 32, 16});
+  CHECK(sp::schedule::tile_widths(256, sp::DType::f64) == std::vector<std::int64_t>{32, 16, 8, 4});
+  auto t = sp::lower::simplify(sp::schedule::register_tile(s3.body, 128));
+  CHECK(sp::ir::to_string(t) == R"(block spmm:
+  for i in [0, I_len):  # axis I
+    for k_tile in [0, K_len / 32):  # axis K
+      block c_register_tile:
+        alloc c_tile: local f32[32]
+        for k in [0, 32):  # axis K
+          c_tile[k] = 0.0f
+        for j in [0, J_indptr[i + 1] - J_indptr[i]) reduction:  # axis J
+          for k in [0, 32):  # axis K
+            c_tile[k] += a[J_indptr[i] + j] * b[J_indices[J_indptr[i] + j], k_tile * 32 + k]
+        for k in [0, 32):  # axis K
+          c[i, k_tile * 32 + k] = c_tile[k]
+    let k_done0: i64 = K_len / 32 * 32
+    for k_tile in [0, (K_len - k_done0) / 16):  # axis K
+      block c_register_tile:
+        alloc c_tile: local f32[16]
+        for k in [0, 16):  # axis K
+          c_tile[k] = 0.0f
+        for j in [0, J_indptr[i + 1] - J_indptr[i]) reduction:  # axis J
+          for k in [0, 16):  # axis K
+            c_tile[k] += a[J_indptr[i] + j] * b[J_indices[J_indptr[i] + j], k_done0 + k_tile * 16 + k]
+        for k in [0, 16):  # axis K
+          c[i, k_done0 + k_tile * 16 + k] = c_tile[k]
+    let k_done1: i64 = k_done0 + (K_len - k_done0) / 16 * 16
+    for k_tile in [0, (K_len - k_done1) / 8):  # axis K
+      block c_register_tile:
+        alloc c_tile: local f32[8]
+        for k in [0, 8):  # axis K
+          c_tile[k] = 0.0f
+        for j in [0, J_indptr[i + 1] - J_indptr[i]) reduction:  # axis J
+          for k in [0, 8):  # axis K
+            c_tile[k] += a[J_indptr[i] + j] * b[J_indices[J_indptr[i] + j], k_done1 + k_tile * 8 + k]
+        for k in [0, 8):  # axis K
+          c[i, k_done1 + k_tile * 8 + k] = c_tile[k]
+    let k_done2: i64 = k_done1 + (K_len - k_done1) / 8 * 8
+    for k_tile in [0, (K_len - k_done2) / 4):  # axis K
+      block c_register_tile:
+        alloc c_tile: local f32[4]
+        for k in [0, 4):  # axis K
+          c_tile[k] = 0.0f
+        for j in [0, J_indptr[i + 1] - J_indptr[i]) reduction:  # axis J
+          for k in [0, 4):  # axis K
+            c_tile[k] += a[J_indptr[i] + j] * b[J_indices[J_indptr[i] + j], k_done2 + k_tile * 4 + k]
+        for k in [0, 4):  # axis K
+          c[i, k_done2 + k_tile * 4 + k] = c_tile[k]
+    let k_done3: i64 = k_done2 + (K_len - k_done2) / 4 * 4
+    for k in [k_done3, k_done3 + K_len - k_done3):  # axis K
+      c[i, k] = 0.0f
+    for j in [0, J_indptr[i + 1] - J_indptr[i]) reduction:  # axis J
+      for k in [k_done3, k_done3 + K_len - k_done3):  # axis K
+        c[i, k] += a[J_indptr[i] + j] * b[J_indices[J_indptr[i] + j], k]
 )");
+  // Ragged rows (a dense_variable inner loop reads indptr for its extent) are left alone.
+  auto g = sp::define_kernel("rag", [](sp::in<float, Bt, R> a, sp::out<float, Bt> c, sp::iter<Bt> b, sp::iter<R> r) {
+    c(b) += a(b, r);
+  });
+  auto g3 = stage3(g);
+  CHECK(sp::ir::to_string(sp::schedule::register_tile(g3.body, 512)) == sp::ir::to_string(g3.body));
 }

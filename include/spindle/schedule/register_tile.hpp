@@ -1,0 +1,253 @@
+// register_tile: keeps the output row of a reduction in registers across the reduction.
+// For a nest of the form (SpMM: i, then j, then the feature k)
+//
+//   for k in [0, K): C[x, k] = c0                        (init; optional)
+//   for j ... (reduction loops, lets, guards):
+//     for k in [0, K) over a dense axis: C[x, k] += v(k)
+//
+// the dense spatial loop is split into a cascade of constant-width tiles (widths W1 > W2
+// > ...; e.g. 128, 64, 32, 16 floats for 512-bit vectors), each tile reordered outside the
+// reduction loops and accumulated in a local array (cache_write to registers):
+//
+//   for ko in [0, (K - r0) / W):                           r0 = 0
+//     acc[W] = c0 (or C[x, base + kk] without init)
+//     for j ...: for kk in [0, W): acc[kk] += v(base + kk)   base = r0 + ko * W
+//     for kk in [0, W): C[x, base + kk] = acc[kk]
+//   let r1 = r0 + (K - r0) / W * W  ... next width ...
+//   remainder [rN, K): the original nest on that range
+//
+// Every tile loop has a constant trip count, so the C compiler keeps acc in vector
+// registers; C is written once per element instead of once per nonzero. The cascade makes
+// any K use the widest tiles that fit (K = 32 runs one 32-wide tile).
+// Pre/post: stage III; semantics preserved (each output element sums the same terms in the
+// same order).
+#pragma once
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "spindle/ir/equal.hpp"
+#include "spindle/ir/functor.hpp"
+
+namespace spindle::schedule {
+
+inline std::vector<std::int64_t> tile_widths(int vector_bits, DType t);
+
+namespace detail {
+
+class RegisterTiling : public ir::IRMutator {
+ public:
+  explicit RegisterTiling(int vector_bits) : vector_bits_(vector_bits) {}
+
+ protected:
+  ir::Stmt mutate_Seq(const ir::SeqNode* n, const ir::Stmt& self) override {
+    std::vector<ir::Stmt> out;
+    bool changed = false;
+    for (std::size_t q = 0; q < n->stmts.size(); ++q) {
+      const ir::Stmt& s = n->stmts[q];
+      if (q + 1 < n->stmts.size()) {
+        if (auto m = match(n->stmts[q + 1]); m && init_matches(s, *m)) {
+          out.push_back(rewrite(*m, s.as<ir::ForNode>()));
+          ++q;
+          changed = true;
+          continue;
+        }
+      }
+      ir::Stmt t = mutate(s);
+      changed |= !t.same_as(s);
+      out.push_back(t);
+    }
+    return changed ? ir::seq(std::move(out), n->loc) : self;
+  }
+
+  ir::Stmt mutate_For(const ir::ForNode* n, const ir::Stmt& self) override {
+    if (n->iter_kind == ir::IterKind::reduction) {
+      if (auto m = match(self)) return rewrite(*m, nullptr);  // no init: accumulate into C
+    }
+    return ir::IRMutator::mutate_For(n, self);
+  }
+
+ private:
+  struct Match {
+    ir::Stmt nest;                        // the outermost reduction loop
+    std::vector<ir::Stmt> wrappers;       // loops, lets and guards above the inner loop
+    const ir::ForNode* inner = nullptr;   // the dense spatial loop
+    const ir::ReduceNode* reduce = nullptr;
+  };
+
+  static bool uses_any(const ir::Expr& e, const std::vector<const ir::ExprNode*>& vars) {
+    for (auto* v : vars)
+      if (ir::uses_var(e, v)) return true;
+    return false;
+  }
+
+  std::optional<Match> match(const ir::Stmt& nest) const {
+    Match m;
+    m.nest = nest;
+    std::vector<const ir::ExprNode*> bound;
+    bool has_reduction_loop = false;
+    ir::Stmt s = nest;
+    while (true) {
+      if (auto* f = s.as<ir::ForNode>(); f && f->iter_kind == ir::IterKind::reduction) {
+        has_reduction_loop = true;
+        bound.push_back(f->var.get());
+        m.wrappers.push_back(s);
+        s = f->body;
+      } else if (auto* l = s.as<ir::LetStmtNode>()) {
+        bound.push_back(l->var.get());
+        m.wrappers.push_back(s);
+        s = l->body;
+      } else if (auto* c = s.as<ir::IfThenElseNode>(); c && !c->else_case.defined()) {
+        m.wrappers.push_back(s);
+        s = c->then_case;
+      } else {
+        break;
+      }
+    }
+    auto* inner = s.as<ir::ForNode>();
+    if (!has_reduction_loop || !inner || inner->iter_kind != ir::IterKind::spatial || !dense_axis(*inner)) return std::nullopt;
+    if (!is_zero(inner->min) || uses_any(inner->extent, bound)) return std::nullopt;
+    auto* r = inner->body.as<ir::ReduceNode>();
+    if (!r || r->buffer->scope != ir::BufferScope::global || r->indices.empty()) return std::nullopt;
+    if (!r->indices.back().same_as(inner->var)) return std::nullopt;
+    for (std::size_t k = 0; k + 1 < r->indices.size(); ++k) {
+      if (ir::uses_var(r->indices[k], inner->var.get()) || uses_any(r->indices[k], bound)) return std::nullopt;
+    }
+    m.inner = inner;
+    m.reduce = r;
+    return m;
+  }
+
+  // The statement before the nest initialises exactly C[x, k] over the same loop.
+  static bool init_matches(const ir::Stmt& s, const Match& m) {
+    auto* f = s.as<ir::ForNode>();
+    if (!f || f->axis != m.inner->axis || !is_zero(f->min) || !ir::equal(f->extent, m.inner->extent)) return false;
+    auto* st = f->body.as<ir::StoreNode>();
+    if (!st || st->buffer != m.reduce->buffer || st->indices.size() != m.reduce->indices.size()) return false;
+    if (!st->indices.back().same_as(f->var) || ir::uses_var(st->value, f->var.get())) return false;
+    for (std::size_t k = 0; k + 1 < st->indices.size(); ++k)
+      if (!ir::equal(st->indices[k], m.reduce->indices[k])) return false;
+    return true;
+  }
+
+  // Dense loops over feature-like axes: the emitter names these loops after dense axes;
+  // the caller only tiles loops whose extent does not read memory (no indptr).
+  static bool dense_axis(const ir::ForNode& f) {
+    struct HasLoad : ir::IRVisitor {
+      bool found = false;
+      void visit_Load(const ir::LoadNode*) override { found = true; }
+    } h;
+    h.visit(f.extent);
+    return !h.found;
+  }
+
+  static bool is_zero(const ir::Expr& e) {
+    auto* c = e.as<ir::IntImmNode>();
+    return c && c->value == 0;
+  }
+
+  // Rebuilds the wrappers (reduction loops, lets, guards) around a new innermost body.
+  static ir::Stmt rewrap(const std::vector<ir::Stmt>& wrappers, ir::Stmt body) {
+    for (std::size_t q = wrappers.size(); q-- > 0;) {
+      const ir::Stmt& w = wrappers[q];
+      if (auto* f = w.as<ir::ForNode>())
+        body = ir::for_loop(f->var, f->min, f->extent, f->for_kind, f->iter_kind, f->axis, body, f->loc);
+      else if (auto* l = w.as<ir::LetStmtNode>())
+        body = ir::let_stmt(l->var, l->value, body, l->loc);
+      else if (auto* c = w.as<ir::IfThenElseNode>())
+        body = ir::if_then_else(c->cond, body, ir::Stmt(), c->loc);
+    }
+    return body;
+  }
+
+  // One tile loop of `width`; init_value is the init's constant, or undefined to start from C.
+  ir::Stmt tile(const Match& m, const ir::Expr& init_value, const ir::Expr& start, std::int64_t width) {
+    const ir::ForNode& inner = *m.inner;
+    const ir::ReduceNode& red = *m.reduce;
+    ir::BufferNode an;
+    an.name = red.buffer->name + "_tile";
+    an.dtype = red.buffer->dtype;
+    an.shape = {ir::int_imm(width)};
+    an.scope = ir::BufferScope::local;
+    an.role = ir::BufferRole::temp;
+    ir::Buffer acc = ir::make_buffer(std::move(an));
+    ir::Var ko(inner.var.name() + "_tile", DType::i64);
+    ir::Expr base = start + ir::Expr(ko) * width;
+    auto column = [&](const ir::Var& kk) {
+      std::vector<ir::Expr> idx(red.indices.begin(), red.indices.end() - 1);
+      idx.push_back(base + ir::Expr(kk));
+      return idx;
+    };
+    auto tile_loop = [&](const std::string& name, auto&& make_body) {
+      ir::Var kk(name, DType::i64);
+      return ir::for_loop(kk, ir::int_imm(0), ir::int_imm(width), ir::ForKind::serial, ir::IterKind::spatial,
+                          inner.axis, make_body(kk), inner.loc);
+    };
+    ir::Stmt init = tile_loop(inner.var.name(), [&](const ir::Var& kk) {
+      ir::Expr v = init_value.defined() ? init_value : ir::load(red.buffer, column(kk));
+      return ir::store(acc, {kk}, v, inner.loc);
+    });
+    ir::Stmt update = tile_loop(inner.var.name(), [&](const ir::Var& kk) {
+      ir::Expr v = ir::substitute(red.value, inner.var, base + ir::Expr(kk));
+      return ir::reduce(acc, {kk}, red.op, v, red.loc);
+    });
+    ir::Stmt write = tile_loop(inner.var.name(), [&](const ir::Var& kk) {
+      return ir::store(red.buffer, column(kk), ir::load(acc, {kk}), inner.loc);
+    });
+    ir::Stmt body = ir::block(red.buffer->name + "_register_tile", {acc},
+                              ir::seq({init, rewrap(m.wrappers, update), write}, inner.loc), inner.loc);
+    ir::Expr count = (inner.extent - start) / ir::int_imm(width);
+    return ir::for_loop(ko, ir::int_imm(0), count, ir::ForKind::serial, ir::IterKind::spatial, inner.axis, body,
+                        inner.loc);
+  }
+
+  // The original nest (and init) restricted to [start, K).
+  ir::Stmt remainder(const Match& m, const ir::ForNode* init, const ir::Expr& start) {
+    const ir::ForNode& inner = *m.inner;
+    ir::Expr ext = inner.extent - start;
+    ir::Stmt rest = rewrap(m.wrappers, ir::for_loop(inner.var, start, ext, inner.for_kind, inner.iter_kind,
+                                                    inner.axis, inner.body, inner.loc));
+    if (!init) return rest;
+    return ir::seq({ir::for_loop(init->var, start, ext, init->for_kind, init->iter_kind, init->axis, init->body,
+                                 init->loc),
+                    rest},
+                   inner.loc);
+  }
+
+  ir::Stmt cascade(const Match& m, const ir::ForNode* init, const ir::Expr& init_value, const ir::Expr& start,
+                   std::size_t level) {
+    if (level == widths_.size()) return remainder(m, init, start);
+    std::int64_t w = widths_[level];
+    ir::Stmt loop = tile(m, init_value, start, w);
+    ir::Var done(m.inner->var.name() + "_done" + std::to_string(level), DType::i64);
+    ir::Expr next = start + (m.inner->extent - start) / ir::int_imm(w) * ir::int_imm(w);
+    return ir::seq({loop, ir::let_stmt(done, next, cascade(m, init, init_value, done, level + 1), m.inner->loc)},
+                   m.inner->loc);
+  }
+
+  ir::Stmt rewrite(const Match& m, const ir::ForNode* init) {
+    widths_ = tile_widths(vector_bits_, m.reduce->buffer->dtype);
+    ir::Expr init_value = init ? init->body.as<ir::StoreNode>()->value : ir::Expr();
+    return cascade(m, init, init_value, ir::int_imm(0), 0);
+  }
+
+  int vector_bits_;
+  std::vector<std::int64_t> widths_;
+};
+
+}  // namespace detail
+
+// Tile widths for a vector register of `vector_bits`: 8, 4, 2 and 1 vectors of the type.
+inline std::vector<std::int64_t> tile_widths(int vector_bits, DType t) {
+  std::int64_t lanes = std::max<std::int64_t>(1, vector_bits / (8 * dtype_bytes(t)));
+  return {8 * lanes, 4 * lanes, 2 * lanes, lanes};
+}
+
+// Tiles every matching reduction nest for vectors of `vector_bits` bits.
+inline ir::Stmt register_tile(const ir::Stmt& s, int vector_bits) {
+  return detail::RegisterTiling(vector_bits).mutate(s);
+}
+
+}  // namespace spindle::schedule
