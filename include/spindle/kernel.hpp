@@ -61,7 +61,7 @@ constexpr bool argument_fits() {
   if constexpr (is_scalar_param<P>::value) {
     return std::is_arithmetic_v<Arg>;
   } else {
-    using E = typename arg_element<Arg>::type;
+    using E = std::remove_const_t<typename arg_element<Arg>::type>;
     return std::is_void_v<E> || std::is_same_v<E, typename P::value_type>;
   }
 }

@@ -89,8 +89,13 @@ class CEmitter : public CFamilyPrinter {
     std::vector<ir::Buffer> buffers;
     std::set<const ir::ExprNode*> bound, seen_vars;
     std::set<const ir::BufferNode*> local, seen_bufs;
+    std::vector<ir::Buffer> scalars;  // scalar locals declared outside: captured by value
     void add_buffer(const ir::Buffer& b) {
-      if (!local.count(b.get()) && seen_bufs.insert(b.get()).second) buffers.push_back(b);
+      if (local.count(b.get()) || !seen_bufs.insert(b.get()).second) return;
+      if (b->scope == ir::BufferScope::local && b->shape.empty())
+        scalars.push_back(b);
+      else
+        buffers.push_back(b);
     }
     void visit_Var(const ir::VarNode* n) override {
       if (!bound.count(n) && seen_vars.insert(n).second) vars_nodes.push_back(n);
@@ -140,6 +145,7 @@ class CEmitter : public CFamilyPrinter {
     for (auto& b : cap.buffers)
       os << "  " << (is_written(*b) ? "" : "const ") << ctype(b->dtype) << "* __restrict " << name(*b) << ";\n";
     for (auto* v : cap.vars_nodes) os << "  " << ctype(v->dtype) << " " << name(v) << ";\n";
+    for (auto& b : cap.scalars) os << "  " << ctype(b->dtype) << " " << name(*b) << ";\n";
     os << "} " << args_t << ";\n";
     os << "static void " << fname << "(void* spindle_closure, long long spindle_begin, long long spindle_end) {\n";
     os << "  const " << args_t << "* spindle_args = (const " << args_t << "*)spindle_closure;\n";
@@ -148,6 +154,10 @@ class CEmitter : public CFamilyPrinter {
          << " = spindle_args->" << name(*b) << ";\n";
     for (auto* v : cap.vars_nodes)
       os << "  const " << ctype(v->dtype) << " " << name(v) << " = spindle_args->" << name(v) << ";\n";
+    // A parallel loop only reads scalar locals of the enclosing scope (writing one would make
+    // the loop a reduction), so they travel by value.
+    for (auto& b : cap.scalars)
+      os << "  const " << ctype(b->dtype) << " " << name(*b) << " = spindle_args->" << name(*b) << ";\n";
     std::ostream* saved = out_;
     int saved_indent = indent_;
     out_ = &os;
@@ -180,6 +190,10 @@ class CEmitter : public CFamilyPrinter {
     }
     for (auto* var : cap.vars_nodes) {
       *out_ << (first ? "" : ", ") << name(var);
+      first = false;
+    }
+    for (auto& b : cap.scalars) {
+      *out_ << (first ? "" : ", ") << name(*b);
       first = false;
     }
     *out_ << "};\n";

@@ -71,7 +71,7 @@ inline Lowered lower_to_c(const ir::Function& stage1, const PipelineOptions& o) 
     if (o.debug) std::fprintf(stderr, "[spindle] %s: %-22s %8.1f us\n", o.context.kernel.c_str(), name, us);
     detail::dump(o, ++step, name, ir::to_string(f));
   };
-  ir::verify(f, "frontend");
+  ir::verify(f, "frontend", /*user_input=*/true);
   detail::dump(o, step, "stage1", ir::to_string(f));
   out.stage1 = f;
   run("lower_sparse_iter", lower::lower_sparse_iter);

@@ -17,7 +17,8 @@ namespace detail {
 
 class Verifier : public IRVisitor {
  public:
-  Verifier(const Function& f, std::string pass) : f_(f), pass_(std::move(pass)) {
+  Verifier(const Function& f, std::string pass, bool user_input)
+      : f_(f), pass_(std::move(pass)), user_input_(user_input) {
     for (auto& s : f.scalars) bound_.insert(s.var.get());
     for (auto& b : f.buffers) {
       buffers_.insert(b.buffer.get());
@@ -29,7 +30,13 @@ class Verifier : public IRVisitor {
   }
 
  protected:
-  void visit_Var(const VarNode* n) override { check(bound_.count(n), "variable '", n->name, "' is used unbound"); }
+  void visit_Var(const VarNode* n) override {
+    if (user_input_ && !bound_.count(n))
+      throw UserError(message("kernel '", f_.name, "': '", n->name,
+                              "' is used outside the iteration that defines it; hint: an iterator is only valid "
+                              "inside the lambda of its for_each (or kernel) and must not be kept past it"));
+    check(bound_.count(n), "variable '", n->name, "' is used unbound");
+  }
   void visit_Load(const LoadNode* n) override {
     access(*n->buffer, n->indices.size());
     IRVisitor::visit_Load(n);
@@ -87,20 +94,24 @@ class Verifier : public IRVisitor {
   }
   template <class... Parts>
   void check(bool ok, const Parts&... parts) {
-    if (!ok)
-      throw InternalError(message("IR check failed after pass ", pass_, " (kernel '", f_.name, "'): ", parts...));
+    if (ok) return;
+    if (user_input_) throw UserError(message("kernel '", f_.name, "': ", parts...));
+    throw InternalError(message("IR check failed after pass ", pass_, " (kernel '", f_.name, "'): ", parts...));
   }
 
   const Function& f_;
   std::string pass_;
+  bool user_input_;
   std::set<const ExprNode*> bound_;
   std::set<const BufferNode*> buffers_;
 };
 
 }  // namespace detail
 
-inline void verify(const Function& f, const std::string& after_pass) {
-  detail::Verifier v(f, after_pass);
+// `user_input` marks IR that came straight from the front end: a failure there is the
+// user's mistake (e.g. an iterator kept past its iteration) and raises a UserError.
+inline void verify(const Function& f, const std::string& after_pass, bool user_input = false) {
+  detail::Verifier v(f, after_pass, user_input);
   v.visit(f.body);
 }
 

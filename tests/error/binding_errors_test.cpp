@@ -1,0 +1,302 @@
+// Call-time argument errors (runtime/bind_args.hpp): one case per user error, each checking
+// the exception type and a stable message substring, and that the failed call modified
+// none of the caller's data (outputs keep their sentinel, inputs keep their bytes).
+#include <catch2/catch.hpp>
+
+#include "error/error_support.hpp"
+#include "spindle/eigen.hpp"
+
+namespace {
+
+using namespace spindle_error_test;
+namespace sp = spindle;
+
+// A square 40x40 matrix, inputs and sentinel-filled outputs for spmv / spmm / sddmm.
+struct Fixture {
+  sp::Csr<float> a = sp::Csr<float>::random(40, 40, 4, 901);
+  sp::Tensor<float> x = sp::Tensor<float>::random({40}, 902);
+  sp::Tensor<float> y = sp::Tensor<float>::full({40}, sentinel<float>());
+  sp::Tensor<float> b = sp::Tensor<float>::random({40, 7}, 903);
+  sp::Tensor<float> c = sp::Tensor<float>::full({40, 7}, sentinel<float>());
+};
+
+}  // namespace
+
+// --- element types -------------------------------------------------------------------------
+
+TEST_CASE("a type-erased argument with the wrong element type is a DTypeError", "[error][dtype]") {
+  Fixture f;
+  const auto ad = sp::Csr<double>::random(40, 40, 4, 904);
+  const auto before_a = snapshot(ad), before_y = snapshot(f.y);
+  SPINDLE_EXPECT_ERROR(sp::ops::spmv<float>()(Erased{ad.storage()}, f.x, f.y), sp::DTypeError,
+                       "holds f64 values but the buffer is declared f32");
+  const auto xd = sp::Tensor<double>::random({40}, 905);
+  SPINDLE_EXPECT_ERROR(sp::ops::spmv<float>()(f.a, Erased{xd.storage()}, f.y), sp::DTypeError,
+                       "holds f64 values but the buffer is declared f32");
+  CHECK(snapshot(ad) == before_a);
+  CHECK(snapshot(f.y) == before_y);
+}
+
+TEST_CASE("indices of the wrong integer type are a DTypeError", "[error][dtype]") {
+  Fixture f;
+  const sp::Csr<float, std::int64_t> a64(f.a.rows(), f.a.cols(),
+                                         std::vector<std::int64_t>(f.a.indptr().begin(), f.a.indptr().end()),
+                                         std::vector<std::int64_t>(f.a.indices().begin(), f.a.indices().end()),
+                                         std::vector<float>(f.a.values().begin(), f.a.values().end()));
+  SPINDLE_EXPECT_ERROR(sp::ops::spmv<float>()(a64, f.x, f.y), sp::DTypeError,
+                       "stores the indices of axis J as i64 but the axis is declared i32");
+  SPINDLE_EXPECT_ERROR((sp::ops::spmv<float, sp::ops::J64>()(f.a, f.x, f.y)), sp::DTypeError,
+                       "stores the indices of axis J as i32 but the axis is declared i64");
+  CHECK(snapshot(f.y) == snapshot(sp::Tensor<float>::full({40}, sentinel<float>())));
+}
+
+TEST_CASE("a scalar where a buffer is expected is a UserError", "[error][arguments]") {
+  Fixture f;
+  SPINDLE_EXPECT_ERROR(sp::ops::spmv<float>()(f.a, 1.0f, f.y), sp::UserError,
+                       "must be a tensor or sparse matrix, got a scalar");
+  CHECK(snapshot(f.y) == snapshot(sp::Tensor<float>::full({40}, sentinel<float>())));
+}
+
+// --- shapes --------------------------------------------------------------------------------
+
+TEST_CASE("rows of A differ from rows of C: ShapeError on axis I", "[error][shape]") {
+  Fixture f;
+  auto c = sp::Tensor<float>::full({41, 7}, sentinel<float>());
+  const auto before = snapshot(c);
+  SPINDLE_EXPECT_ERROR(sp::ops::spmm<float>()(f.a, f.b, c), sp::ShapeError, "axis I has extent 40");
+  CHECK(snapshot(c) == before);
+}
+
+TEST_CASE("columns of A differ from rows of B: ShapeError on axis J", "[error][shape]") {
+  Fixture f;
+  const auto b = sp::Tensor<float>::random({39, 7}, 906);
+  const auto before = snapshot(f.c);
+  SPINDLE_EXPECT_ERROR(sp::ops::spmm<float>()(f.a, b, f.c), sp::ShapeError, "axis J has extent 40");
+  const auto x = sp::Tensor<float>::random({41}, 907);
+  SPINDLE_EXPECT_ERROR(sp::ops::spmv<float>()(f.a, x, f.y), sp::ShapeError, "axis J has extent 40");
+  CHECK(snapshot(f.c) == before);
+}
+
+TEST_CASE("feature sizes of B and C differ: ShapeError on axis K", "[error][shape]") {
+  Fixture f;
+  auto c = sp::Tensor<float>::full({40, 8}, sentinel<float>());
+  const auto before = snapshot(c);
+  SPINDLE_EXPECT_ERROR(sp::ops::spmm<float>()(f.a, f.b, c), sp::ShapeError, "axis K has extent 7");
+  CHECK(snapshot(c) == before);
+  // The same with Eigen types
+  using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  const Eigen::SparseMatrix<float, Eigen::RowMajor, int> ea = sp::to_eigen(f.a);
+  const RowMat eb = RowMat::Random(40, 7);
+  RowMat ec = RowMat::Constant(40, 6, sentinel<float>());
+  SPINDLE_EXPECT_ERROR(sp::ops::spmm<float>()(ea, eb, ec), sp::ShapeError, "axis K has extent 7");
+  CHECK((ec.array() == sentinel<float>()).all());
+}
+
+TEST_CASE("the sddmm features disagree with the matrix: ShapeError", "[error][shape]") {
+  Fixture f;
+  const auto x = sp::Tensor<float>::random({40, 16}, 908);
+  const auto y = sp::Tensor<float>::random({40, 15}, 909);
+  auto c = sp::Csr<float>(40, 40, std::vector<int>(f.a.indptr().begin(), f.a.indptr().end()),
+                          std::vector<int>(f.a.indices().begin(), f.a.indices().end()),
+                          std::vector<float>(static_cast<std::size_t>(f.a.nnz()), sentinel<float>()));
+  const auto before = snapshot(c);
+  SPINDLE_EXPECT_ERROR(sp::ops::sddmm<float>()(f.a, x, y, c), sp::ShapeError, "axis K has extent 16");
+  CHECK(snapshot(c) == before);
+}
+
+// --- levels --------------------------------------------------------------------------------
+
+TEST_CASE("a tensor with the wrong number of levels is a ShapeError", "[error][levels]") {
+  Fixture f;
+  const auto before = snapshot(f.y);
+  // 1-D tensor where the 2-level sparse matrix goes
+  SPINDLE_EXPECT_ERROR(sp::ops::spmv<float>()(f.x, f.x, f.y), sp::ShapeError,
+                       "has 1 level(s) but buffer 'a' has 2 axes");
+  // a CSR where the dense vector goes
+  SPINDLE_EXPECT_ERROR(sp::ops::spmv<float>()(f.a, f.a, f.y), sp::ShapeError,
+                       "has 2 level(s) but buffer 'b' has 1 axes");
+  // a 3-level CSF where a CSR goes
+  const auto csf = sp::Csf<float>::random({40, 40, 3}, 0.05, 910);
+  SPINDLE_EXPECT_ERROR(sp::ops::spmv<float>()(csf, f.x, f.y), sp::ShapeError,
+                       "has 3 level(s) but buffer 'a' has 2 axes");
+  CHECK(snapshot(f.y) == before);
+}
+
+TEST_CASE("a dense matrix where a sparse buffer is expected is a ShapeError (level kind)", "[error][levels]") {
+  Fixture f;
+  const auto dense = f.a.to_dense();  // 2 levels, both dense_fixed
+  const auto before = snapshot(f.y);
+  SPINDLE_EXPECT_ERROR(sp::ops::spmv<float>()(dense, f.x, f.y), sp::ShapeError,
+                       "level 1 is dense_fixed but axis J is sparse_variable");
+  CHECK(snapshot(f.y) == before);
+}
+
+TEST_CASE("a sparse level kind mismatch is a ShapeError", "[error][levels]") {
+  Fixture f;
+  // a ragged (dense_variable) second level where a compressed (sparse_variable) one goes
+  const auto ragged = sp::Ragged<float>::random({3, 0, 5}, {}, 911);
+  auto y = sp::Tensor<float>::full({3}, sentinel<float>());
+  const auto before = snapshot(y);
+  SPINDLE_EXPECT_ERROR(sp::ops::row_sum<float>()(ragged, y), sp::ShapeError,
+                       "level 1 is dense_variable but axis J is sparse_variable");
+  CHECK(snapshot(y) == before);
+  // a CSF (compressed second level) where the ragged batch goes
+  const auto csf = sp::Csf<float>::random({2, 5, 4}, 0.3, 912);
+  const auto w = sp::Tensor<float>::random({2, 4, 3}, 913);
+  auto c = sp::Ragged<float>::zeros({5, 5}, {3});
+  for (float& v : c.values()) v = sentinel<float>();
+  const auto before_c = snapshot(c);
+  SPINDLE_EXPECT_ERROR(sp::ops::ragged_matmul<float>()(csf, w, c), sp::ShapeError,
+                       "level 1 is sparse_variable but axis R is dense_variable");
+  CHECK(snapshot(c) == before_c);
+}
+
+// --- counts and structure -------------------------------------------------------------------
+
+TEST_CASE("a value count that does not match the structure is a ShapeError", "[error][nnz]") {
+  Fixture f;
+  sp::StorageView v = f.a.storage();
+  v.value_count -= 1;
+  const auto before = snapshot(f.y);
+  SPINDLE_EXPECT_ERROR(sp::ops::spmv<float>()(Erased{v}, f.x, f.y), sp::ShapeError,
+                       "values but its structure has");
+  sp::StorageView t = f.x.storage();
+  t.value_count += 1;
+  SPINDLE_EXPECT_ERROR(sp::ops::spmv<float>()(f.a, Erased{t}, f.y), sp::ShapeError, "values but its structure has");
+  CHECK(snapshot(f.y) == before);
+}
+
+TEST_CASE("an output whose sparsity structure differs from the input's is a ShapeError", "[error][nnz]") {
+  Fixture f;
+  const auto x = sp::Tensor<float>::random({40, 4}, 914);
+  const auto y = sp::Tensor<float>::random({40, 4}, 915);
+  SECTION("different nnz") {
+    auto c = sp::Csr<float>::random(40, 40, 5, 916);
+    for (float& v : c.values()) v = sentinel<float>();
+    const auto before = snapshot(c);
+    SPINDLE_EXPECT_ERROR(sp::ops::sddmm<float>()(f.a, x, y, c), sp::ShapeError,
+                         "share axis J but their arguments have different sparsity structure");
+    CHECK(snapshot(c) == before);
+  }
+  SECTION("same nnz and indptr, different column indices") {
+    std::vector<int> idx(f.a.indices().begin(), f.a.indices().end());
+    std::size_t r = 0;  // the first non-empty row
+    while (f.a.indptr()[r + 1] == f.a.indptr()[r]) ++r;
+    int& last = idx[static_cast<std::size_t>(f.a.indptr()[r + 1] - 1)];
+    last = last == 39 ? 38 : 39;  // still in range; the row may now be unsorted
+    sp::Csr<float> c(40, 40, std::vector<int>(f.a.indptr().begin(), f.a.indptr().end()), idx,
+                     std::vector<float>(static_cast<std::size_t>(f.a.nnz()), sentinel<float>()));
+    const auto before = snapshot(c);
+    SPINDLE_EXPECT_ERROR(sp::ops::sddmm<float>()(f.a, x, y, c), sp::ShapeError, "different sparsity structure");
+    CHECK(snapshot(c) == before);
+  }
+}
+
+// --- sortedness -----------------------------------------------------------------------------
+
+TEST_CASE("unsorted indices where the kernel binary-searches them are a FormatError", "[error][sorted]") {
+  Fixture f;
+  sp::RandomCsrOptions o;
+  o.shuffle_rows = true;
+  const auto unsorted = sp::Csr<float>::random(40, 40, 8, 917, o);
+  REQUIRE_FALSE(unsorted.sorted());  // Csr keeps the caller's order and records it
+  const auto before_c = snapshot(f.c), before_a = snapshot(unsorted);
+  SPINDLE_EXPECT_ERROR(sp::ops::spmm_dense_j<float>()(unsorted, f.b, f.c), sp::FormatError,
+                       "searches the coordinates of axis J (binary search)");
+  // the same through a CsrView over raw arrays: row 0 is {3, 1}
+  const std::vector<int> ptr{0, 2, 3}, idx{3, 1, 0};
+  std::vector<float> val{1, 2, 3};
+  const sp::CsrView<float> view(2, 4, 3, ptr.data(), idx.data(), val.data());
+  REQUIRE_FALSE(view.sorted());
+  const auto b = sp::Tensor<float>::random({4, 2}, 918);
+  auto c = sp::Tensor<float>::full({2, 2}, sentinel<float>());
+  SPINDLE_EXPECT_ERROR(sp::ops::spmm_dense_j<float>()(view, b, c), sp::FormatError, "not sorted");
+  CHECK(snapshot(c) == snapshot(sp::Tensor<float>::full({2, 2}, sentinel<float>())));
+  CHECK(snapshot(f.c) == before_c);
+  CHECK(snapshot(unsorted) == before_a);
+  CHECK(val == std::vector<float>{1, 2, 3});
+
+  // Control: spmm does not search, so the same unsorted matrix is fine there.
+  sp::ops::spmm<float>()(unsorted, f.b, f.c);
+  const auto dense = unsorted.to_dense();
+  for (std::int64_t i = 0; i < 40; ++i)
+    for (std::int64_t k = 0; k < 7; ++k) {
+      double s = 0;
+      for (std::int64_t j = 0; j < 40; ++j) s += static_cast<double>(dense(i, j)) * f.b(j, k);
+      CHECK(f.c(i, k) == Approx(s).margin(1e-5));
+    }
+}
+
+// --- writability and aliasing ---------------------------------------------------------------
+
+TEST_CASE("a read-only argument for an `out` buffer is a UserError", "[error][readonly]") {
+  Fixture f;
+  const auto y = sp::Tensor<float>::full({40}, sentinel<float>());
+  SPINDLE_EXPECT_ERROR(sp::ops::spmv<float>()(f.a, f.x, y), sp::UserError,
+                       "is written by the kernel but was passed read-only");
+  CHECK(snapshot(y) == snapshot(sp::Tensor<float>::full({40}, sentinel<float>())));
+  // const Eigen output
+  using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  const RowMat ec = RowMat::Constant(40, 7, sentinel<float>());
+  SPINDLE_EXPECT_ERROR(sp::ops::spmm<float>()(f.a, f.b, ec), sp::UserError, "passed read-only");
+  CHECK((ec.array() == sentinel<float>()).all());
+  // const sparse output of sddmm
+  const auto x = sp::Tensor<float>::random({40, 3}, 919);
+  const sp::Csr<float> c(40, 40, std::vector<int>(f.a.indptr().begin(), f.a.indptr().end()),
+                         std::vector<int>(f.a.indices().begin(), f.a.indices().end()),
+                         std::vector<float>(static_cast<std::size_t>(f.a.nnz()), sentinel<float>()));
+  const auto before = snapshot(c);
+  SPINDLE_EXPECT_ERROR(sp::ops::sddmm<float>()(f.a, x, x, c), sp::UserError, "passed read-only");
+  CHECK(snapshot(c) == before);
+}
+
+TEST_CASE("an output that aliases an input is a UserError", "[error][alias]") {
+  Fixture f;
+  SECTION("spmm writing into its own dense input") {
+    auto b = sp::Tensor<float>::random({40, 7}, 920);
+    const auto before = snapshot(b);
+    SPINDLE_EXPECT_ERROR(sp::ops::spmm<float>()(f.a, b, b.view()), sp::UserError, "overlaps");
+    CHECK(snapshot(b) == before);
+  }
+  SECTION("a partial overlap: the output view starts inside the input") {
+    std::vector<float> buf(40 * 7 + 7, 0.5f);
+    sp::TensorView<float> in(buf.data(), {40, 7});
+    sp::TensorView<float> out(buf.data() + 7, {40, 7});
+    const std::vector<float> before = buf;
+    SPINDLE_EXPECT_ERROR(sp::ops::spmm<float>()(f.a, in, out), sp::UserError, "overlaps");
+    CHECK(buf == before);
+  }
+  SECTION("sddmm writing into the values of its sparse input") {
+    auto a = f.a;
+    const auto x = sp::Tensor<float>::random({40, 3}, 921);
+    const auto before = snapshot(a);
+    SPINDLE_EXPECT_ERROR(sp::ops::sddmm<float>()(a, x, x, a), sp::UserError, "overlaps");
+    CHECK(snapshot(a) == before);
+  }
+}
+
+// --- runtime configuration ----------------------------------------------------------------
+
+TEST_CASE("an unknown engine name is a UserError", "[error][engine]") {
+  Fixture f;
+  sp::Options o = sp::Options::from_env();
+  o.engine = "no-such-engine";
+  sp::runtime::Runtime rt(o);
+  const auto k = sp::ops::spmv<float>().with_runtime(rt);
+  const auto before = snapshot(f.y);
+  SPINDLE_EXPECT_ERROR(k(f.a, f.x, f.y), sp::UserError, "unknown engine 'no-such-engine'");
+  CHECK(snapshot(f.y) == before);
+}
+
+#ifndef SPINDLE_WITH_ORC
+TEST_CASE("asking for the ORC engine in a build without LLVM is an UnavailableError", "[error][engine]") {
+  Fixture f;
+  sp::Options o = sp::Options::from_env();
+  o.engine = "orc";
+  sp::runtime::Runtime rt(o);
+  const auto before = snapshot(f.y);
+  SPINDLE_EXPECT_ERROR(sp::ops::spmv<float>().with_runtime(rt)(f.a, f.x, f.y), sp::UnavailableError,
+                       "has no LLVM");
+  CHECK(snapshot(f.y) == before);
+}
+#endif
