@@ -1,0 +1,194 @@
+// Command line of spindle-bench: the Config it fills, --help text and parsing.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#ifndef SPINDLE_BENCH_DEFAULT_MATRIX
+#define SPINDLE_BENCH_DEFAULT_MATRIX "data/cora.mtx.gz"
+#endif
+#ifndef SPINDLE_BENCH_DATA_DIR
+#define SPINDLE_BENCH_DATA_DIR ""
+#endif
+
+namespace bench {
+
+struct Config {
+  std::vector<std::string> ops;
+  std::vector<std::string> matrices;  // Matrix Market paths
+  int rmat_scale = -1;                // < 0: no R-MAT graph
+  int edge_factor = 16;
+  std::uint64_t seed = 1;
+  std::vector<int> feats;
+  std::vector<int> threads;
+  int reps = 0;  // 0: adaptive (min_reps and min_time per system and case)
+  int min_reps = 10;
+  int max_reps = 100000;
+  double min_time = 0.2;  // seconds of timed calls per system and case
+  int warmup = 2;
+  std::string dtype = "f32";
+  double tolerance = -1;  // < 0: per dtype (1e-4 for f32, 1e-10 for f64)
+  bool json = false;
+  std::string json_file;  // also write the JSON document here
+  bool graphblas = true;
+  bool compile_latency = true;
+  bool explain = false;
+  bool triad_only = false;
+  // Hidden: the disk-cache child (--disk-hit-child DIR OP DTYPE).
+  bool disk_child = false;
+  std::string child_dir, child_op;
+};
+
+inline const char* kUsage = R"(spindle-bench: Spindle vs Eigen (and SuiteSparse:GraphBLAS) on sparse kernels
+
+usage: spindle-bench [options]
+  --op LIST            spmm, spmv, sddmm (comma list, repeatable)          [spmm]
+  --matrix PATH        Matrix Market file (.mtx or .mtx.gz); comma list, repeatable.
+                       A path that does not exist is also looked up in the shared
+                       data folder, with .mtx.gz appended (e.g. gnn/pubmed)  [bundled cora]
+  --rmat SCALE         add a Graph500 R-MAT graph with 2^SCALE vertices
+  --edge-factor N      R-MAT edges per vertex before duplicates are removed   [16]
+  --seed N             seed of the R-MAT graph and the dense operands        [1]
+  --feat LIST          feature sizes K for spmm and sddmm                     [32,128]
+  --threads LIST       thread counts (every system runs with the same count) [1,2,4..hardware]
+  --reps N             exactly N timed calls per system and case  [adaptive: >= 10 and >= 0.2 s]
+  --min-time S         adaptive mode: seconds of timed calls per system     [0.2]
+  --warmup N           untimed calls per system before timing                [2]
+  --dtype f32|f64      element type                                           [f32]
+  --tolerance X        max |spindle - eigen| / max |eigen| accepted   [1e-4 f32, 1e-10 f64]
+  --json               print one JSON document on stdout (progress on stderr)
+  --json-file PATH     print the tables and also write the JSON document to PATH
+  --no-graphblas       leave SuiteSparse:GraphBLAS out
+  --no-compile-latency skip the compile-latency measurements
+  --explain            print the generated code of every benchmarked kernel (stderr)
+  --triad-only         measure the bandwidth roofline (triad) only
+  --help               this text
+
+Exit status: 0 when every result matched Eigen, 1 on a mismatch, 2 on a usage error.
+)";
+
+inline std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+inline long parse_int(const std::string& flag, const std::string& v, long lo, long hi) {
+  char* end = nullptr;
+  long x = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || x < lo || x > hi)
+    throw std::invalid_argument(flag + ": expected an integer in [" + std::to_string(lo) + ", " +
+                                std::to_string(hi) + "], got '" + v + "'");
+  return x;
+}
+
+inline double parse_double(const std::string& flag, const std::string& v) {
+  char* end = nullptr;
+  double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0' || !(x >= 0))
+    throw std::invalid_argument(flag + ": expected a non-negative number, got '" + v + "'");
+  return x;
+}
+
+// A path as given, else <data dir>/<path>[.mtx.gz].
+inline std::string resolve_matrix(const std::string& p) {
+  namespace fs = std::filesystem;
+  if (fs::exists(p)) return p;
+  std::string dir = SPINDLE_BENCH_DATA_DIR;
+  if (!dir.empty()) {
+    for (const char* ext : {"", ".mtx.gz", ".mtx"})
+      if (fs::exists(dir + "/" + p + ext)) return dir + "/" + p + ext;
+  }
+  throw std::invalid_argument("--matrix: no file '" + p + "'" +
+                              (dir.empty() ? "" : " (nor under " + dir + ")"));
+}
+
+// Throws std::invalid_argument on a usage error; returns false after --help.
+inline bool parse_args(int argc, char** argv, Config& c) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  bool rmat_or_matrix = false;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= args.size()) throw std::invalid_argument(a + ": missing value");
+      return args[++i];
+    };
+    if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      return false;
+    } else if (a == "--op") {
+      for (auto& op : split_list(value())) {
+        if (op != "spmm" && op != "spmv" && op != "sddmm")
+          throw std::invalid_argument("--op: unknown operator '" + op + "' (spmm, spmv, sddmm)");
+        c.ops.push_back(op);
+      }
+    } else if (a == "--matrix") {
+      for (auto& m : split_list(value())) c.matrices.push_back(resolve_matrix(m));
+      rmat_or_matrix = true;
+    } else if (a == "--rmat") {
+      c.rmat_scale = static_cast<int>(parse_int(a, value(), 1, 29));
+      rmat_or_matrix = true;
+    } else if (a == "--edge-factor") {
+      c.edge_factor = static_cast<int>(parse_int(a, value(), 1, 1024));
+    } else if (a == "--seed") {
+      c.seed = static_cast<std::uint64_t>(parse_int(a, value(), 0, 1L << 62));
+    } else if (a == "--feat") {
+      for (auto& f : split_list(value())) c.feats.push_back(static_cast<int>(parse_int(a, f, 1, 1 << 16)));
+    } else if (a == "--threads") {
+      for (auto& t : split_list(value())) c.threads.push_back(static_cast<int>(parse_int(a, t, 1, 1024)));
+    } else if (a == "--reps") {
+      c.reps = static_cast<int>(parse_int(a, value(), 1, 10000000));
+    } else if (a == "--min-time") {
+      c.min_time = parse_double(a, value());
+    } else if (a == "--warmup") {
+      c.warmup = static_cast<int>(parse_int(a, value(), 0, 1000));
+    } else if (a == "--dtype") {
+      c.dtype = value();
+      if (c.dtype != "f32" && c.dtype != "f64") throw std::invalid_argument("--dtype: f32 or f64");
+    } else if (a == "--tolerance") {
+      c.tolerance = parse_double(a, value());
+    } else if (a == "--json") {
+      c.json = true;
+    } else if (a == "--json-file") {
+      c.json_file = value();
+    } else if (a == "--no-graphblas") {
+      c.graphblas = false;
+    } else if (a == "--no-compile-latency") {
+      c.compile_latency = false;
+    } else if (a == "--explain") {
+      c.explain = true;
+    } else if (a == "--triad-only") {
+      c.triad_only = true;
+    } else if (a == "--disk-hit-child") {
+      c.disk_child = true;
+      c.child_dir = value();
+      c.child_op = value();
+      c.dtype = value();
+    } else {
+      throw std::invalid_argument("unknown option '" + a + "' (see --help)");
+    }
+  }
+  if (c.ops.empty()) c.ops = {"spmm"};
+  if (!rmat_or_matrix) c.matrices = {SPINDLE_BENCH_DEFAULT_MATRIX};
+  if (c.feats.empty()) c.feats = {32, 128};
+  if (c.threads.empty()) {
+    // 1, 2, 4, ... up to the hardware thread count, and that count itself.
+    int hw = std::max(static_cast<int>(std::thread::hardware_concurrency()), 1);
+    for (int t = 1; t < hw; t *= 2) c.threads.push_back(t);
+    c.threads.push_back(hw);
+  }
+  if (c.tolerance < 0) c.tolerance = c.dtype == "f32" ? 1e-4 : 1e-10;
+  return true;
+}
+
+}  // namespace bench

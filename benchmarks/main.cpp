@@ -1,0 +1,280 @@
+// spindle-bench: runs sparse operators (spmm, spmv, sddmm) with Spindle and, in the same
+// run, with Eigen and SuiteSparse:GraphBLAS, on Matrix Market files or a generated R-MAT
+// graph, at the given feature sizes and thread counts. Prints median times, GFLOP/s,
+// effective GB/s, the fraction of a triad roofline measured on the spot and the time
+// ratios, plus Spindle's compile latency. See --help and benchmarks/README.md.
+#include <spindle/eigen.hpp>
+#include <spindle/spindle.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli.hpp"
+#include "compile_latency.hpp"
+#include "peers_eigen.hpp"
+#include "peers_graphblas.hpp"
+#include "report.hpp"
+#include "rmat.hpp"
+#include "roofline.hpp"
+#include "timing.hpp"
+
+namespace bench {
+
+template <class T>
+struct Loaded {
+  MatrixInfo info;
+  spindle::Csr<T> a;
+};
+
+template <class T>
+std::vector<Loaded<T>> load_matrices(const Config& cfg) {
+  std::vector<Loaded<T>> out;
+  for (auto& path : cfg.matrices) {
+    std::fprintf(stderr, "[bench] reading %s\n", path.c_str());
+    spindle::Timer t;
+    Loaded<T> m{{}, spindle::read_matrix_market<T>(path)};
+    m.info = {m.a.name(), path, m.a.rows(), m.a.cols(), m.a.nnz(), t.seconds()};
+    out.push_back(std::move(m));
+  }
+  if (cfg.rmat_scale > 0) {
+    RmatParams p{cfg.rmat_scale, cfg.edge_factor, cfg.seed};
+    std::fprintf(stderr, "[bench] generating %s\n", rmat_name(p).c_str());
+    spindle::Timer t;
+    Loaded<T> m{{}, generate_rmat<T>(p)};
+    m.info = {m.a.name(), "R-MAT a=.57 b=.19 c=.19, seed " + std::to_string(cfg.seed), m.a.rows(), m.a.cols(),
+              m.a.nnz(), t.seconds()};
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+template <class T>
+struct Kernels {
+  decltype(spindle::ops::spmm<T>()) spmm = spindle::ops::spmm<T>();
+  decltype(spindle::ops::spmv<T>()) spmv = spindle::ops::spmv<T>();
+  decltype(spindle::ops::sddmm<T>()) sddmm = spindle::ops::sddmm<T>();
+};
+
+inline void set_threads(int t, bool graphblas) {
+  spindle::runtime::Runtime::default_instance().pool().set_num_threads(t);
+  eigen_set_threads(t);
+  if (graphblas) graphblas_set_threads(t);
+}
+
+// One (matrix, op, feat): how each system runs it and how its result is checked.
+template <class T>
+struct OpCase {
+  std::string op;
+  std::int64_t feat = 1;
+  std::function<void()> spindle, eigen, graphblas;
+  std::function<void()> poison;                       // fills Spindle's output with NaN
+  std::function<double()> spindle_error, grb_error;  // vs Eigen's output
+};
+
+template <class T>
+void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std::vector<TriadResult>& triads,
+                Report& report) {
+  const spindle::Csr<T>& a = m.a;
+  const std::int64_t rows = a.rows(), cols = a.cols(), nnz = a.nnz();
+  EigenPeer<T> eigen(a);
+  std::unique_ptr<GraphBlasPeer<T>> grb;
+  if (cfg.graphblas && graphblas_available()) grb = std::make_unique<GraphBlasPeer<T>>(a);
+  int threads_now = 1;
+  for (const std::string& op : cfg.ops) {
+    std::vector<int> feats = op == "spmv" ? std::vector<int>{1} : cfg.feats;
+    for (int feat : feats) {
+      const std::uint64_t seed = cfg.seed * 1000003 + static_cast<std::uint64_t>(feat);
+      // Operands shared by all systems (row-major Eigen storage that Spindle views directly).
+      DenseRM<T> x, y, ys, ye;
+      DenseVec<T> xv, yvs, yve;
+      std::vector<T> cs, ce;
+      std::unique_ptr<spindle::CsrView<T>> cview;
+      OpCase<T> c;
+      c.op = op;
+      c.feat = feat;
+      if (op == "spmm") {
+        x = random_dense<T>(cols, feat, seed);
+        ys.resize(rows, feat);
+        ye.resize(rows, feat);
+        c.spindle = [&] { k.spmm(a, x, ys); };
+        c.eigen = [&] { eigen.spmm(x, ye); };
+        c.poison = [&] { ys.setConstant(std::numeric_limits<T>::quiet_NaN()); };
+        c.spindle_error = [&] { return relative_error(ys.data(), ye.data(), ye.size()); };
+        if (grb) {
+          grb->prepare_spmm(x.data(), feat);
+          c.graphblas = [&] { grb->spmm(); };
+          c.grb_error = [&] { return relative_error(grb->dense_result(feat).data(), ye.data(), ye.size()); };
+        }
+      } else if (op == "spmv") {
+        xv = random_vector<T>(cols, seed);
+        yvs.resize(rows);
+        yve.resize(rows);
+        c.spindle = [&] { k.spmv(a, xv, yvs); };
+        c.eigen = [&] { eigen.spmv(xv, yve); };
+        c.poison = [&] { yvs.setConstant(std::numeric_limits<T>::quiet_NaN()); };
+        c.spindle_error = [&] { return relative_error(yvs.data(), yve.data(), yve.size()); };
+        if (grb) {
+          grb->prepare_spmv(xv.data());
+          c.graphblas = [&] { grb->spmv(); };
+          c.grb_error = [&] { return relative_error(grb->vector_result().data(), yve.data(), yve.size()); };
+        }
+      } else {  // sddmm: x rows x K, y cols x K; the output shares A's structure
+        x = random_dense<T>(rows, feat, seed);
+        y = random_dense<T>(cols, feat, seed + 7);
+        cs.assign(static_cast<std::size_t>(nnz), T(0));
+        ce.assign(static_cast<std::size_t>(nnz), T(0));
+        cview = std::make_unique<spindle::CsrView<T>>(rows, cols, nnz, a.indptr().data(), a.indices().data(),
+                                                      cs.data(), "C");
+        c.spindle = [&] { k.sddmm(a, x, y, *cview); };
+        c.eigen = [&] { eigen.sddmm(x, y, ce.data(), threads_now); };
+        c.poison = [&] { std::fill(cs.begin(), cs.end(), std::numeric_limits<T>::quiet_NaN()); };
+        c.spindle_error = [&] { return relative_error(cs.data(), ce.data(), nnz); };
+        if (grb) {
+          grb->prepare_sddmm(x.data(), y.data(), feat);
+          c.graphblas = [&] { grb->sddmm(); };
+          c.grb_error = [&] { return relative_error(grb->pattern_result().data(), ce.data(), nnz); };
+        }
+      }
+      for (int t : cfg.threads) {
+        threads_now = t;
+        set_threads(t, grb != nullptr);
+        std::fprintf(stderr, "[bench] %s %s K=%d threads=%d\n", m.info.name.c_str(), op.c_str(), feat, t);
+        CaseResult r;
+        r.matrix = m.info.name;
+        r.op = op;
+        r.rows = rows, r.cols = cols, r.nnz = nnz, r.feat = feat, r.threads = t;
+        CaseShape shape{op, rows, cols, nnz, feat, static_cast<int>(sizeof(T)), 4};
+        r.flops = model_flops(shape);
+        r.bytes = model_bytes(shape);
+        for (auto& tr : triads)
+          if (tr.threads == t) r.triad_gbs = tr.best_gbs;
+        // Correctness guard: Spindle (output poisoned first, so unwritten entries show) and
+        // GraphBLAS against Eigen.
+        c.poison();
+        c.spindle();
+        c.eigen();
+        std::vector<Contender> cont{{"spindle", c.spindle, {}}, {"eigen", c.eigen, {}}};
+        std::vector<double> errors{c.spindle_error(), 0.0};
+        if (c.graphblas) {
+          c.graphblas();
+          cont.push_back({"graphblas", c.graphblas, {}});
+          errors.push_back(c.grb_error());
+        }
+        std::vector<Contender*> ptrs;
+        for (auto& x : cont) ptrs.push_back(&x);
+        measure_interleaved(ptrs, {cfg.warmup, cfg.reps, cfg.min_reps, cfg.max_reps, cfg.min_time});
+        for (std::size_t s = 0; s < cont.size(); ++s) {
+          SystemResult x;
+          x.name = cont[s].name;
+          x.label = s == 0   ? "spindle::ops::" + op + " (engine " + report.engine + ", default CPU schedule)"
+                    : s == 1 ? (op == "sddmm" ? std::string("eigen (row loop + .dot, OpenMP rows)")
+                                              : std::string("eigen (SparseMatrix<RowMajor> * dense, noalias)"))
+                             : "graphblas (" +
+                                   std::string(op == "sddmm" ? "masked mxm X*Y' on A + eWiseMult A" : op == "spmv" ? "GrB_mxv" : "GrB_mxm") +
+                                   ", PLUS_TIMES, wait)";
+          x.median_s = cont[s].samples.median();
+          x.min_s = cont[s].samples.min();
+          x.reps = static_cast<int>(cont[s].samples.seconds.size());
+          x.gflops = r.flops / x.median_s * 1e-9;
+          x.gbs = r.bytes / x.median_s * 1e-9;
+          x.roofline = r.triad_gbs > 0 ? x.gbs / r.triad_gbs : NAN;
+          x.rel_error = errors[s];
+          x.ok = errors[s] <= cfg.tolerance;
+          if (!x.ok) {
+            ++report.mismatches;
+            std::fprintf(stderr, "[bench] MISMATCH: %s %s %s K=%d threads=%d: relative error %.3g vs Eigen\n",
+                         x.name.c_str(), m.info.name.c_str(), op.c_str(), feat, t, errors[s]);
+          }
+          r.systems.push_back(x);
+        }
+        for (auto& x : r.systems) x.ratio = x.median_s / r.systems[0].median_s;
+        report.cases.push_back(std::move(r));
+      }
+    }
+  }
+}
+
+template <class T>
+int run(const Config& cfg) {
+  if (cfg.disk_child) return disk_hit_child<T>(cfg.child_dir, cfg.child_op);
+  Report report;
+  report.dtype = cfg.dtype;
+  report.hardware_threads = static_cast<int>(std::thread::hardware_concurrency());
+  report.load_before = load_average();
+  report.tolerance = cfg.tolerance;
+  report.eigen_openmp = eigen_has_openmp();
+  report.graphblas_version = cfg.graphblas ? graphblas_version() : "";
+  report.timing = cfg.reps > 0 ? std::to_string(cfg.reps) + " timed calls per system and case"
+                               : "adaptive, >= " + std::to_string(cfg.min_reps) + " calls and >= " +
+                                     fmt("%g", cfg.min_time) + " s per system and case";
+  report.timing += ", " + std::to_string(cfg.warmup) +
+                   " warm-up calls, interleaved rotating rounds (each system: 8 ms pause, an untimed "
+                   "lead-in call if a call takes < 50 ms, a batch of timed calls)";
+
+  for (int t : cfg.threads) {
+    std::fprintf(stderr, "[bench] triad with %d thread(s)\n", t);
+    report.triads.push_back(measure_triad(t));
+  }
+  if (!cfg.triad_only) {
+    if (cfg.compile_latency)
+      for (auto& op : cfg.ops) {
+        std::fprintf(stderr, "[bench] compile latency of %s\n", op.c_str());
+        report.compile.push_back(measure_compile_latency<T>(op));
+      }
+    // The default runtime (and its engine) is created only now, so that the compile-latency
+    // figures above include the first JIT use of the process.
+    report.engine = spindle::runtime::Runtime::default_instance().engine().name();
+    Kernels<T> k;
+    for (auto& op : cfg.ops) {
+      const spindle::runtime::CompiledKernel* ck = nullptr;
+      std::string text;
+      if (op == "spmm") ck = &k.spmm.compile(), text = cfg.explain ? k.spmm.explain() : "";
+      if (op == "spmv") ck = &k.spmv.compile(), text = cfg.explain ? k.spmv.explain() : "";
+      if (op == "sddmm") ck = &k.sddmm.compile(), text = cfg.explain ? k.sddmm.explain() : "";
+      report.kernels.push_back({op, spindle::runtime::code_source_name(ck->stats().source), ck->stats().lower_micros,
+                                ck->stats().load_micros});
+      if (cfg.explain) std::fprintf(stderr, "%s\n", text.c_str());
+    }
+    auto matrices = load_matrices<T>(cfg);
+    for (auto& m : matrices) report.matrices.push_back(m.info);
+    for (auto& m : matrices) run_matrix<T>(cfg, m, k, report.triads, report);
+  }
+  report.load_after = load_average();
+  if (cfg.json)
+    std::fputs(to_json(report).c_str(), stdout);
+  else
+    print_tables(stdout, report);
+  if (!cfg.json_file.empty()) {
+    std::FILE* f = std::fopen(cfg.json_file.c_str(), "w");
+    if (!f || std::fputs(to_json(report).c_str(), f) < 0 || std::fclose(f) != 0)
+      throw std::runtime_error("cannot write " + cfg.json_file);
+  }
+  if (cfg.graphblas) graphblas_finalize();
+  return report.mismatches ? 1 : 0;
+}
+
+}  // namespace bench
+
+int main(int argc, char** argv) {
+  bench::Config cfg;
+  try {
+    if (!bench::parse_args(argc, argv, cfg)) return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "spindle-bench: %s\n", e.what());
+    return 2;
+  }
+  try {
+    return cfg.dtype == "f64" ? bench::run<double>(cfg) : bench::run<float>(cfg);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "spindle-bench: error: %s\n", e.what());
+    return 4;
+  }
+}
