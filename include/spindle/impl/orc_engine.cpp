@@ -91,7 +91,7 @@ HostTarget detect_host() {
 // cc1 flags shared by every compile (the target part is appended per engine). math-errno
 // is off by default in cc1; the driver's -fno-math-errno has no cc1 spelling.
 constexpr const char* kFlags[] = {
-    "-O3", "-vectorize-loops", "-vectorize-slp", "-ffp-contract=fast", "-std=c11",
+    "-O3", "-vectorize-loops", "-vectorize-slp", "-ffp-contract=fast-honor-pragmas", "-std=c11",
     "-mrelocation-model", "pic", "-pic-level", "2", "-funwind-tables=2",
     "-mframe-pointer=none", "-nostdsysteminc", "-nobuiltininc", "-discard-value-names",
     "-clear-ast-before-backend", "-disable-llvm-verifier", "-fno-ident"};

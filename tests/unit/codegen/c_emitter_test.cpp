@@ -26,13 +26,19 @@ TEST_CASE("emit_c: self-contained unit with the documented entry point", "[codeg
   CHECK(r.source.symbol.size() == std::string("spindle_spmm_").size() + 16);
   CHECK(src.find("int " + r.source.symbol +
                  "(void* const* buffers, const long long* scalars, const spindle_rt* rt) {") != std::string::npos);
-  // Inputs are const and restrict, outputs restrict.
-  CHECK(src.find("const float* __restrict a = (const float*)buffers[0];") != std::string::npos);
-  CHECK(src.find("float* __restrict c = (float*)buffers[2];") != std::string::npos);
-  CHECK(src.find("const long long K_len = scalars[3];") != std::string::npos);
+  // The body takes the buffers as restrict parameters (inputs const); the entry unpacks the
+  // ABI arrays into a call.
+  CHECK(src.find("static void spmm_body(const float* __restrict a, const float* __restrict b, float* __restrict c, "
+                 "const int* __restrict J_indptr, const int* __restrict J_indices, const long long I_len, "
+                 "const long long J_len, const long long J_nnz, const long long K_len, const spindle_rt* rt) {") !=
+        std::string::npos);
+  CHECK(src.find("spmm_body((const float*)buffers[0], (const float*)buffers[1], (float*)buffers[2], "
+                 "(const int*)buffers[3], (const int*)buffers[4], scalars[0], scalars[1], scalars[2], scalars[3], rt);") !=
+        std::string::npos);
   // The parallel row loop is outlined and handed to the runtime pool.
   CHECK(src.find("static void spmm_parallel(void* spindle_closure, long long spindle_begin, long long spindle_end)") !=
         std::string::npos);
+  CHECK(src.find("static void spmm_parallel_range(") != std::string::npos);
   CHECK(src.find("rt->parallel_for(rt->pool, i_extent, 0, spmm_parallel, &spindle_args);") != std::string::npos);
   CHECK(src.find("SPINDLE_VECTORIZE\n") != std::string::npos);
   // The feature loop is register-tiled: a local tile accumulates over the row's nonzeros.
@@ -40,6 +46,20 @@ TEST_CASE("emit_c: self-contained unit with the documented entry point", "[codeg
   CHECK(src.find("c_tile[k_1] += a[J_indptr[i] + j] * b[(J_indices[J_indptr[i] + j]) * K_len + (k_tile * 64 + k_1)];") !=
         std::string::npos);
   CHECK(src.find("for (long long i = spindle_begin; i < spindle_end; ++i) {") != std::string::npos);
+}
+
+TEST_CASE("emit_c: reductions get reassociation (vector) or a compact add chain (scalar)", "[codegen]") {
+  auto sddmm = lower(sp::define_kernel("sddmm", [](sp::in<float, I, J> a, sp::in<float, I, K> x,
+                                                   sp::in<float, sp::dense<J>, K> y, sp::out<float, I, J> c,
+                                                   sp::iter<I> i, sp::iter<J> j,
+                                                   sp::iter<K> k) { c(i, j) += a(i, j) * x(i, k) * y(j, k); }));
+  CHECK(sddmm.source.source.find("SPINDLE_VECTORIZE\n        for (long long k = 0, k_end = K_len; k < k_end; ++k) {\n"
+                                 "          SPINDLE_REASSOCIATE\n") != std::string::npos);
+  auto spmv = lower(sp::define_kernel("spmv", [](sp::in<float, I, J> a, sp::in<float, sp::dense<J>> x,
+                                                 sp::out<float, I> y, sp::iter<I> i,
+                                                 sp::iter<J> j) { y(i) += a(i, j) * x(j); }));
+  CHECK(spmv.source.source.find("SPINDLE_SCALAR_CHAIN\n") != std::string::npos);
+  CHECK(spmv.source.source.find("SPINDLE_NO_CONTRACT\n") != std::string::npos);
 }
 
 TEST_CASE("emit_c: equal kernels get equal symbols, different kernels different ones", "[codegen]") {
