@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Install what is missing, build everything, and run the whole test suite; then build and
-# run the same suite under AddressSanitizer + UndefinedBehaviorSanitizer.
-#   scripts/test.sh               both builds
-#   scripts/test.sh --no-sanitize plain build only
+# run the same suite under AddressSanitizer + UndefinedBehaviorSanitizer; then build without
+# LLVM (kernels compiled by the system C compiler + dlopen) and run the unit, correctness
+# and error tests there.
+#   scripts/test.sh           all three
+#   scripts/test.sh --quick   the plain build only
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-sanitize=1
+full=1
 for arg in "$@"; do
   case "$arg" in
-    --no-sanitize) sanitize=0 ;;
-    *) echo "usage: scripts/test.sh [--no-sanitize]" >&2; exit 2 ;;
+    --quick) full=0 ;;
+    *) echo "usage: scripts/test.sh [--quick]" >&2; exit 2 ;;
   esac
 done
 "$root/scripts/install-deps.sh"
@@ -25,9 +27,20 @@ run_suite() {  # build dir, extra cmake args...
 }
 
 run_suite "${SPINDLE_BUILD_DIR:-$root/build}"
-if ((sanitize)); then
-  export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:strict_string_checks=1"
-  export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-  run_suite "${SPINDLE_ASAN_BUILD_DIR:-$root/build-asan}" -DSPINDLE_SANITIZE=ON -DSPINDLE_BUILD_BENCHMARKS=OFF
+if ((full)); then
+  (
+    export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:strict_string_checks=1"
+    export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+    run_suite "${SPINDLE_ASAN_BUILD_DIR:-$root/build-asan}" -DSPINDLE_SANITIZE=ON -DSPINDLE_BUILD_BENCHMARKS=OFF
+  )
+  # Without LLVM: the system-compiler engine.
+  nollvm="${SPINDLE_NOLLVM_BUILD_DIR:-$root/build-nollvm}"
+  cmake -S "$root" -B "$nollvm" -DCMAKE_BUILD_TYPE=Release -DSPINDLE_WITH_LLVM=OFF \
+        -DSPINDLE_BUILD_BENCHMARKS=OFF -DSPINDLE_BUILD_EXAMPLES=OFF
+  cmake --build "$nollvm" -j"$jobs" --target spindle_unit_tests spindle_correctness_tests spindle_error_tests
+  rm -rf "$nollvm/kernel-cache"
+  for t in spindle_unit_tests spindle_correctness_tests spindle_error_tests; do
+    SPINDLE_CACHE_DIR="$nollvm/kernel-cache" "$nollvm/tests/$t"
+  done
 fi
 echo "spindle: all tests passed"

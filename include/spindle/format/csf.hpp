@@ -170,9 +170,8 @@ class Csf {
       l.sorted = sorted_[k - 1];
       s.levels.push_back(l);
     }
-    s.description = message("Csf<", dtype_name(dtype_v<T>), ",", dtype_name(dtype_v<Index>), "> ",
-                            detail::shape_string(shape_), " nnz=", nnz(), name_.empty() ? "" : " '",
-                            name_, name_.empty() ? "" : "'");
+    s.kind = "Csf";
+    s.name = name_;
     return s;
   }
 

@@ -40,9 +40,8 @@ StorageView csr_storage(T* values, std::int64_t rows, std::int64_t cols, std::in
   col_level.index_dtype = dtype_v<Index>;
   col_level.sorted = sorted;
   s.levels = {row_level, col_level};
-  s.description =
-      message(kind, "<", dtype_name(dtype_v<T>), ",", dtype_name(dtype_v<Index>), "> ", rows, "x",
-              cols, " nnz=", nnz, name.empty() ? "" : " '", name, name.empty() ? "" : "'");
+  s.kind = kind;
+  s.name = name;
   return s;
 }
 

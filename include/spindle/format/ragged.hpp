@@ -164,10 +164,8 @@ class Ragged {
       l.length = d;
       s.levels.push_back(l);
     }
-    s.description =
-        message("Ragged<", dtype_name(dtype_v<T>), "> batch=", batch(), " rows=", total_rows(),
-                " max_rows=", max_rows_, " trailing=", detail::shape_string(trailing_),
-                name_.empty() ? "" : " '", name_, name_.empty() ? "" : "'");
+    s.kind = "Ragged";
+    s.name = name_;
     return s;
   }
 

@@ -14,9 +14,10 @@
 
 #include <cstdint>
 #include <string>
-#include <vector>
+#include <string_view>
 
 #include "spindle/ir/dtype.hpp"
+#include "spindle/support/inline_vector.hpp"
 
 namespace spindle {
 
@@ -43,13 +44,40 @@ struct LevelView {
   bool sorted = true;            // sparse levels: coordinates strictly ascending per fiber
 };
 
+inline constexpr std::size_t kMaxLevels = 8;
+
 struct StorageView {
   DType dtype = DType::f32;
-  void* data = nullptr;           // values in position order
-  std::int64_t value_count = 0;   // number of elements behind data
-  bool writable = false;          // false for views of const data
-  std::vector<LevelView> levels;  // one per buffer axis, outermost first
-  std::string description;        // e.g. "Csr<f32> 2708x2708 nnz=10556", for messages
+  void* data = nullptr;            // values in position order
+  std::int64_t value_count = 0;    // number of elements behind data
+  bool writable = false;           // false for views of const data
+  InlineVector<LevelView, kMaxLevels> levels;  // one per buffer axis, outermost first
+  const char* kind = "Tensor";     // container kind: Csr, CsrView, Tensor, TensorView, Ragged, Csf
+  std::string_view name;           // the container's name (may be empty); must outlive the view
+
+  // For messages, built only when needed: e.g. "Csr<f32,i32> 2708x2708 nnz=10556 'cora'".
+  std::string description() const {
+    std::string k = kind, s = k + "<" + dtype_name(dtype);
+    auto shape = [&](std::size_t from) {
+      std::string t = "[";
+      for (std::size_t i = from; i < levels.size(); ++i) t += (i > from ? ", " : "") + std::to_string(levels[i].length);
+      return t + "]";
+    };
+    if (k.rfind("Csr", 0) == 0 && levels.size() == 2) {
+      s += std::string(",") + dtype_name(levels[1].index_dtype) + "> " + std::to_string(levels[0].length) + "x" +
+           std::to_string(levels[1].length) + " nnz=" + std::to_string(levels[1].nnz);
+    } else if (k == "Csf" && levels.size() >= 2) {
+      s += std::string(",") + dtype_name(levels[1].index_dtype) + "> " + shape(0) + " nnz=" +
+           std::to_string(levels.back().nnz);
+    } else if (k == "Ragged" && levels.size() >= 2) {
+      s += "> batch=" + std::to_string(levels[0].length) + " rows=" + std::to_string(levels[1].nnz) +
+           " max_rows=" + std::to_string(levels[1].length) + " trailing=" + shape(2);
+    } else {
+      s += "> " + shape(0);
+    }
+    if (!name.empty()) s += " '" + std::string(name) + "'";
+    return s;
+  }
 };
 
 }  // namespace spindle

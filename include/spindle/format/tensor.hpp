@@ -64,18 +64,15 @@ inline std::int64_t dense_offset(std::span<const std::int64_t> shape, const std:
   return off;
 }
 
-inline std::vector<LevelView> dense_levels(std::span<const std::int64_t> shape) {
-  std::vector<LevelView> levels(shape.size());
+inline InlineVector<LevelView, kMaxLevels> dense_levels(std::span<const std::int64_t> shape) {
+  InlineVector<LevelView, kMaxLevels> levels;
   for (std::size_t a = 0; a < shape.size(); ++a) {
-    levels[a].kind = LevelKind::dense_fixed;
-    levels[a].length = shape[a];
+    LevelView l;
+    l.kind = LevelKind::dense_fixed;
+    l.length = shape[a];
+    levels.push_back(l);
   }
   return levels;
-}
-
-template <class T>
-std::string dense_description(const char* kind, std::span<const std::int64_t> shape) {
-  return message(kind, "<", dtype_name(dtype_v<T>), "> ", shape_string(shape));
 }
 
 template <class T>
@@ -87,7 +84,7 @@ StorageView dense_storage(T* data, std::span<const std::int64_t> shape, std::int
   s.value_count = count;
   s.writable = !std::is_const_v<T>;
   s.levels = dense_levels(shape);
-  s.description = dense_description<T>(kind, shape);
+  s.kind = kind;
   return s;
 }
 

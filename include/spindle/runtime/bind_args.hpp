@@ -52,6 +52,7 @@ class ArgBinder {
     for (auto& b : stage3.buffers)
       for (auto& e : b.buffer->shape) uses.visit(e);
     for (auto& s : stage3.scalars) scalar_used_.push_back(uses.vars.count(s.var.get()) > 0);
+    axis_count_ = stage1.axes.size();
     num_args_ = static_cast<int>(user_buffers_.size() + user_scalars_.size());
   }
 
@@ -61,7 +62,8 @@ class ArgBinder {
   void bind(const std::vector<CallArg>& args, void** buffers, std::int64_t* scalars) const {
     SPINDLE_CHECK(static_cast<int>(args.size()) == num_args_, UserError, "kernel '", kernel_, "' takes ",
                   num_args_, " arguments, got ", args.size());
-    std::map<const ir::AxisNode*, Binding> axes;
+    Bindings axes;
+    axes.reserve(axis_count_);
     for (auto& b : user_buffers_) bind_buffer(b, args, axes);
     check_aliasing(args);
     for (std::size_t k = 0; k < abi_buffers_.size(); ++k) {
@@ -95,12 +97,29 @@ class ArgBinder {
     std::string buffer;  // the argument that bound it, for messages
   };
 
+  // Axis -> binding, a flat list: kernels have a handful of axes.
+  struct Bindings {
+    std::vector<std::pair<const ir::AxisNode*, Binding>> items;
+    void reserve(std::size_t n) { items.reserve(n); }
+    Binding& operator[](const ir::AxisNode* a) {
+      for (auto& [k, v] : items)
+        if (k == a) return v;
+      items.emplace_back(a, Binding{});
+      return items.back().second;
+    }
+    const Binding* find(const ir::AxisNode* a) const {
+      for (auto& [k, v] : items)
+        if (k == a) return &v;
+      return nullptr;
+    }
+  };
+
   std::string arg_name(const ir::FuncBuffer& b) const {
     return message("argument ", b.origin.arg, " ('", b.buffer->name, "')");
   }
 
   void bind_buffer(const ir::FuncBuffer& fb, const std::vector<CallArg>& args,
-                   std::map<const ir::AxisNode*, Binding>& axes) const {
+                   Bindings& axes) const {
     const ir::BufferNode& b = *fb.buffer;
     const CallArg& arg = args[fb.origin.arg];
     SPINDLE_CHECK(!arg.is_scalar, UserError, "kernel '", kernel_, "': ", arg_name(fb),
@@ -109,11 +128,11 @@ class ArgBinder {
     SPINDLE_CHECK(v.dtype == b.dtype, DTypeError, "kernel '", kernel_, "': ", arg_name(fb), " holds ",
                   dtype_name(v.dtype), " values but the buffer is declared ", dtype_name(b.dtype));
     SPINDLE_CHECK(v.levels.size() == b.axes.size(), ShapeError, "kernel '", kernel_, "': ", arg_name(fb), " (",
-                  v.description, ") has ", v.levels.size(), " level(s) but buffer '", b.name, "' has ",
+                  v.description(), ") has ", v.levels.size(), " level(s) but buffer '", b.name, "' has ",
                   b.axes.size(), " axes ", axes_text(b));
     bool writes = b.role == ir::BufferRole::output || b.role == ir::BufferRole::inout;
     SPINDLE_CHECK(!writes || v.writable, UserError, "kernel '", kernel_, "': ", arg_name(fb),
-                  " is written by the kernel but was passed read-only (", v.description, ")");
+                  " is written by the kernel but was passed read-only (", v.description(), ")");
     std::int64_t positions = 1, expected_values = 1;
     for (std::size_t s = 0; s < b.axes.size(); ++s) {
       const ir::Axis& a = b.axes[s];
@@ -185,16 +204,16 @@ class ArgBinder {
     bd.sorted = bd.sorted && l.sorted;
   }
 
-  const Binding& bound(const std::map<const ir::AxisNode*, Binding>& axes, const ir::FuncBuffer& p) const {
-    auto it = axes.find(p.origin.axis.get());
-    SPINDLE_CHECK(it != axes.end() && it->second.structure, UserError, "kernel '", kernel_, "': no argument binds the ",
+  const Binding& bound(const Bindings& axes, const ir::FuncBuffer& p) const {
+    const Binding* it = axes.find(p.origin.axis.get());
+    SPINDLE_CHECK(it && it->structure, UserError, "kernel '", kernel_, "': no argument binds the ",
                   p.origin.kind == ir::ParamOrigin::indptr ? "indptr" : "indices", " of axis ", p.origin.axis->name,
                   "; hint: pass a buffer over ", p.origin.axis->name);
-    return it->second;
+    return *it;
   }
 
   std::int64_t scalar_value(const ir::FuncScalar& s, std::size_t k, const std::vector<CallArg>& args,
-                            const std::map<const ir::AxisNode*, Binding>& axes) const {
+                            const Bindings& axes) const {
     if (s.origin.kind == ir::ParamOrigin::scalar) {
       const CallArg& a = args[s.origin.arg];
       SPINDLE_CHECK(a.is_scalar, UserError, "kernel '", kernel_, "': argument ", s.origin.arg, " ('", s.var.name(),
@@ -210,8 +229,8 @@ class ArgBinder {
       return bits;
     }
     const ir::AxisNode* axis = s.origin.axis.get();
-    auto it = axes.find(axis);
-    bool have = it != axes.end() && (s.origin.kind == ir::ParamOrigin::length ? it->second.has_length : it->second.structure);
+    const Binding* it = axes.find(axis);
+    bool have = it && (s.origin.kind == ir::ParamOrigin::length ? it->has_length : it->structure);
     if (!have) {
       SPINDLE_CHECK(!scalar_used_[k], UserError, "kernel '", kernel_, "': no argument gives the ",
                     s.origin.kind == ir::ParamOrigin::length ? "extent" : "structure", " of axis ", axis->name,
@@ -219,9 +238,9 @@ class ArgBinder {
       return 0;
     }
     switch (s.origin.kind) {
-      case ir::ParamOrigin::length: return it->second.length;
-      case ir::ParamOrigin::nnz: return it->second.nnz;
-      case ir::ParamOrigin::nnz_per_row: return it->second.nnz_per_row;
+      case ir::ParamOrigin::length: return it->length;
+      case ir::ParamOrigin::nnz: return it->nnz;
+      case ir::ParamOrigin::nnz_per_row: return it->nnz_per_row;
       default: throw InternalError("bind_args: unexpected scalar origin");
     }
   }
@@ -268,6 +287,7 @@ class ArgBinder {
   std::vector<bool> scalar_used_;
   std::set<const ir::AxisNode*> sorted_required_;
   int num_args_ = 0;
+  std::size_t axis_count_ = 0;
 };
 
 }  // namespace spindle::runtime

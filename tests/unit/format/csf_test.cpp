@@ -44,7 +44,7 @@ TEST_CASE("Csf from quadruples: exact level arrays", "[format]") {
   CHECK(s.levels[2].length == 5);
   CHECK(s.levels[2].nnz == 5);
   CHECK(s.levels[2].indices == t.indices(2).data());
-  CHECK_THAT(s.description, Contains("Csf<f32,i32> [3, 4, 5] nnz=5 'T'"));
+  CHECK_THAT(s.description(), Contains("Csf<f32,i32> [3, 4, 5] nnz=5 'T'"));
 
   auto last = Csf<float>::from_quadruples(3, 4, 5, q, Duplicates::keep_last);
   CHECK(last.to_dense()(0, 0, 1) == 5.0f);

@@ -54,7 +54,7 @@ TEST_CASE("Csr from arrays: accessors, to_dense and storage", "[format]") {
   CHECK(s.levels[1].indices == a.indices().data());
   CHECK(s.levels[1].index_dtype == DType::i32);
   CHECK(s.levels[1].sorted);
-  CHECK_THAT(s.description, Contains("Csr<f32,i32> 3x4 nnz=5 'S'"));
+  CHECK_THAT(s.description(), Contains("Csr<f32,i32> 3x4 nnz=5 'S'"));
 
   const Csr<float>& ca = a;
   CHECK_FALSE(ca.storage().writable);
@@ -200,7 +200,7 @@ TEST_CASE("CsrView over raw arrays", "[format]") {
   CsrView<const float> cv = mv;  // mutable converts to read-only
   CHECK_FALSE(cv.storage().writable);
   CHECK(cv.storage().data == val);
-  CHECK(cv.storage().description.find("CsrView<f32,i32> 2x3 nnz=3 'raw'") != std::string::npos);
+  CHECK(cv.storage().description().find("CsrView<f32,i32> 2x3 nnz=3 'raw'") != std::string::npos);
 
   const std::int32_t bad_idx[] = {2, 0, 3};
   SPINDLE_CHECK_THROWS(

@@ -79,7 +79,7 @@ TEST_CASE("StorageView of a compressed level validates through the type-erased e
   auto csr = Csr<float, std::int64_t>::random(50, 40, 4.0, 3);
   const StorageView s = storage_of(csr);
   const LevelView& l = s.levels[1];
-  CompressedLevelRef ref{s.description, "row",    s.levels[0].length, l.length,
-                         l.nnz,         l.indptr, l.indices,          l.index_dtype};
+  const std::string name = s.description();
+  CompressedLevelRef ref{name, "row", s.levels[0].length, l.length, l.nnz, l.indptr, l.indices, l.index_dtype};
   CHECK(validate_compressed(ref).sorted == l.sorted);
 }

@@ -95,7 +95,7 @@ TEST_CASE("Tensor storage() has one dense_fixed level per axis", "[format]") {
     CHECK(s.levels[a].kind == LevelKind::dense_fixed);
     CHECK(s.levels[a].length == t.dim(a));
   }
-  CHECK_THAT(s.description, Contains("Tensor<f64> [2, 3, 5]"));
+  CHECK_THAT(s.description(), Contains("Tensor<f64> [2, 3, 5]"));
   const auto& ct = t;
   CHECK_FALSE(ct.storage().writable);
 }
