@@ -300,3 +300,14 @@ TEST_CASE("asking for the ORC engine in a build without LLVM is an UnavailableEr
   CHECK(snapshot(f.y) == before);
 }
 #endif
+
+TEST_CASE("messages name Eigen arguments after their temporary views are gone", "[error][eigen]") {
+  // storage_of(Eigen matrix) builds a temporary CsrView; the error message is formatted later
+  // and must not read that view's memory (the sanitizer build checks this).
+  Fixture f;
+  Eigen::SparseMatrix<float, Eigen::RowMajor, int> ea = sp::to_eigen(f.a);
+  SPINDLE_EXPECT_ERROR(sp::ops::spmv<float>()(f.a, ea, f.y), sp::ShapeError,
+                       "(CsrView<f32,i32> 40x40 nnz=");
+  SPINDLE_EXPECT_ERROR(sp::ops::spmv<float>()(f.a, ea, f.y), sp::ShapeError, "'Eigen::SparseMatrix')");
+  CHECK(snapshot(f.y) == snapshot(sp::Tensor<float>::full({40}, sentinel<float>())));
+}

@@ -14,7 +14,6 @@
 
 #include <cstdint>
 #include <string>
-#include <string_view>
 
 #include "spindle/ir/dtype.hpp"
 #include "spindle/support/inline_vector.hpp"
@@ -53,7 +52,7 @@ struct StorageView {
   bool writable = false;           // false for views of const data
   InlineVector<LevelView, kMaxLevels> levels;  // one per buffer axis, outermost first
   const char* kind = "Tensor";     // container kind: Csr, CsrView, Tensor, TensorView, Ragged, Csf
-  std::string_view name;           // the container's name (may be empty); must outlive the view
+  std::string name;                // the container's name (may be empty; short names stay inline)
 
   // For messages, built only when needed: e.g. "Csr<f32,i32> 2708x2708 nnz=10556 'cora'".
   std::string description() const {
@@ -75,7 +74,7 @@ struct StorageView {
     } else {
       s += "> " + shape(0);
     }
-    if (!name.empty()) s += " '" + std::string(name) + "'";
+    if (!name.empty()) s += " '" + name + "'";
     return s;
   }
 };

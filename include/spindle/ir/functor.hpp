@@ -281,26 +281,16 @@ inline Expr substitute(const Expr& e, const Var& v, const Expr& by) {
   return s.mutate(e);
 }
 
-// Does `e` (or statement s) mention variable v?
-inline bool uses_var(const Expr& e, const ExprNode* v) {
+// Does the expression or statement `node` mention variable v?
+template <class Node>
+bool uses_var(const Node& node, const ExprNode* v) {
   struct Finder : IRVisitor {
-    const ExprNode* v;
+    const ExprNode* v = nullptr;
     bool found = false;
     void visit_Var(const VarNode* n) override { found |= (n == v); }
   } f;
   f.v = v;
-  f.visit(e);
-  return f.found;
-}
-
-inline bool uses_var(const Stmt& s, const ExprNode* v) {
-  struct Finder : IRVisitor {
-    const ExprNode* v;
-    bool found = false;
-    void visit_Var(const VarNode* n) override { found |= (n == v); }
-  } f;
-  f.v = v;
-  f.visit(s);
+  f.visit(node);
   return f.found;
 }
 
