@@ -310,3 +310,31 @@ TEST_CASE("a top-level local read inside a parallel loop", "[correctness][inline
   for (std::size_t q = 0; q < ref.size(); ++q) ref[q] = x.values()[q] / sum;
   check_elementwise<float>(uniform_ops(ref, 1000 + 2), y.values(), "normalize");
 }
+
+namespace {
+struct N : sp::dense_fixed {};  // rows of a feature table gathered by index
+}  // namespace
+
+TEST_CASE("indices loaded from another buffer and affine indices; out-of-range reads give 0",
+          "[correctness][inline][indirect]") {
+  // y(i, k) = x(idx(i), k) + x(i + 1, k): the first index comes from a buffer (an edge list,
+  // a permutation), the second is affine; coordinates outside [0, extent) read the default 0.
+  auto gather = sp::kernel("gather", [](sp::in<std::int32_t, I> idx, sp::in<float, N, K> x, sp::out<float, I, K> y,
+                                        sp::iter<I> i, sp::iter<K> k) {
+    y(i, k) = x(idx(i), k) + x(i + 1, k);
+  });
+  const std::int64_t rows = 37, table = 20, feat = 9;
+  std::vector<std::int32_t> ids(rows);
+  for (std::int64_t r = 0; r < rows; ++r) ids[r] = static_cast<std::int32_t>((r * 7) % 23 - 2);  // some < 0, some >= 20
+  auto idx = sp::Tensor<std::int32_t>::from(ids, {rows});
+  auto x = sp::Tensor<float>::random({table, feat}, 77, -1, 1);
+  auto y = sp::Tensor<float>::full({rows, feat}, nan_v<float>);
+  gather(idx, x, y);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t f = 0; f < feat; ++f) {
+      const std::int64_t g = ids[r], n = r + 1;
+      const float ref = (g >= 0 && g < table ? x(g, f) : 0.0f) + (n < table ? x(n, f) : 0.0f);
+      INFO("row " << r << " feature " << f << " index " << g);
+      CHECK(y(r, f) == ref);
+    }
+}
