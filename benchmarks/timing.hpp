@@ -98,11 +98,11 @@ inline void measure_interleaved(std::vector<Contender*> cs, const TimingPolicy& 
       if (done(s)) continue;
       any = true;
       Contender& c = *cs[s];
-      int todo = batch[s];
-      if (p.reps > 0) todo = std::min(todo, p.reps - static_cast<int>(c.samples.seconds.size()));
+      int count = batch[s];
+      if (p.reps > 0) count = std::min(count, p.reps - static_cast<int>(c.samples.seconds.size()));
       if (n > 1) std::this_thread::sleep_for(kQuiesceSeconds);
       if (est[s] < kLeadInBelow) c.run();  // lead-in, untimed
-      for (int b = 0; b < todo; ++b) c.samples.seconds.push_back(time_call(c.run));
+      for (int b = 0; b < count; ++b) c.samples.seconds.push_back(time_call(c.run));
     }
     if (!any) break;
   }

@@ -35,6 +35,11 @@
 
 namespace spindle_test {
 
+// NaN of T: outputs are filled with it so that a kernel that skips an element is caught.
+template <class T>
+constexpr T nan_v = std::numeric_limits<T>::quiet_NaN();
+
+
 // --- shapes --------------------------------------------------------------------------
 
 struct Shape {

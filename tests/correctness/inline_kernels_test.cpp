@@ -19,9 +19,6 @@ struct J : sp::sparse_variable<I> {};
 struct K : sp::dense_fixed {};
 struct J64 : sp::sparse_variable<I, std::int64_t> {};
 
-template <class T>
-constexpr T nan_v = std::numeric_limits<T>::quiet_NaN();
-
 const Shape kShapes[] = {{"0x0", 0, 0, 0},
                          {"1x1", 1, 1, 1},
                          {"many-empty-rows", 130, 130, 6, 0.7},

@@ -7,22 +7,13 @@
 #include <limits>
 
 #include "correctness/correctness_support.hpp"
+#include "correctness/eigen_support.hpp"
 #include "spindle/eigen.hpp"
 
 namespace {
 
 using namespace spindle_test;
 namespace sp = spindle;
-
-template <class T>
-using RowMat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-template <class T>
-using Vec = Eigen::Matrix<T, Eigen::Dynamic, 1>;
-template <class T>
-using EigenCsr = Eigen::SparseMatrix<T, Eigen::RowMajor, int>;
-
-template <class T>
-constexpr T nan_v = std::numeric_limits<T>::quiet_NaN();
 
 template <class T>
 std::span<const T> span_of(const T* p, std::int64_t n) {

@@ -14,9 +14,6 @@ namespace {
 using namespace spindle_test;
 namespace sp = spindle;
 
-template <class T>
-constexpr T nan_v = std::numeric_limits<T>::quiet_NaN();
-
 // One row per pattern: empty, one element, two, a full row, empty again, one element.
 template <class T>
 sp::Csr<T> softmax_edge_rows() {

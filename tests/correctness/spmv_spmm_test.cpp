@@ -8,19 +8,13 @@
 #include <thread>
 
 #include "correctness/correctness_support.hpp"
+#include "correctness/eigen_support.hpp"
 #include "spindle/eigen.hpp"
 
 namespace {
 
 using namespace spindle_test;
 namespace sp = spindle;
-
-template <class T>
-using RowMat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-template <class T>
-using Vec = Eigen::Matrix<T, Eigen::Dynamic, 1>;
-template <class T>
-using EigenCsr = Eigen::SparseMatrix<T, Eigen::RowMajor, int>;
 
 template <class T>
 T poison() {
