@@ -163,6 +163,7 @@ class CFamilyPrinter : public ir::StrictExprFunctor<std::string>, public ir::Str
     return paren(std::string("(") + ctype(n->dtype) + ")" + expr(n->value, 10), 10);
   }
   std::string on_Call(const ir::CallNode* n) override {
+    SPINDLE_INTERNAL_CHECK(n->fn != ir::Intrinsic::warp_sum, "emit_c", "warp_sum has no C meaning (GPU schedule in C code)");
     static const char* names[] = {"exp", "log", "sqrt", "fabs", "tanh", "pow"};
     std::string f = std::string("__builtin_") + names[static_cast<int>(n->fn)] + (n->dtype == DType::f32 ? "f" : "");
     std::string s = f + "(";
@@ -181,6 +182,7 @@ class CFamilyPrinter : public ir::StrictExprFunctor<std::string>, public ir::Str
     line() << access(*n->buffer, n->indices) << " = " << expr(n->value) << ";\n";
   }
   void on_Reduce(const ir::ReduceNode* n) override {
+    SPINDLE_INTERNAL_CHECK(!n->atomic, "emit_c", "atomic update of '", n->buffer->name, "' in C code");
     std::string target = access(*n->buffer, n->indices);
     switch (n->op) {
       case ir::ReduceOp::add: line() << target << " += " << expr(n->value) << ";\n"; break;
@@ -218,6 +220,10 @@ class CFamilyPrinter : public ir::StrictExprFunctor<std::string>, public ir::Str
         SPINDLE_INTERNAL_CHECK(c && c->value > 0, "emit_c", "local buffer ", a->name, " needs a constant shape");
         elems *= c->value;
       }
+      if (a->scope == ir::BufferScope::shared) {
+        shared_alloc(*a, elems);
+        continue;
+      }
       line() << ctype(a->dtype) << " " << name(*a);
       if (!a->shape.empty()) *out_ << "[" << elems << "]";
       *out_ << ";\n";
@@ -225,6 +231,13 @@ class CFamilyPrinter : public ir::StrictExprFunctor<std::string>, public ir::Str
     dispatch(n->body);
     --indent_;
     line() << "}\n";
+  }
+  // A shared-memory allocation (one copy per GPU thread block): CUDA only.
+  virtual void shared_alloc(const ir::BufferNode& a, std::int64_t) {
+    throw InternalError(message("emit_c: shared-memory buffer '", a.name, "' reached C code generation"));
+  }
+  void on_Barrier(const ir::BarrierNode*) override {
+    throw InternalError("emit_c: a GPU thread-block barrier reached C code generation");
   }
   void on_SparseIteration(const ir::SparseIterationNode* n) override {
     throw InternalError(message("emit_c: sparse iteration '", n->name, "' reached code generation"));

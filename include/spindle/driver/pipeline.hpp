@@ -10,6 +10,8 @@
 //   schedule_cpu_default             register tiles, local accumulation, parallel and vector loops
 //   simplify
 //   emit_c                           C source with the kernel ABI
+// The CUDA path (lower_for_cuda + schedule_and_emit_cuda) shares every pass up to
+// hoist_loop_invariants, then runs schedule_cuda_default for one variant and emit_cuda.
 #pragma once
 
 #include <cstdio>
@@ -18,7 +20,9 @@
 #include <vector>
 
 #include "spindle/autosched/cpu_default.hpp"
+#include "spindle/autosched/cuda_default.hpp"
 #include "spindle/codegen/c_emitter.hpp"
+#include "spindle/codegen/cuda_emitter.hpp"
 #include "spindle/ir/printer.hpp"
 #include "spindle/ir/verify.hpp"
 #include "spindle/lower/hoist_loop_invariants.hpp"
@@ -57,38 +61,109 @@ inline void dump(const PipelineOptions& o, int step, const std::string& name, co
 
 }  // namespace detail
 
+// Stage I -> unscheduled stage III (shared by the C and CUDA paths).
+class PassRunner {
+ public:
+  PassRunner(const PipelineOptions& o, std::vector<PassRecord>& log) : o_(o), log_(log) {}
+  template <class Pass>
+  ir::Function run(const char* name, const ir::Function& in, Pass&& pass) {
+    Timer t;
+    ir::Function f = pass(in, o_.context);
+    double us = t.micros();
+    ir::verify(f, name);
+    log_.push_back({name, us});
+    if (o_.debug) std::fprintf(stderr, "[spindle] %s: %-22s %8.1f us\n", o_.context.kernel.c_str(), name, us);
+    detail::dump(o_, ++step_, name, ir::to_string(f));
+    return f;
+  }
+  void record(const char* name, double us, const std::string& text) {
+    log_.push_back({name, us});
+    if (o_.debug) std::fprintf(stderr, "[spindle] %s: %-22s %8.1f us\n", o_.context.kernel.c_str(), name, us);
+    detail::dump(o_, ++step_, name, text);
+  }
+
+ private:
+  const PipelineOptions& o_;
+  std::vector<PassRecord>& log_;
+  int step_ = 0;
+};
+
+inline ir::Function simplify_pass(const ir::Function& g, const lower::LowerContext& c) { return lower::simplify(g, c); }
+
+// Runs the passes up to (not including) scheduling; fills stage1/stage2 of `out`.
+template <class Out>
+ir::Function lower_unscheduled(const ir::Function& stage1, const PipelineOptions& o, PassRunner& run, Out& out) {
+  ir::verify(stage1, "frontend", /*user_input=*/true);
+  detail::dump(o, 0, "stage1", ir::to_string(stage1));
+  out.stage1 = stage1;
+  ir::Function f = run.run("lower_sparse_iter", stage1, lower::lower_sparse_iter);
+  f = run.run("simplify", f, simplify_pass);
+  out.stage2 = f;
+  f = run.run("lower_sparse_buffer", f, lower::lower_sparse_buffer);
+  f = run.run("simplify", f, simplify_pass);
+  return run.run("hoist_loop_invariants", f, lower::hoist_loop_invariants);
+}
+
 inline Lowered lower_to_c(const ir::Function& stage1, const PipelineOptions& o) {
   Lowered out;
   Timer total;
-  int step = 0;
-  ir::Function f = stage1;
-  auto run = [&](const char* name, auto&& pass) {
-    Timer t;
-    f = pass(f, o.context);
-    double us = t.micros();
-    ir::verify(f, name);
-    out.passes.push_back({name, us});
-    if (o.debug) std::fprintf(stderr, "[spindle] %s: %-22s %8.1f us\n", o.context.kernel.c_str(), name, us);
-    detail::dump(o, ++step, name, ir::to_string(f));
-  };
-  ir::verify(f, "frontend", /*user_input=*/true);
-  detail::dump(o, step, "stage1", ir::to_string(f));
-  out.stage1 = f;
-  run("lower_sparse_iter", lower::lower_sparse_iter);
-  run("simplify", [](const ir::Function& g, const lower::LowerContext& c) { return lower::simplify(g, c); });
-  out.stage2 = f;
-  run("lower_sparse_buffer", lower::lower_sparse_buffer);
-  run("simplify", [](const ir::Function& g, const lower::LowerContext& c) { return lower::simplify(g, c); });
-  run("hoist_loop_invariants", lower::hoist_loop_invariants);
-  run("schedule_cpu_default", autosched::schedule_cpu_default);
-  run("simplify", [](const ir::Function& g, const lower::LowerContext& c) { return lower::simplify(g, c); });
-  out.stage3 = f;
+  PassRunner run(o, out.passes);
+  ir::Function f = lower_unscheduled(stage1, o, run, out);
+  f = run.run("schedule_cpu_default", f, autosched::schedule_cpu_default);
+  out.stage3 = run.run("simplify", f, simplify_pass);
   Timer t;
-  out.source = codegen::emit_c(f);
-  out.passes.push_back({"emit_c", t.micros()});
-  detail::dump(o, ++step, "emit_c", out.source.source);
+  out.source = codegen::emit_c(out.stage3);
+  run.record("emit_c", t.micros(), out.source.source);
   out.total_micros = total.micros();
   return out;
+}
+
+// The CUDA path: the same stage-I/II/III lowering, then the default GPU schedule for one
+// variant (see autosched/cuda_default.hpp) and the CUDA emitter.
+struct CudaLowered {
+  ir::Function stage1, stage2, unscheduled, stage3;
+  autosched::CudaPlan plan;
+  autosched::CudaVariant variant;
+  codegen::CudaSource source;
+  std::vector<PassRecord> passes;
+  double total_micros = 0;
+};
+
+// Stage I -> unscheduled stage III and the CUDA plan (pattern + feature-size expression).
+inline CudaLowered lower_for_cuda(const ir::Function& stage1, const PipelineOptions& o) {
+  CudaLowered out;
+  Timer total;
+  PassRunner run(o, out.passes);
+  out.unscheduled = lower_unscheduled(stage1, o, run, out);
+  out.plan = autosched::cuda_plan(out.unscheduled);
+  out.total_micros = total.micros();
+  return out;
+}
+
+// Schedules and emits one variant of a function prepared by lower_for_cuda.
+inline CudaLowered schedule_and_emit_cuda(const CudaLowered& prepared, const PipelineOptions& o,
+                                          const autosched::CudaVariant& v) {
+  CudaLowered out = prepared;
+  Timer total;
+  PassRunner run(o, out.passes);
+  out.variant = v;
+  ir::Function f = run.run("schedule_cuda_default", out.unscheduled,
+                           [&](const ir::Function& g, const lower::LowerContext& c) {
+                             return autosched::schedule_cuda_default(g, c, v);
+                           });
+  out.stage3 = run.run("simplify", f, simplify_pass);
+  Timer t;
+  out.source = codegen::emit_cuda(out.stage3);
+  run.record("emit_cuda", t.micros(), out.source.source);
+  out.total_micros += total.micros();
+  return out;
+}
+
+// Both steps, for a known feature size (tests, tools).
+inline CudaLowered lower_to_cuda(const ir::Function& stage1, const PipelineOptions& o, std::int64_t feature = 32,
+                                 bool aligned = true) {
+  CudaLowered prepared = lower_for_cuda(stage1, o);
+  return schedule_and_emit_cuda(prepared, o, autosched::cuda_variant(prepared.plan.pattern, feature, aligned));
 }
 
 }  // namespace spindle::driver

@@ -41,6 +41,10 @@ struct LevelView {
   const void* indices = nullptr; // sparse levels: one coordinate per position
   DType index_dtype = DType::i32;
   bool sorted = true;            // sparse levels: coordinates strictly ascending per fiber
+  // Device levels (StorageView::on_device): a hash of this level's indptr and indices
+  // contents, computed on the host when they were uploaded, so that two arguments sharing
+  // a sparse axis can be checked without reading device memory. 0 = unknown.
+  std::uint64_t fingerprint = 0;
 };
 
 inline constexpr std::size_t kMaxLevels = 8;
@@ -50,6 +54,7 @@ struct StorageView {
   void* data = nullptr;            // values in position order
   std::int64_t value_count = 0;    // number of elements behind data
   bool writable = false;           // false for views of const data
+  bool on_device = false;          // data, indptr and indices are CUDA device pointers
   InlineVector<LevelView, kMaxLevels> levels;  // one per buffer axis, outermost first
   const char* kind = "Tensor";     // container kind: Csr, CsrView, Tensor, TensorView, Ragged, Csf
   std::string name;                // the container's name (may be empty; short names stay inline)

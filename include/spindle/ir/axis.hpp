@@ -61,7 +61,9 @@ inline const AxisNode* coordinate_space(const Axis& a) {
   return a->dense_of ? coordinate_space(a->dense_of) : a.get();
 }
 
-enum class BufferScope : std::uint8_t { global, local };
+// global: kernel parameter or device memory; local: per-thread (registers / C stack);
+// shared: one copy per GPU thread block (CUDA __shared__), written by cache_read.
+enum class BufferScope : std::uint8_t { global, local, shared };
 enum class BufferRole : std::uint8_t { input, output, inout, aux, temp };
 
 inline const char* buffer_role_name(BufferRole r) {
@@ -92,7 +94,7 @@ inline Buffer make_buffer(BufferNode node) { return std::make_shared<const Buffe
 
 inline bool is_written(const BufferNode& b) {
   return b.role == BufferRole::output || b.role == BufferRole::inout ||
-         b.role == BufferRole::temp || b.scope == BufferScope::local;
+         b.role == BufferRole::temp || b.scope != BufferScope::global;
 }
 
 }  // namespace spindle::ir

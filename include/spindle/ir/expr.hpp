@@ -79,8 +79,10 @@ class Var : public Expr {
 
 enum class BinOp : std::uint8_t { add, sub, mul, div, mod, min, max, eq, ne, lt, le, gt, ge, land, lor };
 enum class UnOp : std::uint8_t { neg, lnot };
-// exp/log/sqrt/abs/tanh take one argument, pow two.
-enum class Intrinsic : std::uint8_t { exp, log, sqrt, abs, tanh, pow };
+// exp/log/sqrt/abs/tanh take one argument, pow two. warp_sum(x, width) (GPU only) is the
+// sum of x over the `width` consecutive lanes of a warp holding it (a butterfly of warp
+// shuffles); every lane of the group gets the sum. width is a constant power of two <= 32.
+enum class Intrinsic : std::uint8_t { exp, log, sqrt, abs, tanh, pow, warp_sum };
 
 inline bool is_comparison(BinOp op) {
   return op == BinOp::eq || op == BinOp::ne || op == BinOp::lt || op == BinOp::le ||

@@ -68,6 +68,7 @@ class IRVisitor {
   virtual void visit_For(const ForNode* n) { visit(n->min); visit(n->extent); visit(n->body); }
   virtual void visit_Seq(const SeqNode* n) { for (auto& s : n->stmts) visit(s); }
   virtual void visit_Block(const BlockNode* n) { visit(n->body); }
+  virtual void visit_Barrier(const BarrierNode*) {}
   virtual void visit_SparseIteration(const SparseIterationNode* n) {
     visit(n->init);
     visit(n->body);
@@ -170,7 +171,7 @@ class IRMutator {
     Expr v = mutate(n->value);
     Buffer b = mutate_buffer(n->buffer);
     if (!changed && v.same_as(n->value) && b == n->buffer) return self;
-    return reduce(b, std::move(idx), n->op, v, n->loc);
+    return reduce(b, std::move(idx), n->op, v, n->loc, n->atomic);
   }
   virtual Stmt mutate_LetStmt(const LetStmtNode* n, const Stmt& self) {
     Expr v = mutate(n->value);
@@ -210,6 +211,7 @@ class IRMutator {
     if (!changed && b.same_as(n->body)) return self;
     return block(n->name, std::move(allocs), b, n->loc);
   }
+  virtual Stmt mutate_Barrier(const BarrierNode*, const Stmt& self) { return self; }
   virtual Stmt mutate_SparseIteration(const SparseIterationNode* n, const Stmt& self) {
     Stmt i = mutate(n->init), b = mutate(n->body);
     if (i.same_as(n->init) && b.same_as(n->body)) return self;

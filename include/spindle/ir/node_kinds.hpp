@@ -24,6 +24,7 @@
   X(For)                      \
   X(Seq)                      \
   X(Block)                    \
+  X(Barrier)                  \
   X(SparseIteration)
 
 namespace spindle::ir {

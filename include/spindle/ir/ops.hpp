@@ -111,10 +111,21 @@ inline Stmt store(Buffer b, std::vector<Expr> idx, Expr v, SourceLoc l = {}) {
                 " value into buffer '", b->name, "' of ", dtype_name(b->dtype));
   return Stmt(std::make_shared<StoreNode>(std::move(b), std::move(idx), std::move(v), l));
 }
-inline Stmt reduce(Buffer b, std::vector<Expr> idx, ReduceOp op, Expr v, SourceLoc l = {}) {
+inline Stmt reduce(Buffer b, std::vector<Expr> idx, ReduceOp op, Expr v, SourceLoc l = {}, bool atomic = false) {
   SPINDLE_CHECK(v.dtype() == b->dtype, UserError, "cannot accumulate a ", dtype_name(v.dtype()),
                 " value into buffer '", b->name, "' of ", dtype_name(b->dtype));
-  return Stmt(std::make_shared<ReduceNode>(std::move(b), std::move(idx), op, std::move(v), l));
+  return Stmt(std::make_shared<ReduceNode>(std::move(b), std::move(idx), op, std::move(v), l, atomic));
+}
+inline Stmt barrier(BarrierScope scope = BarrierScope::block, SourceLoc l = {}) {
+  return Stmt(std::make_shared<BarrierNode>(scope, l));
+}
+// Sum of x over groups of `width` lanes of a GPU warp (see Intrinsic::warp_sum).
+inline Expr warp_sum(Expr x, int width = 32) {
+  SPINDLE_CHECK(width >= 1 && width <= 32 && (width & (width - 1)) == 0, UserError,
+                "warp_sum: width must be a power of two in [1, 32], got ", width);
+  DType t = x.dtype();
+  SPINDLE_CHECK(is_float(t) || t == DType::i32, UserError, "warp_sum: unsupported dtype ", dtype_name(t));
+  return Expr(std::make_shared<CallNode>(Intrinsic::warp_sum, std::vector<Expr>{std::move(x), make_const(DType::i32, width)}, t));
 }
 inline Stmt let_stmt(Var v, Expr e, Stmt body, SourceLoc l = {}) {
   return Stmt(std::make_shared<LetStmtNode>(std::move(v), std::move(e), std::move(body), l));

@@ -64,6 +64,7 @@ inline const char* intrinsic_name(Intrinsic f) {
     case Intrinsic::abs: return "abs";
     case Intrinsic::tanh: return "tanh";
     case Intrinsic::pow: return "pow";
+    case Intrinsic::warp_sum: return "warp_sum";
   }
   return "?";
 }
@@ -110,8 +111,8 @@ class IRPrinter {
     if (auto* n = s.as<StoreNode>()) {
       os_ << pad << n->buffer->name << bracket(n->indices) << " = " << expr(n->value) << "\n";
     } else if (auto* n = s.as<ReduceNode>()) {
-      os_ << pad << n->buffer->name << bracket(n->indices) << " " << reduce_op_name(n->op) << " "
-          << expr(n->value) << "\n";
+      os_ << pad << (n->atomic ? "atomic " : "") << n->buffer->name << bracket(n->indices) << " "
+          << reduce_op_name(n->op) << " " << expr(n->value) << "\n";
     } else if (auto* n = s.as<LetStmtNode>()) {
       os_ << pad << "let " << n->var.name() << ": " << dtype_name(n->var.dtype()) << " = "
           << expr(n->value) << "\n";
@@ -140,8 +141,11 @@ class IRPrinter {
     } else if (auto* n = s.as<BlockNode>()) {
       os_ << pad << "block " << n->name << ":\n";
       for (auto& a : n->allocs)
-        os_ << pad << "  alloc " << a->name << ": local " << dtype_name(a->dtype) << shape_of(*a) << "\n";
+        os_ << pad << "  alloc " << a->name << ": " << (a->scope == BufferScope::shared ? "shared " : "local ")
+            << dtype_name(a->dtype) << shape_of(*a) << "\n";
       stmt(n->body, indent + 1);
+    } else if (auto* n = s.as<BarrierNode>()) {
+      os_ << pad << (n->scope == BarrierScope::warp ? "sync_warp\n" : "sync_threads\n");
     } else if (auto* n = s.as<SparseIterationNode>()) {
       os_ << pad << "sp_iter " << n->name << "([";
       for (size_t i = 0; i < n->axes.size(); ++i) os_ << (i ? ", " : "") << n->axes[i]->name;

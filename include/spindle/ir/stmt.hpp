@@ -69,14 +69,18 @@ inline const char* reduce_op_name(ReduceOp op) {
 
 // buffer[indices] = buffer[indices] <op> value: a reduction update. Kept apart from Store
 // so that schedules can recognise reductions (local accumulation, atomics, rfactor).
+// `atomic` updates are indivisible (CUDA atomicAdd/atomicMin/...): set by the atomic
+// write-back schedule where parts of one reduction run in different threads or blocks.
 struct ReduceNode : StmtNode {
   static constexpr StmtKind static_kind = StmtKind::Reduce;
   Buffer buffer;
   std::vector<Expr> indices;
   ReduceOp op;
   Expr value;
-  ReduceNode(Buffer b, std::vector<Expr> i, ReduceOp o, Expr v, SourceLoc l)
-      : StmtNode(static_kind, l), buffer(std::move(b)), indices(std::move(i)), op(o), value(std::move(v)) {}
+  bool atomic;
+  ReduceNode(Buffer b, std::vector<Expr> i, ReduceOp o, Expr v, SourceLoc l, bool at = false)
+      : StmtNode(static_kind, l), buffer(std::move(b)), indices(std::move(i)), op(o), value(std::move(v)),
+        atomic(at) {}
 };
 
 // let var = value in body
@@ -151,6 +155,18 @@ struct BlockNode : StmtNode {
   Stmt body;
   BlockNode(std::string n, std::vector<Buffer> a, Stmt b, SourceLoc l)
       : StmtNode(static_kind, l), name(std::move(n)), allocs(std::move(a)), body(std::move(b)) {}
+};
+
+// A GPU barrier: all threads of the thread block (CUDA __syncthreads) or of the warp
+// (__syncwarp) wait here; placed by cache_read between filling a shared buffer and reading
+// it. A warp barrier is safe under a per-warp condition, a block barrier only where every
+// thread of the block reaches it. No C meaning.
+enum class BarrierScope : std::uint8_t { block, warp };
+
+struct BarrierNode : StmtNode {
+  static constexpr StmtKind static_kind = StmtKind::Barrier;
+  BarrierScope scope;
+  BarrierNode(BarrierScope sc, SourceLoc l) : StmtNode(static_kind, l), scope(sc) {}
 };
 
 // Stage I: iterate the product space of `axes` (coordinate space). `vars[k]` is the

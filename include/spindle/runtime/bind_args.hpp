@@ -26,7 +26,10 @@ namespace spindle::runtime {
 class ArgBinder {
  public:
   // stage1 names the user-facing buffers and scalars; stage3 fixes the ABI order.
-  ArgBinder(const ir::Function& stage1, const ir::Function& stage3) : kernel_(stage1.name) {
+  // `device`: the kernel runs on a GPU and every buffer argument must be in device memory
+  // (StorageView::on_device); device memory is never read here.
+  ArgBinder(const ir::Function& stage1, const ir::Function& stage3, bool device = false)
+      : kernel_(stage1.name), device_(device) {
     for (auto& b : stage1.buffers) user_buffers_.push_back(b);
     for (auto& s : stage1.scalars)
       if (s.origin.kind == ir::ParamOrigin::scalar) user_scalars_.push_back(s);
@@ -94,6 +97,7 @@ class ArgBinder {
     const void* indices = nullptr;
     DType index_dtype = DType::i32;
     bool sorted = true, structure = false;
+    std::uint64_t fingerprint = 0;
     std::string buffer;  // the argument that bound it, for messages
   };
 
@@ -125,6 +129,10 @@ class ArgBinder {
     SPINDLE_CHECK(!arg.is_scalar, UserError, "kernel '", kernel_, "': ", arg_name(fb),
                   " must be a tensor or sparse matrix, got a scalar");
     const StorageView& v = arg.view;
+    SPINDLE_CHECK(v.on_device == device_, UserError, "kernel '", kernel_, "': ", arg_name(fb), " (", v.description(),
+                  ") is in ", v.on_device ? "GPU" : "host", " memory but this call runs on the ", device_ ? "GPU" : "CPU",
+                  "; hint: pass every argument ",
+                  device_ ? "as a DeviceTensor/DeviceCsr (spindle::cuda::to_device)" : "in host memory (to_host())");
     SPINDLE_CHECK(v.dtype == b.dtype, DTypeError, "kernel '", kernel_, "': ", arg_name(fb), " holds ",
                   dtype_name(v.dtype), " values but the buffer is declared ", dtype_name(b.dtype));
     SPINDLE_CHECK(v.levels.size() == b.axes.size(), ShapeError, "kernel '", kernel_, "': ", arg_name(fb), " (",
@@ -189,12 +197,15 @@ class ArgBinder {
       bd.parents = parents;
       bd.sorted = l.sorted;
       bd.index_dtype = l.index_dtype;
+      bd.fingerprint = l.fingerprint;
       bd.buffer = fb.buffer->name;
       return;
     }
     auto same = [&](const void* x, const void* y, std::int64_t count) {
       std::size_t bytes = static_cast<std::size_t>(count) * static_cast<std::size_t>(dtype_bytes(l.index_dtype));
-      return x == y || count == 0 || (x && y && std::memcmp(x, y, bytes) == 0);
+      if (x == y || count == 0) return true;
+      if (device_) return bd.fingerprint != 0 && bd.fingerprint == l.fingerprint;
+      return x && y && std::memcmp(x, y, bytes) == 0;
     };
     bool ok = bd.parents == parents && bd.nnz == l.nnz && bd.nnz_per_row == l.nnz_per_row &&
               (!a.is_variable() || same(bd.indptr, l.indptr, parents + 1)) &&
@@ -280,6 +291,7 @@ class ArgBinder {
   }
 
   std::string kernel_;
+  bool device_ = false;
   std::vector<ir::FuncBuffer> user_buffers_;
   std::vector<ir::FuncScalar> user_scalars_;
   std::vector<ir::FuncBuffer> abi_buffers_;

@@ -1,0 +1,479 @@
+// The default CUDA schedules, applied to the unscheduled stage-III function when the user
+// gives none. Every top-level loop nest becomes one launch.
+//
+//   SpMM pattern (row loop i; `c[i,k] = init` over k; reduction over the row's nonzeros j
+//   of `c[i,k] += f(j,k)` over k) -> GE-SpMM style: a warp per row (blockDim = 32 x R rows),
+//   feature lanes across threadIdx.x with `cf` columns per thread accumulated in registers
+//   (cache_write), the row's per-nonzero operands (column index, value: every load that
+//   depends on j but not on k) staged 32 at a time in shared memory by the warp (cache_read
+//   with coalesced row caching, __syncwarp), and coalesced loads of the dense rows: column
+//   c*32 + lane, or with `vector` lane*4 + c as one float4.
+//
+//   SDDMM pattern (row loop i; nonzero loop j; `d[i,j] = init`; reduction over k of
+//   `d[i,j] += f(j,k)`) -> PRedS style: a warp per row, groups of `lanes` threads per
+//   nonzero (32/lanes nonzeros in flight), each thread reducing a strided part of k with
+//   float4 loads when `vector`, then a warp_sum over the group (rfactor with a warp-level
+//   reduction) and one write per nonzero.
+//
+//   Anything else -> a thread per iteration of the outermost loop (blockDim 128), with
+//   reductions that stay inside one iteration accumulated in registers; a top-level
+//   reduction loop writes back with atomics; a statement that is not a loop runs on one
+//   thread.
+//
+// The SpMM/SDDMM parameters depend on the feature size (the extent of the k loop), which is
+// symbolic: cuda_plan() finds the pattern and the expression of the feature size, and
+// cuda_variant() picks the parameters from its value at call time; the runtime compiles one
+// kernel per variant (a handful in total, each cached).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "spindle/ir/equal.hpp"
+#include "spindle/ir/function.hpp"
+#include "spindle/ir/functor.hpp"
+#include "spindle/lower/context.hpp"
+#include "spindle/schedule/accumulate_locally.hpp"
+
+namespace spindle::autosched {
+
+enum class CudaPattern : std::uint8_t { generic, spmm, sddmm };
+
+inline const char* cuda_pattern_name(CudaPattern p) {
+  switch (p) {
+    case CudaPattern::generic: return "generic";
+    case CudaPattern::spmm: return "spmm (GE-SpMM)";
+    case CudaPattern::sddmm: return "sddmm (PRedS)";
+  }
+  return "?";
+}
+
+// Parameters of one compiled variant.
+struct CudaVariant {
+  int cf = 1;           // spmm: feature columns per thread
+  int lanes = 32;       // sddmm: threads per nonzero (power of two <= 32)
+  bool vector = false;  // float4 (spmm with cf == 4, sddmm) loads; needs feature % 4 == 0
+  int rows_per_block = 4;
+  int key() const { return cf * 1000 + lanes * 10 + (vector ? 1 : 0); }
+  std::string describe() const {
+    return message("cf=", cf, " lanes=", lanes, vector ? " float4" : "", " rows/block=", rows_per_block);
+  }
+};
+
+struct CudaPlan {
+  CudaPattern pattern = CudaPattern::generic;
+  ir::Expr feature;  // extent of the feature loop (over scalar parameters); undefined for generic
+};
+
+namespace detail {
+
+struct SpmmMatch {
+  const ir::ForNode* row = nullptr;
+  const ir::ForNode* init_loop = nullptr;  // for k: c[i,k] = init
+  const ir::StoreNode* init = nullptr;
+  const ir::ForNode* nz_loop = nullptr;  // for j (reduction)
+  std::vector<std::pair<ir::Var, ir::Expr>> nz_lets;  // lets between j and the k loop
+  const ir::ForNode* k_loop = nullptr;
+  const ir::ReduceNode* update = nullptr;
+};
+
+struct SddmmMatch {
+  const ir::ForNode* row = nullptr;
+  const ir::ForNode* nz_loop = nullptr;  // for j (spatial)
+  std::vector<std::pair<ir::Var, ir::Expr>> nz_lets;
+  const ir::StoreNode* init = nullptr;
+  const ir::ForNode* k_loop = nullptr;  // reduction
+  std::vector<std::pair<ir::Var, ir::Expr>> k_lets;
+  const ir::ReduceNode* update = nullptr;
+};
+
+inline bool starts_at_zero(const ir::ForNode* f) {
+  auto* c = f->min.as<ir::IntImmNode>();
+  return c && c->value == 0;
+}
+
+inline const ir::Stmt& peel_lets(const ir::Stmt& s, std::vector<std::pair<ir::Var, ir::Expr>>* lets) {
+  const ir::Stmt* p = &s;
+  while (auto* l = p->as<ir::LetStmtNode>()) {
+    if (lets) lets->push_back({l->var, l->value});
+    p = &l->body;
+  }
+  return *p;
+}
+
+// The single top-level loop of the function body, if that is what it is.
+inline const ir::ForNode* single_top_loop(const ir::Stmt& body) {
+  const ir::Stmt* s = &body;
+  while (auto* b = s->as<ir::BlockNode>()) {
+    if (!b->allocs.empty()) return nullptr;
+    s = &b->body;
+  }
+  if (auto* q = s->as<ir::SeqNode>(); q && q->stmts.size() == 1) s = &q->stmts[0];
+  auto* f = s->as<ir::ForNode>();
+  return f && f->iter_kind == ir::IterKind::spatial && starts_at_zero(f) ? f : nullptr;
+}
+
+inline bool indexes_row_and(const std::vector<ir::Expr>& idx, const ir::ForNode* row, const ir::ForNode* k) {
+  return idx.size() == 2 && idx[0].get() == row->var.get() && idx[1].get() == k->var.get();
+}
+
+inline std::optional<SpmmMatch> match_spmm(const ir::Function& f) {
+  SpmmMatch m;
+  m.row = single_top_loop(f.body);
+  if (!m.row) return std::nullopt;
+  auto* q = m.row->body.as<ir::SeqNode>();
+  if (!q || q->stmts.size() != 2) return std::nullopt;
+  m.init_loop = q->stmts[0].as<ir::ForNode>();
+  m.nz_loop = q->stmts[1].as<ir::ForNode>();
+  if (!m.init_loop || !m.nz_loop || !starts_at_zero(m.init_loop) || !starts_at_zero(m.nz_loop) ||
+      m.nz_loop->iter_kind != ir::IterKind::reduction || m.init_loop->iter_kind != ir::IterKind::spatial)
+    return std::nullopt;
+  m.init = m.init_loop->body.as<ir::StoreNode>();
+  m.k_loop = peel_lets(m.nz_loop->body, &m.nz_lets).as<ir::ForNode>();
+  if (!m.init || !m.k_loop || !starts_at_zero(m.k_loop) || m.k_loop->iter_kind != ir::IterKind::spatial)
+    return std::nullopt;
+  m.update = m.k_loop->body.as<ir::ReduceNode>();
+  if (!m.update || m.update->op != ir::ReduceOp::add || m.update->buffer != m.init->buffer ||
+      !is_float(m.update->buffer->dtype) || m.update->buffer->scope != ir::BufferScope::global)
+    return std::nullopt;
+  if (!indexes_row_and(m.init->indices, m.row, m.init_loop) || !indexes_row_and(m.update->indices, m.row, m.k_loop))
+    return std::nullopt;
+  if (!ir::equal(m.init_loop->extent, m.k_loop->extent) || ir::uses_var(m.init->value, m.init_loop->var.get()))
+    return std::nullopt;
+  return m;
+}
+
+inline std::optional<SddmmMatch> match_sddmm(const ir::Function& f) {
+  SddmmMatch m;
+  m.row = single_top_loop(f.body);
+  if (!m.row) return std::nullopt;
+  m.nz_loop = m.row->body.as<ir::ForNode>();
+  if (!m.nz_loop || !starts_at_zero(m.nz_loop) || m.nz_loop->iter_kind != ir::IterKind::spatial) return std::nullopt;
+  auto* q = peel_lets(m.nz_loop->body, &m.nz_lets).as<ir::SeqNode>();
+  if (!q || q->stmts.size() != 2) return std::nullopt;
+  m.init = q->stmts[0].as<ir::StoreNode>();
+  m.k_loop = q->stmts[1].as<ir::ForNode>();
+  if (!m.init || !m.k_loop || !starts_at_zero(m.k_loop) || m.k_loop->iter_kind != ir::IterKind::reduction)
+    return std::nullopt;
+  m.update = peel_lets(m.k_loop->body, &m.k_lets).as<ir::ReduceNode>();
+  if (!m.update || m.update->op != ir::ReduceOp::add || m.update->buffer != m.init->buffer ||
+      !is_float(m.update->buffer->dtype) || !ir::equal(m.update->indices, m.init->indices))
+    return std::nullopt;
+  for (auto& i : m.init->indices)
+    if (ir::uses_var(i, m.k_loop->var.get())) return std::nullopt;
+  return m;
+}
+
+inline ir::Expr i64(std::int64_t v) { return ir::int_imm(v, DType::i64); }
+inline ir::Expr ceil_div(const ir::Expr& a, std::int64_t b) { return (ir::cast(DType::i64, a) + (b - 1)) / i64(b); }
+
+inline ir::Stmt bound(ir::Var v, std::int64_t ext, ir::ForKind k, const char* axis, ir::Stmt body) {
+  return ir::for_loop(std::move(v), i64(0), i64(ext), k, ir::IterKind::spatial, axis, std::move(body));
+}
+
+// Substitutes lets (outermost first) into an expression.
+inline ir::Expr inline_lets(ir::Expr e, const std::vector<std::pair<ir::Var, ir::Expr>>& lets) {
+  for (auto it = lets.rbegin(); it != lets.rend(); ++it) e = ir::substitute(e, it->first, it->second);
+  return e;
+}
+
+// Replaces the loads in an expression that depend on `nz` but not on `k` with loads from
+// per-warp shared tiles; records the original load (for the fill) and the tile buffer.
+class NonzeroOperands : public ir::IRMutator {
+ public:
+  NonzeroOperands(const ir::VarNode* nz, const ir::VarNode* k, ir::Expr slot) : nz_(nz), k_(k), slot_(std::move(slot)) {}
+  struct Operand {
+    ir::Expr load;
+    ir::Buffer tile;
+  };
+  std::vector<Operand> operands;
+  int rows = 4;
+
+ protected:
+  ir::Expr mutate_Load(const ir::LoadNode* n, const ir::Expr& self) override {
+    bool on_nz = false, on_k = false;
+    for (auto& i : n->indices) {
+      on_nz |= ir::uses_var(i, nz_);
+      on_k |= ir::uses_var(i, k_);
+    }
+    if (!on_nz || on_k || n->buffer->scope != ir::BufferScope::global) return ir::IRMutator::mutate_Load(n, self);
+    for (auto& o : operands)
+      if (ir::equal(o.load, self)) return ir::load(o.tile, {slot_});
+    ir::BufferNode t;
+    t.name = "s_" + n->buffer->name;
+    t.dtype = n->dtype;
+    t.shape = {i64(32 * rows)};
+    t.scope = ir::BufferScope::shared;
+    t.role = ir::BufferRole::temp;
+    operands.push_back({self, ir::make_buffer(std::move(t))});
+    return ir::load(operands.back().tile, {slot_});
+  }
+  // The branches of a select are evaluated lazily (a load there may be out of range when
+  // the condition is false): only the condition's loads are staged.
+  ir::Expr mutate_Select(const ir::SelectNode* n, const ir::Expr& self) override {
+    ir::Expr c = mutate(n->cond);
+    return c.same_as(n->cond) ? self : ir::select(c, n->t, n->f);
+  }
+
+ private:
+  const ir::VarNode* nz_;
+  const ir::VarNode* k_;
+  ir::Expr slot_;
+};
+
+inline ir::Function with_body(const ir::Function& f, ir::Stmt body) {
+  ir::Function out = f;
+  out.body = ir::block(f.name, {}, std::move(body), f.loc);
+  return out;
+}
+
+inline ir::Function schedule_spmm(const ir::Function& f, const SpmmMatch& m, const CudaVariant& v) {
+  const int R = v.rows_per_block, CF = v.cf;
+  const ir::Expr I = m.row->extent, K = m.k_loop->extent, nnz = m.nz_loop->extent;
+  ir::Var ib("i_block", DType::i64), ty("i_warp", DType::i64), lane("lane", DType::i64);
+  ir::Var kt("k_tile", DType::i64), c("k_reg", DType::i64), c2("k_reg", DType::i64);
+  ir::Var jo("j_chunk", DType::i64), ji("j_in_chunk", DType::i64), jj("j_fill", DType::i64);
+  const ir::Var& i = m.row->var;
+  const ir::Buffer& out = m.update->buffer;
+  ir::BufferNode accn;
+  accn.name = out->name + "_reg";
+  accn.dtype = out->dtype;
+  accn.shape = {i64(CF)};
+  accn.scope = ir::BufferScope::local;
+  accn.role = ir::BufferRole::temp;
+  ir::Buffer acc = ir::make_buffer(std::move(accn));
+
+  // Feature column of register c: strided across lanes, or 4 contiguous columns per lane.
+  auto column = [&](const ir::Var& reg) {
+    ir::Expr tile = kt * i64(32 * CF);
+    return v.vector ? tile + lane * i64(CF) + reg : tile + reg * i64(32) + lane;
+  };
+  // The update with k := column(c) and j := jo*32 + ji, per-nonzero operands from shared.
+  ir::Expr value = inline_lets(m.update->value, m.nz_lets);
+  ir::Expr slot = ty * i64(32) + ji;
+  NonzeroOperands ops(m.nz_loop->var.node(), m.k_loop->var.node(), slot);
+  ops.rows = R;
+  value = ops.mutate(value);
+  const bool cached = !ops.operands.empty();  // else the loop reads nothing per nonzero
+  ir::Expr j_abs = cached ? jo * i64(32) + ji : ir::Expr(ji);
+  value = ir::substitute(ir::substitute(value, m.nz_loop->var, j_abs), m.k_loop->var, column(c));
+
+  ir::Stmt update = ir::reduce(acc, {c}, ir::ReduceOp::add, value, m.update->loc);
+  ir::Stmt reg_loop;
+  if (v.vector) {
+    // The whole vector is in range or out of range (feature % 4 == 0).
+    ir::Expr first = ir::substitute(column(c), c, i64(0));
+    reg_loop = ir::if_then_else(first < ir::cast(DType::i64, K),
+                                ir::for_loop(c, i64(0), i64(CF), ir::ForKind::vectorized, ir::IterKind::spatial,
+                                             m.k_loop->axis, update));
+  } else {
+    reg_loop = ir::for_loop(c, i64(0), i64(CF), ir::ForKind::unrolled, ir::IterKind::spatial, m.k_loop->axis,
+                            ir::if_then_else(column(c) < ir::cast(DType::i64, K), update));
+  }
+  // Fill the shared tiles (one element per lane), sync, consume, sync.
+  std::vector<ir::Stmt> fills;
+  for (auto& o : ops.operands) {
+    ir::Expr src = ir::substitute(inline_lets(o.load, m.nz_lets), m.nz_loop->var, jj);
+    fills.push_back(ir::store(o.tile, {ty * i64(32) + lane}, src));
+  }
+  std::vector<ir::Buffer> tiles;
+  for (auto& o : ops.operands) tiles.push_back(o.tile);
+  ir::Expr rest = ir::cast(DType::i64, nnz) - jo * i64(32);
+  ir::Stmt chunk = ir::block(
+      "row_cache", tiles,
+      ir::seq({ir::let_stmt(jj, jo * i64(32) + lane,
+                            ir::if_then_else(jj < ir::cast(DType::i64, nnz), ir::seq(std::move(fills)))),
+               ir::barrier(ir::BarrierScope::warp),
+               ir::for_loop(ji, i64(0), ir::min(i64(32), rest), ir::ForKind::serial, ir::IterKind::reduction,
+                            m.nz_loop->axis, reg_loop),
+               ir::barrier(ir::BarrierScope::warp)}));
+  ir::Stmt nz = cached ? ir::for_loop(jo, i64(0), ceil_div(nnz, 32), ir::ForKind::serial, ir::IterKind::reduction,
+                                      m.nz_loop->axis, chunk)
+                      : ir::for_loop(ji, i64(0), nnz, ir::ForKind::serial, ir::IterKind::reduction, m.nz_loop->axis,
+                                     reg_loop);
+  ir::Expr init = m.init->value;
+  ir::Stmt zero = ir::for_loop(c2, i64(0), i64(CF), ir::ForKind::unrolled, ir::IterKind::spatial, m.k_loop->axis,
+                               ir::store(acc, {c2}, init));
+  ir::Var c3("k_reg", DType::i64);
+  ir::Stmt write;
+  if (v.vector) {
+    ir::Expr first = ir::substitute(column(c3), c3, i64(0));
+    write = ir::if_then_else(first < ir::cast(DType::i64, K),
+                             ir::for_loop(c3, i64(0), i64(CF), ir::ForKind::vectorized, ir::IterKind::spatial,
+                                          m.k_loop->axis, ir::store(out, {i, column(c3)}, ir::load(acc, {c3}))));
+  } else {
+    write = ir::for_loop(c3, i64(0), i64(CF), ir::ForKind::unrolled, ir::IterKind::spatial, m.k_loop->axis,
+                         ir::if_then_else(column(c3) < ir::cast(DType::i64, K),
+                                          ir::store(out, {i, column(c3)}, ir::load(acc, {c3}))));
+  }
+  ir::Stmt tile = ir::for_loop(kt, i64(0), ceil_div(K, 32 * CF), ir::ForKind::serial, ir::IterKind::spatial,
+                               m.k_loop->axis, ir::block("register_tile", {acc}, ir::seq({zero, nz, write})));
+  ir::Stmt row = ir::let_stmt(i, ib * i64(R) + ty, ir::if_then_else(i < ir::cast(DType::i64, I), tile));
+  ir::Stmt launch = ir::for_loop(
+      ib, i64(0), ceil_div(I, R), ir::ForKind::gpu_block_x, ir::IterKind::spatial, m.row->axis,
+      bound(ty, R, ir::ForKind::gpu_thread_y, m.row->axis.c_str(),
+            bound(lane, 32, ir::ForKind::gpu_thread_x, m.k_loop->axis.c_str(), row)));
+  return with_body(f, launch);
+}
+
+inline ir::Function schedule_sddmm(const ir::Function& f, const SddmmMatch& m, const CudaVariant& v) {
+  const int R = v.rows_per_block, W = v.lanes, G = 32 / v.lanes, V = v.vector ? 4 : 1;
+  const ir::Expr I = m.row->extent, K = m.k_loop->extent, nnz = m.nz_loop->extent;
+  ir::Var ib("i_block", DType::i64), ty("i_warp", DType::i64), lane("lane", DType::i64);
+  ir::Var g("nz_group", DType::i64), l("k_lane", DType::i64), jo("j_step", DType::i64);
+  ir::Var kt("k_step", DType::i64), c("k_vec", DType::i64);
+  const ir::Var& i = m.row->var;
+  const ir::Var& j = m.nz_loop->var;
+  const DType t = m.update->buffer->dtype;
+  ir::BufferNode pn;
+  pn.name = "partial";
+  pn.dtype = t;
+  pn.scope = ir::BufferScope::local;
+  pn.role = ir::BufferRole::temp;
+  ir::Buffer part = ir::make_buffer(std::move(pn));
+
+  // k of this thread's element c in step kt: vector chunks l*4 + c, or strided c*W + l.
+  ir::Expr step = kt * i64(W * V);
+  ir::Expr k = v.vector ? step + l * i64(V) + c : step + l;
+  ir::Expr value = inline_lets(m.update->value, m.k_lets);
+  value = ir::substitute(value, m.k_loop->var, k);
+  ir::Stmt acc = ir::reduce(part, {}, ir::ReduceOp::add, value, m.update->loc);
+  ir::Stmt per_step;
+  if (v.vector) {
+    ir::Expr first = ir::substitute(k, c, i64(0));
+    per_step = ir::if_then_else(first < ir::cast(DType::i64, K),
+                                ir::for_loop(c, i64(0), i64(V), ir::ForKind::vectorized, ir::IterKind::reduction,
+                                             m.k_loop->axis, acc));
+  } else {
+    per_step = ir::if_then_else(k < ir::cast(DType::i64, K), acc);
+  }
+  ir::Stmt k_loop = ir::for_loop(kt, i64(0), ceil_div(K, W * V), ir::ForKind::serial, ir::IterKind::reduction,
+                                 m.k_loop->axis, per_step);
+  ir::Expr valid = j < ir::cast(DType::i64, nnz);
+  ir::Expr total = ir::reduce_combine(ir::ReduceOp::add, m.init->value, ir::load(part, {}));
+  ir::Stmt body = ir::block(
+      "dot", {part},
+      ir::seq({ir::store(part, {}, ir::make_const(t, 0)), ir::if_then_else(valid, k_loop),
+               ir::store(part, {}, ir::warp_sum(ir::load(part, {}), W)),
+               ir::if_then_else(valid && ir::binary(ir::BinOp::eq, l, i64(0)), ir::store(m.init->buffer, m.init->indices, total))}));
+  // The nonzero loop's lets (positions, column indices) move inside the `valid` guards.
+  for (auto it = m.nz_lets.rbegin(); it != m.nz_lets.rend(); ++it) {
+    ir::Substituter sub;
+    sub.add(it->first, it->second);
+    body = sub.mutate(body);
+  }
+  ir::Stmt nz = ir::for_loop(jo, i64(0), ceil_div(nnz, G), ir::ForKind::serial, ir::IterKind::spatial,
+                             m.nz_loop->axis, ir::let_stmt(j, jo * i64(G) + g, body));
+  ir::Stmt row = ir::let_stmt(
+      i, ib * i64(R) + ty,
+      ir::if_then_else(i < ir::cast(DType::i64, I),
+                       ir::let_stmt(g, lane / i64(W), ir::let_stmt(l, lane % i64(W), nz))));
+  ir::Stmt launch = ir::for_loop(
+      ib, i64(0), ceil_div(I, R), ir::ForKind::gpu_block_x, ir::IterKind::spatial, m.row->axis,
+      bound(ty, R, ir::ForKind::gpu_thread_y, m.row->axis.c_str(),
+            bound(lane, 32, ir::ForKind::gpu_thread_x, m.k_loop->axis.c_str(), row)));
+  return with_body(f, launch);
+}
+
+// A launch for one top-level statement: a thread per iteration of a loop (atomic
+// write-back for a reduction loop), or one thread for anything else.
+class GenericLaunches {
+ public:
+  static constexpr int kThreads = 128;
+
+  std::vector<ir::Stmt> units(const ir::Stmt& s) {
+    std::vector<ir::Stmt> out;
+    if (auto* b = s.as<ir::BlockNode>(); b && b->allocs.empty()) return units(b->body);
+    if (auto* q = s.as<ir::SeqNode>()) {
+      for (auto& c : q->stmts)
+        for (auto& u : units(c)) out.push_back(u);
+      return out;
+    }
+    if (auto* l = s.as<ir::LetStmtNode>()) {
+      for (auto& u : units(l->body)) out.push_back(ir::let_stmt(l->var, l->value, u, l->loc));
+      return out;
+    }
+    if (auto* f = s.as<ir::ForNode>()) return {per_iteration(f)};
+    return {single_thread(s)};
+  }
+
+ private:
+  ir::Stmt per_iteration(const ir::ForNode* f) {
+    ir::Var b(f->var.name() + "_block", DType::i64), t(f->var.name() + "_thread", DType::i64);
+    ir::Stmt body = schedule::accumulate_locally(f->body);
+    if (f->iter_kind == ir::IterKind::reduction) body = atomic_updates(body, f->var.node());
+    ir::Expr flat = b * i64(kThreads) + t;
+    ir::Stmt inner = ir::let_stmt(f->var, ir::cast(f->var.dtype(), ir::cast(DType::i64, f->min) + flat),
+                                  ir::if_then_else(flat < ir::cast(DType::i64, f->extent), body), f->loc);
+    return ir::for_loop(b, i64(0), ceil_div(f->extent, kThreads), ir::ForKind::gpu_block_x, ir::IterKind::spatial,
+                        f->axis, bound(t, kThreads, ir::ForKind::gpu_thread_x, f->axis.c_str(), inner), f->loc);
+  }
+  static ir::Stmt single_thread(const ir::Stmt& s) {
+    ir::Var b("single_block", DType::i64), t("single_thread", DType::i64);
+    return ir::for_loop(b, i64(0), i64(1), ir::ForKind::gpu_block_x, ir::IterKind::spatial, "",
+                        bound(t, 1, ir::ForKind::gpu_thread_x, "", s));
+  }
+  // Reductions whose target does not depend on the loop variable: different threads update
+  // the same element.
+  static ir::Stmt atomic_updates(const ir::Stmt& s, const ir::VarNode* v) {
+    struct Atomics : ir::IRMutator {
+      const ir::VarNode* v;
+      ir::Stmt mutate_Reduce(const ir::ReduceNode* n, const ir::Stmt& self) override {
+        bool private_target = n->buffer->scope == ir::BufferScope::local;
+        for (auto& i : n->indices) private_target |= ir::uses_var(i, v);
+        if (private_target) return self;
+        return ir::reduce(n->buffer, n->indices, n->op, n->value, n->loc, /*atomic=*/true);
+      }
+      ir::Stmt mutate_Store(const ir::StoreNode* n, const ir::Stmt& self) override {
+        bool private_target = n->buffer->scope == ir::BufferScope::local;
+        for (auto& i : n->indices) private_target |= ir::uses_var(i, v);
+        SPINDLE_CHECK(private_target, UserError, "CUDA schedule: the store into '", n->buffer->name,
+                      "' inside reduction loop '", v->name,
+                      "' writes the same element from every iteration; it cannot run in parallel");
+        return self;
+      }
+    } a;
+    a.v = v;
+    return a.mutate(s);
+  }
+};
+
+}  // namespace detail
+
+// The pattern of an unscheduled stage-III function and the expression of its feature size.
+inline CudaPlan cuda_plan(const ir::Function& f) {
+  if (auto m = detail::match_spmm(f)) return {CudaPattern::spmm, m->k_loop->extent};
+  if (auto m = detail::match_sddmm(f)) return {CudaPattern::sddmm, m->k_loop->extent};
+  return {};
+}
+
+// The variant for a feature size (its value at call time); `aligned` says whether every
+// buffer's base address is 16-byte aligned (device allocations are).
+inline CudaVariant cuda_variant(CudaPattern p, std::int64_t feature, bool aligned) {
+  CudaVariant v;
+  const bool vec_ok = aligned && feature % 4 == 0 && feature > 0;
+  if (p == CudaPattern::spmm) {
+    v.cf = feature <= 32 ? 1 : feature <= 64 ? 2 : 4;
+    v.vector = v.cf == 4 && vec_ok;
+  } else if (p == CudaPattern::sddmm) {
+    v.vector = vec_ok;
+    std::int64_t per_lane = v.vector ? (feature + 3) / 4 : feature;
+    int w = 1;
+    while (w < 32 && w < per_lane) w *= 2;
+    v.lanes = w;
+  }
+  return v;
+}
+
+// Schedules an unscheduled stage-III function for CUDA (see the top of this file).
+inline ir::Function schedule_cuda_default(const ir::Function& f, const lower::LowerContext&, const CudaVariant& v) {
+  SPINDLE_INTERNAL_CHECK(f.stage == ir::Stage::flat, "schedule_cuda_default", "expects stage III");
+  if (auto m = detail::match_spmm(f)) return detail::schedule_spmm(f, *m, v);
+  if (auto m = detail::match_sddmm(f)) return detail::schedule_sddmm(f, *m, v);
+  ir::Function out = f;
+  out.body = ir::block(f.name, {}, ir::seq(detail::GenericLaunches().units(f.body)), f.loc);
+  return out;
+}
+
+}  // namespace spindle::autosched
