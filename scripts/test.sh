@@ -16,6 +16,13 @@ for arg in "$@"; do
 done
 "$root/scripts/install-deps.sh"
 jobs="$(nproc)"
+# NVRTC 13 no longer targets sm_70; the CUDA compile checks use NVRTC 12 (a PyPI wheel,
+# unpacked into .deps/) for that architecture.
+if nvrtc12="$("$root/scripts/install-nvrtc12.sh")"; then
+  export SPINDLE_TEST_NVRTC12="$nvrtc12"
+else
+  echo "spindle: WARNING: NVRTC 12 could not be installed; sm_70 compile checks are skipped" >&2
+fi
 
 run_suite() {  # build dir, extra cmake args...
   local build="$1"; shift

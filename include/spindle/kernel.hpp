@@ -25,6 +25,7 @@
 #include "spindle/format/storage_of.hpp"
 #include "spindle/frontend/define.hpp"
 #include "spindle/runtime/compiled_kernel.hpp"
+#include "spindle/runtime/cuda/compiled_cuda_kernel.hpp"
 
 namespace spindle {
 
@@ -36,6 +37,10 @@ struct KernelState {
   std::mutex mutex;
   std::shared_ptr<const runtime::CompiledKernel> compiled;
   std::atomic<const runtime::CompiledKernel*> ready{nullptr};
+  // The GPU side, built on the first call with device arguments.
+  cuda::CudaRuntime* cuda_runtime = nullptr;
+  std::shared_ptr<const cuda::CompiledCudaKernel> cuda_compiled;
+  std::atomic<const cuda::CompiledCudaKernel*> cuda_ready{nullptr};
 };
 
 // The element type an argument holds, when its type says so (value_type or Eigen's
@@ -116,7 +121,26 @@ class Kernel {
     std::vector<runtime::CallArg> call_args;
     call_args.reserve(arity);
     (call_args.push_back(detail::make_call_arg(std::forward<Args>(args))), ...);
-    compile().call(call_args);
+    // Device arguments (DeviceTensor, DeviceCsr) run the CUDA build of the same definition.
+    bool device = false;
+    for (auto& a : call_args) device = device || (!a.is_scalar && a.view.on_device);
+    if (device)
+      compile_cuda().call(call_args);
+    else
+      compile().call(call_args);
+  }
+
+  // Lowers for the GPU now (a call with device arguments does this on first use); schedule
+  // variants compile on the first call that needs them. Needs no GPU.
+  const cuda::CompiledCudaKernel& compile_cuda() const {
+    if (auto* ready = state_->cuda_ready.load(std::memory_order_acquire)) return *ready;
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    if (!state_->cuda_compiled) {
+      cuda::CudaRuntime& rt = state_->cuda_runtime ? *state_->cuda_runtime : cuda::default_runtime();
+      state_->cuda_compiled = std::make_shared<const cuda::CompiledCudaKernel>(state_->stage1, rt);
+      state_->cuda_ready.store(state_->cuda_compiled.get(), std::memory_order_release);
+    }
+    return *state_->cuda_compiled;
   }
 
   // Lowers and compiles now (a call does this on first use) and returns the result.
@@ -139,6 +163,14 @@ class Kernel {
   Kernel with_runtime(runtime::Runtime& rt) const {
     Kernel k(state_->stage1);
     k.state_->runtime = &rt;
+    k.state_->cuda_runtime = state_->cuda_runtime;
+    return k;
+  }
+  // The same definition with another CUDA runtime (device, cache, fixed architecture).
+  Kernel with_cuda_runtime(cuda::CudaRuntime& rt) const {
+    Kernel k(state_->stage1);
+    k.state_->runtime = state_->runtime;
+    k.state_->cuda_runtime = &rt;
     return k;
   }
 

@@ -67,7 +67,7 @@ struct StorageView {
       for (std::size_t i = from; i < levels.size(); ++i) t += (i > from ? ", " : "") + std::to_string(levels[i].length);
       return t + "]";
     };
-    if (k.rfind("Csr", 0) == 0 && levels.size() == 2) {
+    if ((k.rfind("Csr", 0) == 0 || k == "DeviceCsr") && levels.size() == 2) {
       s += std::string(",") + dtype_name(levels[1].index_dtype) + "> " + std::to_string(levels[0].length) + "x" +
            std::to_string(levels[1].length) + " nnz=" + std::to_string(levels[1].nnz);
     } else if (k == "Csf" && levels.size() >= 2) {

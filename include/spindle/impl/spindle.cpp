@@ -5,4 +5,5 @@
 #define SPINDLE_SEPARATE_COMPILATION 1
 #endif
 #include "spindle/runtime/compiled_kernel_impl.hpp"
+#include "spindle/runtime/cuda/compiled_cuda_kernel_impl.hpp"
 #include "spindle/frontend/iteration_inference.hpp"

@@ -290,6 +290,8 @@ class KernelCache {
           auto module = engine_.load(*payload, request);
           count(&CacheStats::disk_hits, &CacheStats::disk_load_seconds, t.seconds());
           return {std::move(module), CacheEvent::disk_hit, 0};
+        } catch (const UnavailableError&) {
+          throw;  // no device or engine: not the entry's fault
         } catch (const Error&) {
           count(&CacheStats::disk_corrupt);  // checksum fine but the engine rejects it
         }

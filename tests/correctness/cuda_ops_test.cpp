@@ -1,0 +1,250 @@
+// The CUDA build of every operator of spindle/ops.hpp against the references (and the CPU
+// backend) on random matrices of every test shape, several feature sizes (so every schedule
+// variant runs) and the real graphs.
+//
+// Where: on a machine with a GPU the kernels run on it (arguments mirrored into device
+// memory, outputs copied back). Without a GPU (CI) the same generated CUDA runs in the CPU
+// emulator of tests/support/cuda_emulator.hpp, which executes thread blocks with faithful
+// barrier and warp-shuffle semantics; so the generated code is checked on every machine,
+// and on the GPU when there is one (tests tagged [gpu] only run there).
+//
+// Tolerance: the model of correctness_support.hpp; the GPU schedules sum in another order
+// than the references (per-lane partial sums, warp butterflies), which the model's
+// re-association headroom covers.
+#include <catch2/catch.hpp>
+
+#include <spindle/driver/pipeline.hpp>
+#include <spindle/runtime/bind_args.hpp>
+#include <map>
+#include <spindle/runtime/cuda/cuda.hpp>
+#include <spindle/support/hash.hpp>
+
+#include "correctness/correctness_support.hpp"
+#include "support/cuda_emulator.hpp"
+
+using namespace spindle_test;
+namespace sp = spindle;
+
+namespace {
+
+// A device copy of a host argument's storage (values and every level's indptr/indices).
+struct DeviceMirror {
+  sp::StorageView host, device;
+  std::vector<sp::cuda::DeviceBuffer> buffers;
+
+  explicit DeviceMirror(const sp::StorageView& h) : host(h), device(h) {
+    auto& ctx = sp::cuda::default_cuda_runtime().context();
+    auto copy = [&](const void* p, std::size_t bytes) -> void* {
+      if (!p) return nullptr;
+      buffers.emplace_back(ctx, bytes);
+      if (bytes) buffers.back().upload(p, bytes);
+      return reinterpret_cast<void*>(static_cast<std::uintptr_t>(buffers.back().get()));
+    };
+    device.on_device = true;
+    device.data = copy(h.data, static_cast<std::size_t>(h.value_count) * sp::dtype_bytes(h.dtype));
+    std::int64_t parents = 1;
+    for (std::size_t k = 0; k < h.levels.size(); ++k) {
+      const sp::LevelView& l = h.levels[k];
+      sp::LevelView& d = device.levels[k];
+      const std::size_t ib = static_cast<std::size_t>(sp::dtype_bytes(l.index_dtype));
+      std::int64_t positions = l.kind == sp::LevelKind::dense_fixed ? parents * l.length
+                               : l.kind == sp::LevelKind::sparse_fixed ? parents * l.nnz_per_row
+                                                                      : l.nnz;
+      if (l.indptr) d.indptr = copy(l.indptr, static_cast<std::size_t>(parents + 1) * ib);
+      if (l.indices) d.indices = copy(l.indices, static_cast<std::size_t>(positions) * ib);
+      d.fingerprint = sp::Hasher()
+                          .add(std::string_view(static_cast<const char*>(l.indptr ? l.indptr : ""),
+                                                l.indptr ? static_cast<std::size_t>(parents + 1) * ib : 0))
+                          .add(std::string_view(static_cast<const char*>(l.indices ? l.indices : ""),
+                                                l.indices ? static_cast<std::size_t>(positions) * ib : 0))
+                          .digest()
+                          .a | 1;
+      parents = positions;
+    }
+  }
+  void copy_back() {
+    if (host.writable && host.value_count)
+      buffers.front().download(host.data, static_cast<std::size_t>(host.value_count) * sp::dtype_bytes(host.dtype));
+  }
+};
+
+template <class A>
+sp::runtime::CallArg call_arg(A&& a) {
+  return sp::detail::make_call_arg(std::forward<A>(a));
+}
+
+// Runs the CUDA build of `kernel` on host arguments, writing the outputs into them.
+template <class K, class... A>
+void run_cuda(const K& kernel, A&&... args) {
+  std::vector<sp::runtime::CallArg> call{call_arg(args)...};
+  if (sp::cuda_available()) {
+    std::vector<DeviceMirror> mirrors;
+    mirrors.reserve(call.size());
+    std::vector<sp::runtime::CallArg> dcall = call;
+    for (std::size_t k = 0; k < call.size(); ++k)
+      if (!call[k].is_scalar) {
+        mirrors.emplace_back(call[k].view);
+        dcall[k].view = mirrors.back().device;
+      }
+    kernel.compile_cuda().call(dcall);
+    for (auto& m : mirrors) m.copy_back();
+    return;
+  }
+  // No GPU: bind the host arguments like the GPU path binds device ones, pick the same
+  // variant, and run the generated module in the emulator.
+  sp::driver::PipelineOptions o;
+  o.context.kernel = kernel.name();
+  auto prepared = sp::driver::lower_for_cuda(kernel.ir(), o);
+  sp::runtime::ArgBinder binder(prepared.stage1, prepared.unscheduled);
+  std::vector<void*> bufs(prepared.unscheduled.buffers.size());
+  std::vector<std::int64_t> scalars(prepared.unscheduled.scalars.size());
+  binder.bind(call, bufs.data(), scalars.data());
+  std::vector<sp::ir::Var> vars;
+  for (auto& s : prepared.unscheduled.scalars) vars.push_back(s.var);
+  sp::autosched::CudaVariant v;
+  if (prepared.plan.pattern != sp::autosched::CudaPattern::generic) {
+    bool aligned = true;
+    for (void* b : bufs) aligned = aligned && reinterpret_cast<std::uintptr_t>(b) % 16 == 0;
+    v = sp::autosched::cuda_variant(prepared.plan.pattern,
+                                    sp::cuda::evaluate_int(prepared.plan.feature, vars, scalars.data()), aligned);
+  }
+  auto lowered = sp::driver::schedule_and_emit_cuda(prepared, o, v);
+  static std::map<std::string, std::unique_ptr<spindle::test::CudaEmulator>> modules;  // one compile per module
+  auto& emu = modules[lowered.source.module_symbol];
+  if (!emu) emu = std::make_unique<spindle::test::CudaEmulator>(lowered.source);
+  std::vector<void*> params;
+  for (auto& b : bufs) params.push_back(&b);
+  for (auto& s : scalars) params.push_back(&s);
+  for (auto& l : lowered.source.launches) {
+    std::array<std::int64_t, 3> grid{};
+    for (int d = 0; d < 3; ++d) grid[d] = sp::cuda::evaluate_int(l.grid[d], vars, scalars.data());
+    if (grid[0] && grid[1] && grid[2]) emu->launch(l, grid, params.data());
+  }
+}
+
+const char* where() { return sp::cuda_available() ? "GPU" : "CUDA emulator"; }
+
+// Feature sizes that reach every SpMM/SDDMM variant: 1 (cf 1, lanes 1), 7 (unaligned rows),
+// 32 (lanes 8, float4), 33 (cf 2), 64, 130 (cf 4 without float4), 256 (cf 4 with float4).
+const std::vector<std::int64_t>& gpu_features() {
+  static const std::vector<std::int64_t> f{1, 7, 32, 33, 64, 130, 256};
+  return f;
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("cuda: spmm matches the reference for every shape and variant", "[cuda][correctness][spmm]", float,
+                   double) {
+  using T = TestType;
+  const Shape s = GENERATE(from_range(matrix_shapes()));
+  const std::int64_t k = GENERATE(from_range(gpu_features()));
+  INFO(s << " K=" << k << " " << dtype_label<T>() << " on the " << where());
+  const auto a = random_csr<T>(s, 31);
+  const auto b = sp::Tensor<T>::random({s.cols, k}, 32, -1, 1);
+  auto c = sp::Tensor<T>::full({s.rows, k}, nan_v<T>);
+  run_cuda(sp::ops::spmm<T>(), a, b, c);
+  check_close<T>(ref_spmm(a, b.values(), k), c.values(), "cuda spmm");
+}
+
+TEMPLATE_TEST_CASE("cuda: sddmm matches the reference for every shape and variant", "[cuda][correctness][sddmm]",
+                   float, double) {
+  using T = TestType;
+  const Shape s = GENERATE(from_range(matrix_shapes()));
+  const std::int64_t k = GENERATE(from_range(gpu_features()));
+  INFO(s << " K=" << k << " " << dtype_label<T>() << " on the " << where());
+  const auto a = random_csr<T>(s, 101);
+  const auto x = sp::Tensor<T>::random({s.rows, k}, 102, -1, 1);
+  const auto y = sp::Tensor<T>::random({s.cols, k}, 103, -1, 1);
+  auto c = same_structure(a, nan_v<T>);
+  run_cuda(sp::ops::sddmm<T>(), a, x, y, c);
+  check_close<T>(ref_sddmm(a, x.values(), y.values(), k), c.values(), "cuda sddmm", 2);
+}
+
+TEMPLATE_TEST_CASE("cuda: spmv, row_sum and softmax match the references", "[cuda][correctness]", float, double) {
+  using T = TestType;
+  const Shape s = GENERATE(from_range(matrix_shapes()));
+  INFO(s << " " << dtype_label<T>() << " on the " << where());
+  const auto a = random_csr<T>(s, 7);
+  const auto x = sp::Tensor<T>::random({s.cols}, 8, -1, 1);
+  auto y = sp::Tensor<T>::full({s.rows}, nan_v<T>);
+  run_cuda(sp::ops::spmv<T>(), a, x, y);
+  check_close<T>(ref_spmv(a, x.values()), y.values(), "cuda spmv");
+  auto r = sp::Tensor<T>::full({s.rows}, nan_v<T>);
+  run_cuda(sp::ops::row_sum<T>(), a, r);
+  check_close<T>(ref_row_sum(a), r.values(), "cuda row_sum");
+  auto b = same_structure(a, nan_v<T>);
+  run_cuda(sp::ops::softmax<T>(), a, b);
+  check_elementwise<T>(ref_softmax(a), b.values(), "cuda softmax");
+}
+
+TEMPLATE_TEST_CASE("cuda: scale, spmm_dense_j, ragged_matmul and csf_reduce agree with the CPU backend",
+                   "[cuda][correctness]", float, double) {
+  using T = TestType;
+  const Shape s = GENERATE(from_range(matrix_shapes()));
+  INFO(s << " " << dtype_label<T>() << " on the " << where());
+  const auto a = random_csr<T>(s, 11);
+  // Element-wise scale: same rounding on both backends.
+  const auto r = sp::Tensor<T>::random({s.rows}, 12, -1, 1);
+  const auto cs = sp::Tensor<T>::random({s.cols}, 13, -1, 1);
+  auto e_cpu = same_structure(a, nan_v<T>), e_gpu = same_structure(a, nan_v<T>);
+  sp::ops::scale<T>()(a, r, cs, T(0.5), e_cpu);
+  run_cuda(sp::ops::scale<T>(), a, r, cs, T(0.5), e_gpu);
+  CHECK(to_vector<T>(e_gpu.values()) == to_vector<T>(e_cpu.values()));
+  // Binary-search SpMM: same products as spmm, in the same order per output.
+  const std::int64_t k = 33;
+  const auto b = sp::Tensor<T>::random({s.cols, k}, 14, -1, 1);
+  auto c = sp::Tensor<T>::full({s.rows, k}, nan_v<T>);
+  run_cuda(sp::ops::spmm_dense_j<T>(), a, b, c);
+  check_close<T>(ref_spmm(a, b.values(), k), c.values(), "cuda spmm_dense_j");
+  // Ragged batched matmul and the 3-level CSF reduction, against the CPU backend.
+  const std::vector<std::int64_t> rows{0, 3, 0, 7, 1, 33};
+  const auto ra = sp::Ragged<T>::random(rows, {7}, 15, -1, 1);
+  const auto w = sp::Tensor<T>::random({static_cast<std::int64_t>(rows.size()), 7, 9}, 16, -1, 1);
+  auto rc_cpu = sp::Ragged<T>::zeros(rows, {9}), rc_gpu = sp::Ragged<T>::zeros(rows, {9});
+  sp::ops::ragged_matmul<T>()(ra, w, rc_cpu);
+  for (T& v : rc_gpu.values()) v = nan_v<T>;
+  run_cuda(sp::ops::ragged_matmul<T>(), ra, w, rc_gpu);
+  auto cpu = to_vector<T>(rc_cpu.values()), gpu = to_vector<T>(rc_gpu.values());
+  REQUIRE(cpu.size() == gpu.size());
+  for (std::size_t q = 0; q < cpu.size(); ++q) CHECK(gpu[q] == Approx(cpu[q]).epsilon(1e-5).margin(1e-6));
+  const auto t = sp::Csf<T>::random({7, 33, 130}, 0.05, 17, -1, 1);
+  const auto xv = sp::Tensor<T>::random({130}, 18, -1, 1);
+  auto y_cpu = sp::Tensor<T>::full({7}, nan_v<T>), y_gpu = sp::Tensor<T>::full({7}, nan_v<T>);
+  sp::ops::csf_reduce<T>()(t, xv, y_cpu);
+  run_cuda(sp::ops::csf_reduce<T>(), t, xv, y_gpu);
+  for (std::int64_t q = 0; q < 7; ++q)
+    CHECK(y_gpu.values()[q] == Approx(y_cpu.values()[q]).epsilon(1e-5).margin(1e-6));
+}
+
+TEST_CASE("cuda: spmm and sddmm on the real graphs", "[cuda][correctness][graph]") {
+  for (const char* file : {"gnn/cora.mtx.gz", "gnn/citeseer.mtx.gz"}) {
+    auto a = load_graph<float>(file);
+    if (!a) continue;
+    for (std::int64_t k : {32, 130}) {
+      INFO(file << " K=" << k << " on the " << where());
+      const auto b = sp::Tensor<float>::random({a->cols(), k}, 5, -1, 1);
+      auto c = sp::Tensor<float>::full({a->rows(), k}, nan_v<float>);
+      run_cuda(sp::ops::spmm<float>(), *a, b, c);
+      check_close<float>(ref_spmm(*a, b.values(), k), c.values(), "cuda spmm graph");
+      const auto x = sp::Tensor<float>::random({a->rows(), k}, 6, -1, 1);
+      auto d = same_structure(*a, nan_v<float>);
+      run_cuda(sp::ops::sddmm<float>(), *a, x, b, d);
+      check_close<float>(ref_sddmm(*a, x.values(), b.values(), k), d.values(), "cuda sddmm graph", 2);
+    }
+  }
+}
+
+TEST_CASE("cuda: device arguments are required on the GPU path, and mixing is refused", "[cuda][error]") {
+  const auto a = random_csr<float>({"small", 5, 5, 2}, 1);
+  const auto x = sp::Tensor<float>::random({5}, 2, -1, 1);
+  auto y = sp::Tensor<float>::full({5}, nan_v<float>);
+  sp::driver::PipelineOptions o;
+  auto prepared = sp::driver::lower_for_cuda(sp::ops::spmv<float>().ir(), o);
+  sp::runtime::ArgBinder device_binder(prepared.stage1, prepared.unscheduled, /*device=*/true);
+  std::vector<sp::runtime::CallArg> call{call_arg(a), call_arg(x), call_arg(y)};
+  std::vector<void*> bufs(prepared.unscheduled.buffers.size());
+  std::vector<std::int64_t> scalars(prepared.unscheduled.scalars.size());
+  CHECK_THROWS_WITH(device_binder.bind(call, bufs.data(), scalars.data()),
+                    Catch::Contains("is in host memory but this call runs on the GPU"));
+  CHECK(std::isnan(y.values()[0]));  // nothing ran
+}
