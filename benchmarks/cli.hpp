@@ -22,6 +22,7 @@
 namespace bench {
 
 struct Config {
+  std::string backend = "cpu";  // cpu | cuda
   std::vector<std::string> ops;
   std::vector<std::string> matrices;  // Matrix Market paths
   int rmat_scale = -1;                // < 0: no R-MAT graph
@@ -42,22 +43,31 @@ struct Config {
   bool compile_latency = true;
   bool explain = false;
   bool triad_only = false;
+  // --backend cuda
+  bool compile_latency_only = false;  // --compile-latency: only the NVRTC compile latency
+  int cuda_arch = 80;                 // NVRTC target when there is no GPU
+  bool cusparse = true;
   // Hidden: the disk-cache child (--disk-hit-child DIR OP DTYPE).
   bool disk_child = false;
   std::string child_dir, child_op;
+  // Hidden: the CUDA disk-cache child (--cuda-disk-hit-child DIR OP FEAT ARCH DTYPE).
+  bool cuda_disk_child = false;
+  int child_feat = 0, child_arch = 0;
 };
 
 inline const char* kUsage = R"(spindle-bench: Spindle vs Eigen (and SuiteSparse:GraphBLAS) on sparse kernels
 
 usage: spindle-bench [options]
-  --op LIST            spmm, spmv, sddmm (comma list, repeatable)          [spmm]
+  --backend cpu|cuda   cpu: Spindle vs Eigen/GraphBLAS on this CPU; cuda: Spindle's GPU build
+                       vs cuSPARSE (see "CUDA backend" below)                 [cpu]
+  --op LIST            spmm, spmv, sddmm (comma list, repeatable)  [spmm; cuda: spmm,sddmm]
   --matrix PATH        Matrix Market file (.mtx or .mtx.gz); comma list, repeatable.
                        A path that does not exist is also looked up in the shared
                        data folder, with .mtx.gz appended (e.g. gnn/pubmed)  [bundled cora]
   --rmat SCALE         add a Graph500 R-MAT graph with 2^SCALE vertices
   --edge-factor N      R-MAT edges per vertex before duplicates are removed   [16]
   --seed N             seed of the R-MAT graph and the dense operands        [1]
-  --feat LIST          feature sizes K for spmm and sddmm                     [32,128]
+  --feat LIST          feature sizes K for spmm and sddmm     [32,128; cuda: 32,128,512]
   --threads LIST       thread counts (every system runs with the same count) [1,2,4..hardware]
   --reps N             exactly N timed calls per system and case  [adaptive: >= 10 and >= 0.2 s]
   --min-time S         adaptive mode: seconds of timed calls per system     [0.2]
@@ -72,7 +82,18 @@ usage: spindle-bench [options]
   --triad-only         measure the bandwidth roofline (triad) only
   --help               this text
 
-Exit status: 0 when every result matched Eigen, 1 on a mismatch, 2 on a usage error.
+CUDA backend (--backend cuda; ops spmm and sddmm; --threads and --no-graphblas do not apply,
+--explain prints the CUDA variants):
+  NVRTC compile latency first (runs without a GPU: the target is then --cuda-arch); with a
+  GPU, Spindle vs cusparseSpMM (ALG_DEFAULT, CSR_ALG1, CSR_ALG2) / cusparseSDDMM, median
+  kernel time from CUDA events, checked against Spindle's CPU result and cuSPARSE's.
+  Without a GPU it says why and exits 0 after the compile-latency part.
+  --compile-latency    only the NVRTC compile latency
+  --cuda-arch N        NVRTC target without a GPU (80 = sm_80)                [80]
+  --no-cusparse        leave cuSPARSE out
+
+Exit status: 0 when every result matched Eigen, 1 on a mismatch, 2 on a usage error
+(cuda: 1 also when an NVRTC compile failed; a missing GPU, NVRTC or cuSPARSE is not an error).
 )";
 
 inline std::vector<std::string> split_list(const std::string& s) {
@@ -126,6 +147,16 @@ inline bool parse_args(int argc, char** argv, Config& c) {
     if (a == "--help" || a == "-h") {
       std::fputs(kUsage, stdout);
       return false;
+    } else if (a == "--backend") {
+      c.backend = value();
+      if (c.backend != "cpu" && c.backend != "cuda")
+        throw std::invalid_argument("--backend: cpu or cuda, got '" + c.backend + "'");
+    } else if (a == "--compile-latency") {
+      c.compile_latency_only = true;
+    } else if (a == "--cuda-arch") {
+      c.cuda_arch = static_cast<int>(parse_int(a, value(), 10, 9999));
+    } else if (a == "--no-cusparse") {
+      c.cusparse = false;
     } else if (a == "--op") {
       for (auto& op : split_list(value())) {
         if (op != "spmm" && op != "spmv" && op != "sddmm")
@@ -174,13 +205,30 @@ inline bool parse_args(int argc, char** argv, Config& c) {
       c.child_dir = value();
       c.child_op = value();
       c.dtype = value();
+    } else if (a == "--cuda-disk-hit-child") {
+      c.cuda_disk_child = true;
+      c.child_dir = value();
+      c.child_op = value();
+      c.child_feat = static_cast<int>(parse_int(a, value(), 1, 1 << 16));
+      c.child_arch = static_cast<int>(parse_int(a, value(), 0, 9999));
+      c.dtype = value();
     } else {
       throw std::invalid_argument("unknown option '" + a + "' (see --help)");
     }
   }
-  if (c.ops.empty()) c.ops = {"spmm"};
+  const bool cuda = c.backend == "cuda";
+  if (cuda) {
+    for (auto& op : c.ops)
+      if (op == "spmv") throw std::invalid_argument("--op spmv: the CUDA backend measures spmm and sddmm");
+    if (c.triad_only) throw std::invalid_argument("--triad-only: CPU backend only (the CUDA roofline is always measured)");
+    if (c.compile_latency_only && !c.compile_latency)
+      throw std::invalid_argument("--compile-latency and --no-compile-latency exclude each other");
+  } else if (c.compile_latency_only) {
+    throw std::invalid_argument("--compile-latency: CUDA backend only (--backend cuda)");
+  }
+  if (c.ops.empty()) c.ops = cuda ? std::vector<std::string>{"spmm", "sddmm"} : std::vector<std::string>{"spmm"};
   if (!rmat_or_matrix) c.matrices = {SPINDLE_BENCH_DEFAULT_MATRIX};
-  if (c.feats.empty()) c.feats = {32, 128};
+  if (c.feats.empty()) c.feats = cuda ? std::vector<int>{32, 128, 512} : std::vector<int>{32, 128};
   if (c.threads.empty()) {
     // 1, 2, 4, ... up to the hardware thread count, and that count itself.
     int hw = std::max(static_cast<int>(std::thread::hardware_concurrency()), 1);

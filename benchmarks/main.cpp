@@ -2,7 +2,8 @@
 // run, with Eigen and SuiteSparse:GraphBLAS, on Matrix Market files or a generated R-MAT
 // graph, at the given feature sizes and thread counts. Prints median times, GFLOP/s,
 // effective GB/s, the fraction of a triad roofline measured on the spot and the time
-// ratios, plus Spindle's compile latency. See --help and benchmarks/README.md.
+// ratios, plus Spindle's compile latency. With --backend cuda: Spindle's GPU build of the
+// same kernels against cuSPARSE (cuda_bench.hpp). See --help and benchmarks/README.md.
 #include <spindle/eigen.hpp>
 #include <spindle/spindle.hpp>
 
@@ -19,6 +20,8 @@
 
 #include "cli.hpp"
 #include "compile_latency.hpp"
+#include "cuda_bench.hpp"
+#include "matrices.hpp"
 #include "peers_eigen.hpp"
 #include "peers_graphblas.hpp"
 #include "report.hpp"
@@ -27,34 +30,6 @@
 #include "timing.hpp"
 
 namespace bench {
-
-template <class T>
-struct Loaded {
-  MatrixInfo info;
-  spindle::Csr<T> a;
-};
-
-template <class T>
-std::vector<Loaded<T>> load_matrices(const Config& cfg) {
-  std::vector<Loaded<T>> out;
-  for (auto& path : cfg.matrices) {
-    std::fprintf(stderr, "[bench] reading %s\n", path.c_str());
-    spindle::Timer t;
-    Loaded<T> m{{}, spindle::read_matrix_market<T>(path)};
-    m.info = {m.a.name(), path, m.a.rows(), m.a.cols(), m.a.nnz(), t.seconds()};
-    out.push_back(std::move(m));
-  }
-  if (cfg.rmat_scale > 0) {
-    RmatParams p{cfg.rmat_scale, cfg.edge_factor, cfg.seed};
-    std::fprintf(stderr, "[bench] generating %s\n", rmat_name(p).c_str());
-    spindle::Timer t;
-    Loaded<T> m{{}, generate_rmat<T>(p)};
-    m.info = {m.a.name(), "R-MAT a=.57 b=.19 c=.19, seed " + std::to_string(cfg.seed), m.a.rows(), m.a.cols(),
-              m.a.nnz(), t.seconds()};
-    out.push_back(std::move(m));
-  }
-  return out;
-}
 
 template <class T>
 struct Kernels {
@@ -205,6 +180,8 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
 template <class T>
 int run(const Config& cfg) {
   if (cfg.disk_child) return disk_hit_child<T>(cfg.child_dir, cfg.child_op);
+  if (cfg.cuda_disk_child) return cuda_disk_hit_child<T>(cfg.child_dir, cfg.child_op, cfg.child_feat, cfg.child_arch);
+  if (cfg.backend == "cuda") return run_cuda<T>(cfg);
   Report report;
   report.dtype = cfg.dtype;
   report.hardware_threads = static_cast<int>(std::thread::hardware_concurrency());

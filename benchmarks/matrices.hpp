@@ -1,0 +1,45 @@
+// The matrices of a spindle-bench run: Matrix Market files and the generated R-MAT graph,
+// loaded once (shared by the CPU and the CUDA backends).
+#pragma once
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <spindle/spindle.hpp>
+
+#include "cli.hpp"
+#include "report.hpp"
+#include "rmat.hpp"
+
+namespace bench {
+
+template <class T>
+struct Loaded {
+  MatrixInfo info;
+  spindle::Csr<T> a;
+};
+
+template <class T>
+std::vector<Loaded<T>> load_matrices(const Config& cfg) {
+  std::vector<Loaded<T>> out;
+  for (auto& path : cfg.matrices) {
+    std::fprintf(stderr, "[bench] reading %s\n", path.c_str());
+    spindle::Timer t;
+    Loaded<T> m{{}, spindle::read_matrix_market<T>(path)};
+    m.info = {m.a.name(), path, m.a.rows(), m.a.cols(), m.a.nnz(), t.seconds()};
+    out.push_back(std::move(m));
+  }
+  if (cfg.rmat_scale > 0) {
+    RmatParams p{cfg.rmat_scale, cfg.edge_factor, cfg.seed};
+    std::fprintf(stderr, "[bench] generating %s\n", rmat_name(p).c_str());
+    spindle::Timer t;
+    Loaded<T> m{{}, generate_rmat<T>(p)};
+    m.info = {m.a.name(), "R-MAT a=.57 b=.19 c=.19, seed " + std::to_string(cfg.seed), m.a.rows(), m.a.cols(),
+              m.a.nnz(), t.seconds()};
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+}  // namespace bench
