@@ -73,6 +73,15 @@ class UnavailableError : public Error {
   using Error::Error;
 };
 
+// A request for memory (or another bounded resource) exceeds a documented limit or cannot
+// be met: input that declares gigabytes, a gzip stream that decompresses past its limit, an
+// allocation that failed. The message names the size, the limit where there is one, and
+// what it was for (the file).
+class ResourceError : public Error {
+ public:
+  using Error::Error;
+};
+
 // A kernel-cache entry on disk is truncated, corrupted or from another format version.
 class CacheError : public Error {
  public:
