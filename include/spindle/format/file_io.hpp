@@ -2,14 +2,25 @@
 // read_file_bytes() recognises gzip by its magic bytes (1f 8b), whatever the extension;
 // FileWriter compresses when asked to (Matrix Market writing does so for paths ending in
 // ".gz"). Failures throw IOError naming the path and the system's or zlib's reason.
+//
+// Resources are bounded: the decompressed size of gzip input is limited by
+// `max_decompressed_bytes` (default kDefaultMaxDecompressedBytes = 4 GiB; pass a larger
+// value for bigger files, a smaller one for untrusted input). Exceeding it, or running out
+// of memory while reading, throws ResourceError naming the file, the size and the limit.
+// gunzip() does the same for bytes already in memory.
 #pragma once
 
 #include <sys/stat.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -18,72 +29,149 @@
 
 namespace spindle {
 
+// Default bound on the decompressed size of one gzip input (4 GiB).
+inline constexpr std::uint64_t kDefaultMaxDecompressedBytes = std::uint64_t{4} << 30;
+
 inline bool ends_with_gz(std::string_view path) {
   return path.size() >= 3 && path.substr(path.size() - 3) == ".gz";
 }
 
+// True when `bytes` starts with the gzip magic bytes 1f 8b.
+inline bool is_gzip(std::string_view bytes) {
+  return bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
+         static_cast<unsigned char>(bytes[1]) == 0x8b;
+}
+
 namespace detail {
 
-inline std::string read_gzip(const std::string& path, long size_hint) {
-  gzFile f = gzopen(path.c_str(), "rb");
-  SPINDLE_CHECK(f != nullptr, IOError, "cannot open '", path,
-                "': ", errno ? std::strerror(errno) : "zlib could not allocate its state");
-  gzbuffer(f, 1u << 18);
-  std::string out;
-  out.reserve(size_hint > 0 ? static_cast<std::size_t>(size_hint) * 4 : 1u << 20);
-  constexpr unsigned chunk = 1u << 20;
-  for (;;) {
-    const std::size_t old = out.size();
-    out.resize(old + chunk);
-    const int got = gzread(f, out.data() + old, chunk);
-    if (got < 0) {
-      int err = 0;
-      const std::string why = gzerror(f, &err);
-      gzclose_r(f);
-      throw IOError(
-          message("cannot read gzip file '", path, "': ", why, " (truncated or corrupt)"));
-    }
-    out.resize(old + static_cast<std::size_t>(got));
-    if (got == 0) break;
+// Resizes `s` to `n` bytes; allocation failure becomes a ResourceError naming `what`.
+inline void resize_or_throw(std::string& s, std::size_t n, std::string_view source,
+                            std::string_view what) {
+  try {
+    s.resize(n);
+  } catch (const std::bad_alloc&) {
+    throw ResourceError(message("cannot allocate ", n, " bytes for ", what, " of '", source,
+                                "': out of memory"));
+  } catch (const std::length_error&) {
+    throw ResourceError(message("cannot allocate ", n, " bytes for ", what, " of '", source,
+                                "': larger than a string can hold"));
   }
-  int err = Z_OK;
-  const std::string why = gzerror(f, &err);
-  gzclose_r(f);
-  SPINDLE_CHECK(err == Z_OK || err == Z_STREAM_END, IOError, "cannot read gzip file '", path,
-                "': ", why, " (truncated or corrupt)");
-  return out;
 }
 
 }  // namespace detail
 
-// The bytes of a file, gunzipped if it starts with the gzip magic bytes.
-inline std::string read_file_bytes(const std::string& path) {
+// Inflates gzip data held in memory (one member or several concatenated ones, as gzip
+// writes them). Corrupt or truncated data, or bytes after the last member that are not
+// another member, throw IOError "cannot read gzip file '<source>': ... (truncated or
+// corrupt)"; output beyond max_decompressed_bytes throws ResourceError.
+inline std::string gunzip(std::string_view compressed, std::string_view source,
+                          std::uint64_t max_decompressed_bytes = kDefaultMaxDecompressedBytes) {
+  const auto corrupt = [&](std::string_view why) {
+    return IOError(message("cannot read gzip file '", source, "': ", why, " (truncated or corrupt)"));
+  };
+  z_stream zs{};
+  if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK)
+    throw ResourceError(message("cannot decompress '", source, "': zlib could not allocate its state"));
+  struct End {
+    z_stream* z;
+    ~End() { inflateEnd(z); }
+  } end_guard{&zs};
+
+  // The output may hold max + 1 bytes, so that exceeding the limit is seen.
+  const std::uint64_t cap64 =
+      std::min<std::uint64_t>(max_decompressed_bytes, std::string().max_size() - 1) + 1;
+  const auto cap = static_cast<std::size_t>(cap64);
+  std::string out;
+  std::size_t produced = 0;
+  const unsigned char* in = reinterpret_cast<const unsigned char*>(compressed.data());
+  std::size_t left = compressed.size();
+  for (;;) {
+    if (produced == out.size()) {
+      if (out.size() >= cap)
+        throw ResourceError(message("'", source, "' decompresses to more than ",
+                                    max_decompressed_bytes,
+                                    " bytes (max_decompressed_bytes); hint: raise the limit if "
+                                    "the file is genuine"));
+      const std::size_t want =
+          std::min(cap, std::max<std::size_t>(out.size() * 2, std::size_t{1} << 16));
+      detail::resize_or_throw(out, want, source, "the decompressed data");
+    }
+    zs.next_in = const_cast<unsigned char*>(in);
+    zs.avail_in = static_cast<uInt>(std::min<std::size_t>(left, UINT_MAX));
+    zs.next_out = reinterpret_cast<unsigned char*>(out.data() + produced);
+    zs.avail_out = static_cast<uInt>(std::min<std::size_t>(out.size() - produced, UINT_MAX));
+    const uInt in_before = zs.avail_in, out_before = zs.avail_out;
+    const int rc = inflate(&zs, Z_NO_FLUSH);
+    const std::size_t consumed = in_before - zs.avail_in;
+    in += consumed;
+    left -= consumed;
+    produced += out_before - zs.avail_out;
+    if (rc == Z_STREAM_END) {
+      if (left == 0) break;
+      if (!is_gzip(std::string_view(reinterpret_cast<const char*>(in), left)))
+        throw corrupt(message(left, " bytes of trailing data after the gzip stream"));
+      if (inflateReset(&zs) != Z_OK) throw corrupt("zlib could not restart");
+      continue;
+    }
+    if (rc == Z_MEM_ERROR)
+      throw ResourceError(message("cannot decompress '", source, "': zlib ran out of memory"));
+    if (rc == Z_BUF_ERROR || (rc == Z_OK && consumed == 0 && out_before == zs.avail_out)) {
+      if (zs.avail_out == 0) continue;  // output full: grow
+      if (left == 0) throw corrupt("unexpected end of file");
+      throw corrupt("no progress");
+    }
+    if (rc != Z_OK) throw corrupt(zs.msg ? zs.msg : "invalid compressed data");
+    if (left == 0 && zs.avail_out != 0) throw corrupt("unexpected end of file");
+  }
+  if (produced > max_decompressed_bytes)
+    throw ResourceError(message("'", source, "' decompresses to more than ", max_decompressed_bytes,
+                                " bytes (max_decompressed_bytes); hint: raise the limit if the "
+                                "file is genuine"));
+  out.resize(produced);
+  return out;
+}
+
+// The bytes of a file, gunzipped if it starts with the gzip magic bytes (the decompressed
+// size bounded by max_decompressed_bytes, see above).
+inline std::string read_file_bytes(const std::string& path,
+                                   std::uint64_t max_decompressed_bytes = kDefaultMaxDecompressedBytes) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   SPINDLE_CHECK(f != nullptr, IOError, "cannot open '", path, "': ", std::strerror(errno));
-  long size = -1;  // known only for regular files
+  struct Close {
+    std::FILE*& f;
+    ~Close() {
+      if (f) std::fclose(f);
+    }
+  } close_guard{f};
+  long long size = -1;  // known only for regular files
   struct stat st;
   if (::fstat(::fileno(f), &st) == 0) {
-    if (S_ISDIR(st.st_mode)) {
-      std::fclose(f);
-      throw IOError(message("cannot read '", path, "': it is a directory"));
+    if (S_ISDIR(st.st_mode)) throw IOError(message("cannot read '", path, "': it is a directory"));
+    if (S_ISREG(st.st_mode)) size = static_cast<long long>(st.st_size);
+  }
+  std::string out;
+  if (size > 0) {
+    try {
+      out.reserve(static_cast<std::size_t>(size));
+    } catch (const std::exception&) {  // bad_alloc or length_error
+      throw ResourceError(message("cannot allocate ", size, " bytes to read '", path,
+                                  "': out of memory"));
     }
-    if (S_ISREG(st.st_mode)) size = static_cast<long>(st.st_size);
   }
-  unsigned char magic[2] = {0, 0};
-  const std::size_t m = std::fread(magic, 1, 2, f);
-  if (m == 2 && magic[0] == 0x1f && magic[1] == 0x8b) {
-    std::fclose(f);
-    return detail::read_gzip(path, size);
-  }
-  std::string out(reinterpret_cast<const char*>(magic), m);
-  if (size > 0) out.reserve(static_cast<std::size_t>(size));
   char buf[1 << 16];
   std::size_t got;
-  while ((got = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, got);
+  while ((got = std::fread(buf, 1, sizeof buf, f)) > 0) {
+    try {
+      out.append(buf, got);
+    } catch (const std::exception&) {
+      throw ResourceError(message("cannot allocate ", out.size() + got, " bytes to read '", path,
+                                  "': out of memory"));
+    }
+  }
   const bool failed = std::ferror(f) != 0;
   const int saved = errno;
-  std::fclose(f);
   SPINDLE_CHECK(!failed, IOError, "cannot read '", path, "': ", std::strerror(saved));
+  if (is_gzip(out)) return gunzip(out, path, max_decompressed_bytes);
   return out;
 }
 
