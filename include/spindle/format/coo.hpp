@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -41,7 +42,7 @@ struct CompressedArrays {
 };
 
 // Merges the entries of one fiber, already stably sorted by coordinate, in place; returns the
-// new fiber length.
+// new fiber length. Summing integers checks for overflow (FormatError naming the coordinate).
 template <class T, class Index>
 std::int64_t merge_fiber(Index* idx, T* val, std::int64_t n, Duplicates policy,
                          std::string_view name, std::int64_t row) {
@@ -51,9 +52,18 @@ std::int64_t merge_fiber(Index* idx, T* val, std::int64_t n, Duplicates policy,
     if (idx[q] == idx[out]) {
       SPINDLE_CHECK(policy != Duplicates::error, FormatError, name, ": duplicate entry (", row,
                     ", ", idx[q], "); hint: use Duplicates::sum or Duplicates::keep_last");
-      if (policy == Duplicates::sum)
-        val[out] += val[q];
-      else
+      if (policy == Duplicates::sum) {
+        if constexpr (std::is_integral_v<T>) {
+          T sum;
+          if (__builtin_add_overflow(val[out], val[q], &sum)) [[unlikely]]
+            throw FormatError(message(name, ": the sum of the duplicate entries at (", row, ", ",
+                                      idx[q], ") overflows ", dtype_name(dtype_v<T>), " (",
+                                      val[out], " + ", val[q], ")"));
+          val[out] = sum;
+        } else {
+          val[out] += val[q];
+        }
+      } else
         val[out] = val[q];
     } else {
       ++out;

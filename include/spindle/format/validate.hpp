@@ -64,6 +64,16 @@ void check_extent(std::string_view name, std::string_view what, std::int64_t val
                 dtype_name(dtype_v<Index>), "; hint: use Index = std::int64_t");
 }
 
+// indptr must hold parents + 1 entries (parents >= 0 already checked; no overflow for
+// parents = INT64_MAX).
+inline void check_indptr_size(std::string_view name, std::string_view fiber, std::int64_t parents,
+                              std::size_t size) {
+  if (size == 0 || static_cast<std::uint64_t>(size - 1) != static_cast<std::uint64_t>(parents))
+    [[unlikely]]
+    throw FormatError(message(name, ": indptr has ", size, " entries, expected ", fiber,
+                              "s + 1 = ", static_cast<std::uint64_t>(parents) + 1));
+}
+
 template <class Index>
 void validate_indptr_impl(std::string_view name, std::string_view fiber, std::int64_t parents,
                           std::int64_t nnz, const Index* indptr, std::string_view count_noun) {
@@ -114,9 +124,7 @@ void validate_indptr(std::string_view name, std::int64_t parents, std::int64_t n
                      std::span<const Index> indptr, std::string_view fiber = "row") {
   detail::static_check_index<Index>();
   SPINDLE_CHECK(parents >= 0, FormatError, name, ": ", fiber, " count is negative (", parents, ")");
-  SPINDLE_CHECK(static_cast<std::int64_t>(indptr.size()) == parents + 1, FormatError, name,
-                ": indptr has ", indptr.size(), " entries, expected ", fiber,
-                "s + 1 = ", parents + 1);
+  detail::check_indptr_size(name, fiber, parents, indptr.size());
   detail::validate_indptr_impl<Index>(name, fiber, parents, nnz, indptr.data(), "positions");
 }
 
@@ -127,9 +135,7 @@ FiberOrder validate_compressed(std::string_view name, std::int64_t parents, std:
                                std::span<const Index> indices, std::string_view fiber = "row") {
   detail::static_check_index<Index>();
   SPINDLE_CHECK(parents >= 0, FormatError, name, ": ", fiber, " count is negative (", parents, ")");
-  SPINDLE_CHECK(static_cast<std::int64_t>(indptr.size()) == parents + 1, FormatError, name,
-                ": indptr has ", indptr.size(), " entries, expected ", fiber,
-                "s + 1 = ", parents + 1);
+  detail::check_indptr_size(name, fiber, parents, indptr.size());
   SPINDLE_CHECK(nnz >= 0, FormatError, name, ": nnz is negative (", nnz, ")");
   SPINDLE_CHECK(static_cast<std::int64_t>(indices.size()) == nnz, FormatError, name,
                 ": indices has ", indices.size(), " entries but nnz is ", nnz);
