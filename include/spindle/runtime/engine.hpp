@@ -4,8 +4,9 @@
 //   compile(request) -> artifact bytes (a relocatable object for ORC, a shared object for
 //                       the system engine); slow, cached on disk
 //   load(artifact)   -> a LoadedModule whose entry() is the address of request.symbol
-// identity() names everything that changes the artifact for the same source (compiler and
-// its version, target triple, CPU and features, flags); it is part of every cache key.
+// identity() names everything that changes the artifact for the same source (the whole
+// compiler command and its version, target triple, CPU and features, flags); it is part of
+// every cache key, so two configurations never share a disk-cache entry.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,8 @@
 // Small POSIX helpers shared by the system engine and the kernel cache: whole-file and
-// whole-descriptor I/O that survives EINTR and short transfers, `mkdir -p`, a private
+// whole-descriptor I/O that survives EINTR and short transfers, a bounded read of a
+// regular file that never follows a symbolic link, never blocks on a FIFO or device and
+// never reads past a size limit (read_regular_file), `mkdir -p`, the ownership and mode
+// check of a private directory (private_dir_problem, as ssh does for ~/.ssh), a private
 // temporary directory that removes itself, and running a program with its output
 // captured. Failures are reported through return values and errno texts; callers turn
 // them into spindle errors that name what was attempted.
@@ -7,6 +10,7 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <system_error>
@@ -65,6 +69,122 @@ inline std::optional<std::vector<std::uint8_t>> read_file(const std::string& pat
   ::close(fd);
   if (!ok) return std::nullopt;
   return bytes;
+}
+
+// "regular file", "directory", "symbolic link", "FIFO", ... for messages.
+inline const char* file_type_name(mode_t mode) {
+  if (S_ISREG(mode)) return "regular file";
+  if (S_ISDIR(mode)) return "directory";
+  if (S_ISLNK(mode)) return "symbolic link";
+  if (S_ISFIFO(mode)) return "FIFO";
+  if (S_ISSOCK(mode)) return "socket";
+  if (S_ISCHR(mode)) return "character device";
+  if (S_ISBLK(mode)) return "block device";
+  return "special file";
+}
+
+enum class ReadStatus { ok, missing, not_regular, too_large, failed };
+
+struct BoundedRead {
+  ReadStatus status = ReadStatus::failed;
+  std::vector<std::uint8_t> bytes;  // the content when status == ok
+  int err = 0;                      // errno when status == failed
+  mode_t mode = 0;                  // file type when status == not_regular
+  std::uint64_t size = 0;           // size seen when status == too_large
+  uid_t uid = 0;                    // owner when status == ok
+};
+
+namespace detail {
+
+// Sets r.status (and r.mode / r.size) and returns false unless `st` is a regular file of
+// at most max_bytes.
+inline bool acceptable(const struct stat& st, std::uint64_t max_bytes, BoundedRead& r) {
+  if (!S_ISREG(st.st_mode)) {
+    r.status = ReadStatus::not_regular;
+    r.mode = st.st_mode;
+    return false;
+  }
+  if (static_cast<std::uint64_t>(st.st_size) > max_bytes) {
+    r.status = ReadStatus::too_large;
+    r.size = static_cast<std::uint64_t>(st.st_size);
+    return false;
+  }
+  return true;
+}
+
+// Reads fd to its end into r.bytes, stopping with too_large past max_bytes.
+inline bool read_bounded(int fd, std::uint64_t max_bytes, BoundedRead& r) {
+  char buf[16384];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      r.err = errno;
+      return false;
+    }
+    if (n == 0) return true;
+    if (r.bytes.size() + static_cast<std::size_t>(n) > max_bytes) {
+      r.status = ReadStatus::too_large;
+      r.size = r.bytes.size() + static_cast<std::size_t>(n);
+      return false;
+    }
+    r.bytes.insert(r.bytes.end(), buf, buf + n);
+  }
+}
+
+}  // namespace detail
+
+// The content of `path` when it is a regular file of at most max_bytes. The file is
+// lstat()ed, then opened with O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC and fstat()ed again
+// (a file swapped in between is caught), so a symbolic link, FIFO, socket, device or
+// directory is reported as not_regular without being read, and a file larger than the
+// limit (or one that grows past it while being read) as too_large.
+inline BoundedRead read_regular_file(const std::string& path, std::uint64_t max_bytes) {
+  BoundedRead r;
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    r.err = errno;
+    if (r.err == ENOENT) r.status = ReadStatus::missing;
+    return r;
+  }
+  if (!detail::acceptable(st, max_bytes, r)) return r;
+  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    r.err = errno;
+    if (r.err == ENOENT) r.status = ReadStatus::missing;
+    if (r.err == ELOOP) r.status = ReadStatus::not_regular, r.mode = S_IFLNK;  // swapped for a link
+    return r;
+  }
+  bool ok = false;
+  if (::fstat(fd, &st) != 0) r.err = errno;
+  else if (detail::acceptable(st, max_bytes, r)) {
+    r.bytes.reserve(static_cast<std::size_t>(st.st_size));
+    ok = detail::read_bounded(fd, max_bytes, r);
+  }
+  ::close(fd);
+  if (ok) r.status = ReadStatus::ok, r.uid = st.st_uid;
+  else r.bytes = {};
+  return r;
+}
+
+// "" when `dir` is a directory (symbolic links followed) owned by the effective user and
+// not writable by group or others; otherwise why it is not, e.g. "it is writable by group
+// (mode 0775)". ENOENT texts for a missing directory.
+inline std::string private_dir_problem(const std::string& dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) return errno_text(errno);
+  if (!S_ISDIR(st.st_mode)) return std::string("it is a ") + file_type_name(st.st_mode) + ", not a directory";
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+  if (st.st_uid != ::geteuid())
+    return "it is owned by uid " + std::to_string(st.st_uid) + ", not by the current user (uid " +
+           std::to_string(::geteuid()) + ")";
+  if (st.st_mode & (S_IWGRP | S_IWOTH))
+    return std::string("it is writable by ") + ((st.st_mode & S_IWGRP) && (st.st_mode & S_IWOTH) ? "group and others"
+                                                : (st.st_mode & S_IWGRP)                       ? "group"
+                                                                                                : "others") +
+           " (mode " + mode + ")";
+  return "";
 }
 
 // `mkdir -p` where the directories created get `mode`; existing ones are left alone.

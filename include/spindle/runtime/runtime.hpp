@@ -9,10 +9,16 @@
 // program that never runs a kernel starts no threads and never looks for a compiler.
 // Engine choice (Options::engine / SPINDLE_ENGINE): "orc" (in-process Clang + ORC, the
 // default when built with SPINDLE_WITH_ORC) or "system" (system C compiler + dlopen).
-// There is no mutable global state besides default_instance().
+// With Options::debug (SPINDLE_DEBUG) the engine choice and the disk-cache directory are
+// logged to stderr when the engine is created, and the kernel cache logs every lookup.
+// There is no mutable global state besides default_instance(). It reads the environment
+// on its first use, which is the first kernel call on the default runtime (never a static
+// initializer): a bad variable raises its UserError from that call, and the next call
+// reads the environment again.
 #pragma once
 
 #include <atomic>
+#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -54,6 +60,23 @@ inline std::unique_ptr<Engine> make_engine(const Options& options) {
                           "\n  hint: use 'orc' or 'system'"));
 }
 
+namespace detail {
+
+// One "spindle:" line per fact for SPINDLE_DEBUG: the engine and where kernels are cached.
+inline void log_runtime_choice(const Options& options, const Engine& engine, const KernelCache& cache) {
+  std::string why = options.engine.empty() ? "the default of this build; SPINDLE_ENGINE unset"
+                                           : "SPINDLE_ENGINE / Options::engine";
+  std::fprintf(stderr, "spindle: engine %s (%s)\n", engine.name().c_str(), why.c_str());
+  if (!options.disk_cache)
+    std::fprintf(stderr, "spindle: kernel cache: memory only (SPINDLE_DISK_CACHE=0 / Options::disk_cache)\n");
+  else if (cache.directory().empty())
+    std::fprintf(stderr, "spindle: kernel cache: memory only (no SPINDLE_CACHE_DIR, XDG_CACHE_HOME or HOME)\n");
+  else
+    std::fprintf(stderr, "spindle: kernel cache: memory and disk '%s'\n", cache.directory().c_str());
+}
+
+}  // namespace detail
+
 class Runtime {
  public:
   Runtime() : Runtime(Options::from_env()) {}
@@ -61,7 +84,9 @@ class Runtime {
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
 
-  // The process-wide runtime, configured from the environment on first use.
+  // The process-wide runtime, configured from the environment on first use. A bad
+  // variable throws here (UserError naming it); the static is then not initialised and
+  // the next call tries again.
   static Runtime& default_instance() {
     static Runtime instance(Options::from_env());
     return instance;
@@ -78,7 +103,8 @@ class Runtime {
     std::lock_guard<std::mutex> lock(init_mutex_);
     if (!cache_) {
       auto engine = make_engine(options_);
-      cache_ = std::make_unique<KernelCache>(*engine, options_.cache_dir, options_.disk_cache);
+      cache_ = std::make_unique<KernelCache>(*engine, options_.cache_dir, options_.disk_cache, options_.debug);
+      if (options_.debug) detail::log_runtime_choice(options_, *engine, *cache_);
       engine_ = std::move(engine);
       cache_ptr_.store(cache_.get(), std::memory_order_release);
     }

@@ -5,7 +5,11 @@
 //   cc -O3 -march=native -fPIC -shared -ffp-contract=fast -fno-math-errno -std=c11
 //      -o kernel.so kernel.c
 //
-// system_cc may hold a launcher, e.g. "ccache cc": it is split on spaces.
+// system_cc may hold a launcher or options, e.g. "ccache cc" or "gcc -O0": it is split on
+// blanks. The identity (part of every kernel-cache key) holds every word of that command,
+// the first line and a digest of the whole `<command> --version` output, the host CPU and
+// the flags, so "gcc -O0" and "gcc -O3", or two versions of one compiler, never share
+// cache entries.
 // A loaded module keeps its memfd (or file) open until dlclose(): glibc recognises an
 // already loaded library by its path, and "/proc/self/fd/N" would otherwise be reused.
 #pragma once
@@ -96,7 +100,7 @@ class SystemEngine final : public Engine {
 
   std::string name() const override { return "system"; }
 
-  // Runs `cc --version` once; throws UnavailableError when the compiler is missing.
+  // Runs `<command> --version` once; throws UnavailableError when the compiler is missing.
   std::string identity() const override {
     std::lock_guard<std::mutex> lock(identity_mutex_);
     if (identity_.empty()) {
@@ -105,7 +109,8 @@ class SystemEngine final : public Engine {
       posix::ProcessResult r = posix::run_process(argv);
       if (r.spawn_errno != 0 || r.exit_code != 0) throw unavailable(r);
       std::string version = r.output.substr(0, r.output.find('\n'));
-      identity_ = message("system ", version, " ", detail::host_cpu_description(), " ", flags_);
+      identity_ = message("system cc:'", join_command(), "' version:'", version, "' version-digest:",
+                          Hasher().add(r.output).digest().hex(), " ", detail::host_cpu_description(), " ", flags_);
     }
     return identity_;
   }

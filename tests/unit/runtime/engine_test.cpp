@@ -1,10 +1,13 @@
 // Engines: compile + load + run a kernel that follows kernel_abi.hpp, compile errors that
-// carry the log, a missing compiler, identities, module lifetime.
+// carry the log, a missing compiler, identities (the whole compiler command and its
+// version output), module lifetime, and the engine choice logged with SPINDLE_DEBUG.
 #include <catch2/catch.hpp>
 
+#include <cstdio>
 #include <thread>
 
 #include "runtime_test_support.hpp"
+#include "spindle/runtime/runtime.hpp"
 #include "spindle/runtime/system_engine.hpp"
 #include "spindle/runtime/thread_pool.hpp"
 #include "spindle/support/error.hpp"
@@ -96,6 +99,8 @@ TEST_CASE("engine identities name compiler, target and flags", "[runtime]") {
   auto system = make_system_engine(Options{});
   std::string id = system->identity();
   CHECK_THAT(id, Catch::StartsWith("system "));
+  CHECK_THAT(id, Catch::Contains("cc:'cc'"));
+  CHECK_THAT(id, Catch::Contains("version-digest:"));
   CHECK_THAT(id, Catch::Contains("-march=native"));
   CHECK_THAT(id, Catch::Contains("-O3"));
   CHECK_THAT(id, Catch::Contains("cpu:"));
@@ -124,9 +129,38 @@ TEST_CASE("the system engine accepts a launcher in system_cc", "[runtime]") {
   Options o;
   o.system_cc = "env cc";
   auto engine = make_system_engine(o);
+  CHECK_THAT(engine->identity(), Catch::Contains("cc:'env cc'"));
+  CHECK(engine->identity() != make_system_engine(Options{})->identity());
   CompileRequest req = scale_kernel("spindle_test_scale_env");
   auto module = engine->load(engine->compile(req), req);
   CHECK(run_scale(module->entry(), 100, 8, nullptr));
+}
+
+TEST_CASE("with debug the runtime logs its engine choice and cache directory", "[runtime]") {
+  ScratchDir dir;
+  Options o;
+  o.engine = "system";
+  o.cache_dir = dir.path();
+  o.debug = true;
+  o.num_threads = 1;
+  Runtime rt(o);
+  std::fflush(stderr);
+  std::FILE* log = std::tmpfile();
+  int saved = ::dup(2);
+  ::dup2(::fileno(log), 2);
+  rt.load(scale_kernel("spindle_test_engine_log"));
+  std::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(saved);
+  std::string text;
+  std::rewind(log);
+  char buf[4096];
+  while (std::size_t n = std::fread(buf, 1, sizeof buf, log)) text.append(buf, n);
+  std::fclose(log);
+  INFO(text);
+  CHECK_THAT(text, Catch::Contains("spindle: engine system (SPINDLE_ENGINE / Options::engine)"));
+  CHECK_THAT(text, Catch::Contains("spindle: kernel cache: memory and disk '" + dir.path() + "'"));
+  CHECK_THAT(text, Catch::Contains("spindle: JIT: compiled kernel 'scale' (spindle_test_engine_log)"));
 }
 
 TEST_CASE("one engine compiles and loads from several threads at once", "[runtime]") {
