@@ -98,9 +98,20 @@ inline Expr operator<=(Expr a, Expr b) { return binary(BinOp::le, std::move(a), 
 inline Expr operator>(Expr a, Expr b) { return binary(BinOp::gt, std::move(a), std::move(b)); }
 inline Expr operator>=(Expr a, Expr b) { return binary(BinOp::ge, std::move(a), std::move(b)); }
 inline Expr operator&&(Expr a, Expr b) { return binary(BinOp::land, std::move(a), std::move(b)); }
-inline Expr operator+(Expr a, std::int64_t b) { return std::move(a) + int_imm(b, a.dtype()); }
-inline Expr operator-(Expr a, std::int64_t b) { return std::move(a) - int_imm(b, a.dtype()); }
-inline Expr operator*(Expr a, std::int64_t b) { return std::move(a) * int_imm(b, a.dtype()); }
+// The constant is built before `a` is moved: argument evaluation order is unspecified, so
+// `std::move(a) + int_imm(b, a.dtype())` may read a moved-from handle (it did under Clang).
+inline Expr operator+(Expr a, std::int64_t b) {
+  Expr c = int_imm(b, a.dtype());
+  return std::move(a) + std::move(c);
+}
+inline Expr operator-(Expr a, std::int64_t b) {
+  Expr c = int_imm(b, a.dtype());
+  return std::move(a) - std::move(c);
+}
+inline Expr operator*(Expr a, std::int64_t b) {
+  Expr c = int_imm(b, a.dtype());
+  return std::move(a) * std::move(c);
+}
 inline Expr min(Expr a, Expr b) { return binary(BinOp::min, std::move(a), std::move(b)); }
 inline Expr max(Expr a, Expr b) { return binary(BinOp::max, std::move(a), std::move(b)); }
 
