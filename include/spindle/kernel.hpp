@@ -205,4 +205,12 @@ auto kernel(std::string name, F&& f, std::source_location loc = std::source_loca
   return K(define_kernel(std::move(name), std::forward<F>(f), loc));
 }
 
+// The same, with names for the call arguments (used in errors, explain() and the code):
+//   auto spmm = spindle::kernel("spmm", spindle::names{"A", "X", "Y"}, [](...) { ... });
+template <class F>
+auto kernel(std::string name, names arg_names, F&& f, std::source_location loc = std::source_location::current()) {
+  using K = typename detail::kernel_type<typename detail::lambda_signature<F>::params>::type;
+  return K(define_kernel(std::move(name), std::forward<F>(f), loc, std::move(arg_names.list)));
+}
+
 }  // namespace spindle

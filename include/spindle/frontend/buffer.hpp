@@ -25,6 +25,8 @@ template <class Slot, class Idx>
 struct index_fits : std::bool_constant<std::is_integral_v<Idx>> {};
 template <class Slot, class U>
 struct index_fits<Slot, Value<U>> : std::bool_constant<std::is_integral_v<U>> {};
+template <class Slot, class U>
+struct index_fits<Slot, InValue<U>> : std::bool_constant<std::is_integral_v<U>> {};
 template <class Slot, class A>
 struct index_fits<Slot, iter<A>> : std::bool_constant<same_coord_space_v<Slot, A>> {};
 
@@ -139,8 +141,8 @@ class in : public detail::buffer_param<T, ir::BufferRole::input, Axes...> {
  public:
   using detail::buffer_param<T, ir::BufferRole::input, Axes...>::buffer_param;
   template <class... Idx>
-  Value<T> operator()(const Idx&... idx) const {
-    return Value<T>(ir::load(this->buffer_, detail::indices_for<Axes...>(idx...)));
+  InValue<T> operator()(const Idx&... idx) const {
+    return InValue<T>(ir::load(this->buffer_, detail::indices_for<Axes...>(idx...)));
   }
 };
 

@@ -60,6 +60,10 @@ class KernelBuilder {
       return remember(key, node);
     } else {
       using P = parent_axis_t<A>;
+      static_assert(!std::is_void_v<P> || A::axis_kind == ir::AxisKind::dense_fixed,
+                    "spindle: a dense_variable, sparse_variable or sparse_fixed axis needs a parent axis "
+                    "(its fibers hang off the parent's positions); for a sparse vector, use "
+                    "sparse_variable<R> under a dense_fixed axis R of length 1");
       if constexpr (!std::is_void_v<P>) {
         static_assert(A::axis_kind != ir::AxisKind::dense_fixed, "spindle: dense_fixed axes have no parent");
         node->parent = axis<P>();
@@ -102,9 +106,39 @@ class KernelBuilder {
     return v;
   }
 
-  // Names of the lambda's parameters: a, b, c, ... in declaration order (C++ cannot see
-  // the lambda's own parameter names). Scalars get the same letters.
-  static std::string param_name(int arg) {
+  // The user's names for the call arguments (spindle::names), checked: one per call
+  // argument, C identifiers, unique, not reserved by the generated code.
+  void set_names(std::vector<std::string> names, std::size_t call_args) {
+    if (names.empty()) return;
+    SPINDLE_CHECK(names.size() == call_args, UserError, "kernel '", func_.name, "': ", names.size(),
+                  " names given for ", call_args, " call arguments (one per in/out/inout/param parameter, in order)");
+    static const std::set<std::string> reserved{
+        "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern",
+        "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short", "signed",
+        "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void", "volatile", "while",
+        "rt", "buffers", "scalars", "bool", "true", "false"};
+    std::set<std::string> seen;
+    for (std::size_t k = 0; k < names.size(); ++k) {
+      const std::string& n = names[k];
+      bool ident = !n.empty() && n.size() <= 64 && (std::isalpha(static_cast<unsigned char>(n[0])) || n[0] == '_');
+      for (char c : n) ident = ident && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
+      SPINDLE_CHECK(ident, UserError, "kernel '", func_.name, "': argument ", k, " name '", n,
+                    "' is not an identifier (letters, digits and _, not starting with a digit, at most 64)");
+      SPINDLE_CHECK(!reserved.count(n) && n.rfind("spindle", 0) != 0 && n.rfind("__", 0) != 0, UserError,
+                    "kernel '", func_.name, "': argument ", k, " name '", n, "' is reserved by the generated code");
+      SPINDLE_CHECK(seen.insert(n).second, UserError, "kernel '", func_.name, "': argument name '", n,
+                    "' is given twice");
+    }
+    names_given_ = std::move(names);
+  }
+
+  // Names of the lambda's parameters: the names given with spindle::names, else a, b, c,
+  // ... in declaration order (C++ cannot see the lambda's own parameter names).
+  std::string param_name(int arg) const {
+    if (!names_given_.empty()) return names_given_.at(static_cast<std::size_t>(arg));
+    return letter_name(arg);
+  }
+  static std::string letter_name(int arg) {
     std::string s;
     int k = arg;
     do {
@@ -176,7 +210,7 @@ class KernelBuilder {
   std::string fresh_iteration_name() { return fresh(func_.name); }
 
   ir::Function finish(ir::Stmt body) {
-    func_.body = infer_iteration_kinds(std::move(body), func_.name);
+    func_.body = infer_iteration_kinds(std::move(body), func_.name, func_.buffers);
     func_.axes = axes_in_order_;
     func_.scalars.insert(func_.scalars.end(), user_scalars_.begin(), user_scalars_.end());
     return std::move(func_);
@@ -218,6 +252,7 @@ class KernelBuilder {
   std::unordered_map<std::string, int> names_;
   std::vector<ir::FuncScalar> user_scalars_;
   std::vector<Frame> frames_;
+  std::vector<std::string> names_given_;
 };
 
 // Makes `b` the thread's current builder for the lifetime of the guard.

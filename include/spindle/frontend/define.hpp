@@ -9,6 +9,7 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "spindle/frontend/buffer.hpp"
 
@@ -95,11 +96,30 @@ void collect_iters(const Tuple& t, std::index_sequence<K...>, KernelBuilder& b, 
 
 }  // namespace detail
 
+// Names for a kernel's call arguments, in order: they replace a, b, c, ... in errors,
+// explain() and the generated code.
+//   spindle::kernel("spmm", spindle::names{"A", "X", "Y"}, [](...) { ... });
+struct names {
+  std::vector<std::string> list;
+  names(std::initializer_list<std::string> l) : list(l) {}
+  explicit names(std::vector<std::string> l) : list(std::move(l)) {}
+};
+
+namespace detail {
+template <class Tuple>
+struct call_arg_count;
+template <class... Ps>
+struct call_arg_count<std::tuple<Ps...>>
+    : std::integral_constant<std::size_t, ((is_iter<Ps>::value ? 0 : 1) + ... + 0)> {};
+}  // namespace detail
+
 // Records the kernel body of `f` and returns its stage-I function.
 template <class F>
-ir::Function define_kernel(std::string name, F&& f, std::source_location loc = std::source_location::current()) {
+ir::Function define_kernel(std::string name, F&& f, std::source_location loc = std::source_location::current(),
+                           std::vector<std::string> arg_names = {}) {
   using Params = typename detail::lambda_signature<F>::params;
   detail::KernelBuilder b(std::move(name), detail::to_loc(loc));
+  b.set_names(std::move(arg_names), detail::call_arg_count<Params>::value);
   detail::BuilderScope scope(b);
   auto params = detail::ParamMakerFor<Params>::make(b);
   std::vector<ir::Axis> axes;

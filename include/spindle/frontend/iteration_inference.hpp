@@ -1,70 +1,96 @@
-// Completes recorded stage-I iterations, in program order:
-//  * iterator kinds: an iterator is spatial (S) when every write of its iteration indexes
-//    a slot of the written buffer by that very iterator (over the same coordinate space),
-//    so different iterator values write different elements; otherwise it is a reduction
-//    (R). Writes to locals declared inside the iteration are private and do not count.
-//  * init: the first reduction (+=, *=, min=, max=) into an `out` buffer that nothing has
-//    written before gets an init statement storing the reduction's identity, so `out`
-//    buffers hold exactly the result (SparseTIR's `with init()`); `inout` buffers
-//    accumulate into what the caller passed.
+// Completes and checks recorded stage-I IR at kernel definition, in program order. The rules
+// are those of docs/language.md; every program that passes them has a defined result.
+//
+// Checks (each a UserError at definition time):
+//  * no write into an `in` buffer;
+//  * no iteration over an axis that an enclosing iteration already iterates;
+//  * every index of a write into a buffer is an iterator that keeps the write inside the
+//    buffer's storage: an iterator of the slot's coordinate space for a root dense axis,
+//    the iterator of the slot's own axis (under the iterators of its ancestors, also in
+//    their own slots) for an axis with a parent. Writes that could fall outside a dense
+//    extent or a sparse pattern are rejected instead of being dropped;
+//  * `=` into a buffer is only allowed where every enclosing iterator indexes the write
+//    (one write per element, no "last write wins");
+//  * one reduction operator per `out` buffer (its initial value is that operator's identity).
+// Completion:
+//  * iterator kinds: an iterator is spatial (S) when every write of its iteration indexes a
+//    slot of the written buffer by that very iterator (over the same coordinate space);
+//    otherwise it is a reduction (R). Writes to locals declared inside the iteration are
+//    private and do not count;
+//  * `out` buffers: every element is written by every call. Each starts from the identity of
+//    the reduction into it (0 for += and for buffers that are only assigned). Where the
+//    first write of the buffer provably visits every element of it exactly at the place
+//    where the element's reduction starts (the write indexes every slot by the iterator of
+//    the slot's own axis, its iteration's iterator kinds are those of this write, every
+//    enclosing iteration indexes it, the buffer is never read), the identity is stored per
+//    element by the iteration's init (before its outermost reduction loop, SparseTIR's
+//    `with init()`); otherwise the whole buffer is filled by an iteration over its axes at
+//    the start of the kernel.
 #pragma once
 
+#include <algorithm>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "spindle/frontend/iteration_inference_decl.hpp"
+#include "spindle/ir/equal.hpp"
 #include "spindle/ir/functor.hpp"
+#include "spindle/ir/ops.hpp"
 #include "spindle/ir/printer.hpp"
 
 namespace spindle::detail {
 
 class IterationInference : public ir::IRMutator {
  public:
-  explicit IterationInference(std::string kernel) : kernel_(std::move(kernel)) {}
+  IterationInference(std::string kernel, const std::vector<ir::FuncBuffer>& buffers)
+      : kernel_(std::move(kernel)), buffers_(buffers) {}
+
+  ir::Stmt run(const ir::Stmt& body) {
+    Analysis a(kernel_);
+    a.visit(body);
+    // Decide, per `out` buffer, per-element init in its first write's iteration or a fill.
+    std::vector<ir::Stmt> fills;
+    for (auto& fb : buffers_) {
+      const ir::Buffer& b = fb.buffer;
+      if (b->role != ir::BufferRole::output) continue;
+      auto op = a.reduce_op.find(b.get());
+      ir::Expr fill = op != a.reduce_op.end() ? ir::reduce_identity(op->second, b->dtype) : ir::make_const(b->dtype, 0);
+      auto first = a.first_write.find(b.get());
+      if (first != a.first_write.end() && !a.loaded.count(b.get()) && first->second.per_element) {
+        if (first->second.reduce) per_element_init_[first->second.iteration].push_back({b, first->second.indices, fill});
+        continue;  // a store that writes every element once needs no initial value
+      }
+      fills.push_back(fill_iteration(b, fill));
+    }
+    ir::Stmt out = mutate(body);
+    if (fills.empty()) return out;
+    fills.push_back(out);
+    return ir::seq(std::move(fills));
+  }
 
  protected:
-  ir::Stmt mutate_Store(const ir::StoreNode* n, const ir::Stmt& self) override {
-    mark(n->buffer);
-    return self;
-  }
-
-  ir::Stmt mutate_Reduce(const ir::ReduceNode* n, const ir::Stmt& self) override {
-    // A reduction outside any iteration runs once: give it its own init.
-    if (n->buffer->role == ir::BufferRole::output && !initialized_.count(n->buffer.get())) {
-      mark(n->buffer);
-      return ir::seq({ir::store(n->buffer, n->indices, ir::reduce_identity(n->op, n->buffer->dtype), n->loc),
-                      self});
-    }
-    mark(n->buffer);
-    return self;
-  }
-
   ir::Stmt mutate_SparseIteration(const ir::SparseIterationNode* n, const ir::Stmt&) override {
+    std::vector<ir::IterKind> kinds = iterator_kinds(n);
+    std::vector<ir::Stmt> inits;
+    if (auto it = per_element_init_.find(n); it != per_element_init_.end())
+      for (auto& i : it->second) inits.push_back(ir::store(i.buffer, i.indices, i.value, n->loc));
+    ir::Stmt init = n->init.defined() ? n->init : ir::seq(std::move(inits), n->loc);
+    ir::Stmt body = mutate(n->body);
+    return ir::Stmt(std::make_shared<ir::SparseIterationNode>(n->name, n->axes, n->vars, std::move(kinds),
+                                                              init, body, n->loc));
+  }
+
+ public:
+  // Spatial iterators index every (non-private) write of their iteration's body.
+  static std::vector<ir::IterKind> iterator_kinds(const ir::SparseIterationNode* n) {
     Writes w;
     w.visit(n->body);
     std::vector<ir::IterKind> kinds;
     for (std::size_t k = 0; k < n->vars.size(); ++k)
       kinds.push_back(is_spatial(n->vars[k], n->axes[k], w) ? ir::IterKind::spatial : ir::IterKind::reduction);
-
-    // Init for the direct reductions of this iteration (nested iterations decide theirs).
-    DirectReduces d;
-    d.visit(n->body);
-    std::vector<ir::Stmt> inits;
-    std::set<std::string> seen;
-    std::vector<ir::Buffer> newly;
-    for (auto* r : d.reduces) {
-      if (r->buffer->role != ir::BufferRole::output || initialized_.count(r->buffer.get())) continue;
-      std::string key = r->buffer->name + "[" + ir::IRPrinter().list(r->indices) + "]";
-      if (!seen.insert(key).second) continue;
-      inits.push_back(ir::store(r->buffer, r->indices, ir::reduce_identity(r->op, r->buffer->dtype), r->loc));
-      newly.push_back(r->buffer);
-    }
-    for (auto& b : newly) mark(b);
-    ir::Stmt init = n->init.defined() ? n->init : ir::seq(std::move(inits), n->loc);
-    ir::Stmt body = mutate(n->body);
-    return ir::Stmt(std::make_shared<ir::SparseIterationNode>(n->name, n->axes, n->vars, std::move(kinds),
-                                                              init, body, n->loc));
+    return kinds;
   }
 
  private:
@@ -85,40 +111,283 @@ class IterationInference : public ir::IRMutator {
     }
   };
 
-  // Reductions directly in an iteration body (not in nested iterations) into buffers that
-  // the body does not store to before them.
-  struct DirectReduces : ir::IRVisitor {
-    std::vector<const ir::ReduceNode*> reduces;
-    std::set<const ir::BufferNode*> stored;
-    void visit_Reduce(const ir::ReduceNode* n) override {
-      if (!stored.count(n->buffer.get())) reduces.push_back(n);
-    }
-    void visit_Store(const ir::StoreNode* n) override { stored.insert(n->buffer.get()); }
-    void visit_SparseIteration(const ir::SparseIterationNode*) override {}
-  };
+  static bool indexes(const ir::Var& v, const ir::Axis& axis, const ir::Buffer& buf, const std::vector<ir::Expr>& idx) {
+    for (std::size_t s = 0; s < idx.size() && s < buf->axes.size(); ++s)
+      if (idx[s].same_as(v) && ir::coordinate_space(buf->axes[s]) == ir::coordinate_space(axis)) return true;
+    return false;
+  }
 
   static bool is_spatial(const ir::Var& v, const ir::Axis& axis, const Writes& w) {
     for (auto& [buf, idx] : w.writes) {
       if (w.private_locals.count(buf.get())) continue;
-      bool indexed = false;
-      for (std::size_t s = 0; s < idx.size() && s < buf->axes.size(); ++s)
-        if (idx[s].same_as(v) && ir::coordinate_space(buf->axes[s]) == ir::coordinate_space(axis))
-          indexed = true;
-      if (!indexed) return false;
+      if (!indexes(v, axis, buf, idx)) return false;
     }
     return true;
   }
 
-  void mark(const ir::Buffer& b) {
-    if (b->role == ir::BufferRole::output) initialized_.insert(b.get());
+  // What the checks learn about the program, in program order.
+  struct FirstWrite {
+    const ir::SparseIterationNode* iteration = nullptr;
+    std::vector<ir::Expr> indices;
+    bool reduce = false;
+    bool per_element = false;
+  };
+
+  class Analysis : public ir::IRVisitor {
+   public:
+    explicit Analysis(const std::string& kernel) : kernel_(kernel) {}
+    std::map<const ir::BufferNode*, FirstWrite> first_write;
+    std::map<const ir::BufferNode*, ir::ReduceOp> reduce_op;
+    std::set<const ir::BufferNode*> loaded;
+
+   protected:
+    void visit_SparseIteration(const ir::SparseIterationNode* n) override {
+      const std::size_t depth = scope_.size();
+      if (depth == 0) check_reads_of_written(n);
+      for (std::size_t k = 0; k < n->axes.size(); ++k) {
+        const ir::Axis& a = n->axes[k];
+        for (std::size_t q = 0; q < k; ++q)
+          SPINDLE_CHECK(n->axes[q] != a, UserError, "kernel '", kernel_, "': iteration '", n->name, "' lists axis ",
+                        a->name, " twice");
+        for (auto& b : scope_)
+          SPINDLE_CHECK(b.axis != a, UserError, "kernel '", kernel_, "': iteration '", n->name, "' iterates axis ",
+                        a->name, " inside an iteration that already iterates it; hint: use the enclosing "
+                        "iterator, or iterate dense<", a->name, "> for a second pass over its coordinates");
+        if (a->parent)
+          SPINDLE_CHECK(bound(a->parent.get()), UserError, "kernel '", kernel_, "': iteration '", n->name,
+                        "' iterates axis ", a->name, " without its parent ", a->parent->name, "; hint: iterate ",
+                        a->parent->name, " before ", a->name, " (in the same iteration or an enclosing one)");
+        scope_.push_back({n->vars[k].node(), a, n});
+      }
+      std::vector<ir::IterKind> kinds = IterationInference::iterator_kinds(n);
+      kinds_.push_back({n, kinds});
+      visit(n->body);
+      kinds_.pop_back();
+      scope_.resize(depth);
+    }
+
+    void visit_Block(const ir::BlockNode* n) override {
+      for (auto& a : n->allocs) locals_.insert(a.get());
+      ir::IRVisitor::visit_Block(n);
+    }
+
+    void visit_IfThenElse(const ir::IfThenElseNode* n) override {
+      ++conditional_;
+      ir::IRVisitor::visit_IfThenElse(n);
+      --conditional_;
+    }
+
+    void visit_Load(const ir::LoadNode* n) override {
+      if (n->buffer->role == ir::BufferRole::output) loaded.insert(n->buffer.get());
+      ir::IRVisitor::visit_Load(n);
+    }
+
+    void visit_Store(const ir::StoreNode* n) override {
+      ir::IRVisitor::visit_Store(n);
+      if (locals_.count(n->buffer.get()) || n->buffer->scope == ir::BufferScope::local) return;
+      check_write(n->buffer, n->indices, "=");
+      for (auto& b : scope_)
+        SPINDLE_CHECK(uses(b.var, n->indices), UserError, "kernel '", kernel_, "': `=` into buffer '",
+                      n->buffer->name, "' inside the iteration over ", b.axis->name, ", whose iterator '",
+                      b.var->name, "' does not index the write: every ", b.axis->name,
+                      " coordinate would overwrite the same element (last write wins); hint: reduce with += "
+                      "(or max_with/min_with), or index '", n->buffer->name, "' by '", b.var->name, "'");
+      note_first(n->buffer, n->indices, false);
+    }
+
+    void visit_Reduce(const ir::ReduceNode* n) override {
+      ir::IRVisitor::visit_Reduce(n);
+      if (locals_.count(n->buffer.get()) || n->buffer->scope == ir::BufferScope::local) return;
+      check_write(n->buffer, n->indices, ir::reduce_op_name(n->op));
+      if (n->buffer->role == ir::BufferRole::output) {
+        auto [it, fresh] = reduce_op.emplace(n->buffer.get(), n->op);
+        SPINDLE_CHECK(fresh || it->second == n->op, UserError, "kernel '", kernel_, "': `out` buffer '",
+                      n->buffer->name, "' is reduced with both ", ir::reduce_op_name(it->second), " and ",
+                      ir::reduce_op_name(n->op), ", so its initial value (the reduction's identity) is "
+                      "ambiguous; hint: declare it inout and initialise it yourself, or use two buffers");
+      }
+      note_first(n->buffer, n->indices, true);
+    }
+
+   private:
+    // Inside one top-level iteration, a buffer that is written may only be read at the
+    // element being written (same index expressions): anything else would depend on the
+    // order in which the iterations run, which the language leaves to the schedule.
+    void check_reads_of_written(const ir::SparseIterationNode* n) {
+      struct Accesses : ir::IRVisitor {
+        std::map<const ir::BufferNode*, std::vector<std::vector<ir::Expr>>> writes, reads;
+        void visit_Store(const ir::StoreNode* x) override {
+          if (x->buffer->scope == ir::BufferScope::global) writes[x->buffer.get()].push_back(x->indices);
+          ir::IRVisitor::visit_Store(x);
+        }
+        void visit_Reduce(const ir::ReduceNode* x) override {
+          if (x->buffer->scope == ir::BufferScope::global) writes[x->buffer.get()].push_back(x->indices);
+          ir::IRVisitor::visit_Reduce(x);
+        }
+        void visit_Load(const ir::LoadNode* x) override {
+          if (x->buffer->scope == ir::BufferScope::global) reads[x->buffer.get()].push_back(x->indices);
+          ir::IRVisitor::visit_Load(x);
+        }
+      } acc;
+      acc.visit(n->body);
+      for (auto& [b, rs] : acc.reads) {
+        auto w = acc.writes.find(b);
+        if (w == acc.writes.end()) continue;
+        for (auto& r : rs)
+          for (auto& x : w->second)
+            SPINDLE_CHECK(ir::equal(r, x), UserError, "kernel '", kernel_, "': buffer '", b->name,
+                          "' is read at (", ir::IRPrinter().list(r), ") and written at (", ir::IRPrinter().list(x),
+                          ") in the same iteration '", n->name, "': the result would depend on the order in "
+                          "which the iterations run; hint: read it in a later statement, or from another buffer");
+      }
+    }
+
+    struct Binding {
+      const ir::VarNode* var;
+      ir::Axis axis;
+      const ir::SparseIterationNode* iteration;
+    };
+
+    const Binding* bound(const ir::AxisNode* a) const {
+      for (auto& b : scope_)
+        if (b.axis.get() == a) return &b;
+      return nullptr;
+    }
+    const Binding* binding_of(const ir::Expr& e) const {
+      const ir::VarNode* v = e.as<ir::VarNode>();
+      for (auto& b : scope_)
+        if (b.var == v) return &b;
+      return nullptr;
+    }
+    static bool uses(const ir::VarNode* v, const std::vector<ir::Expr>& idx) {
+      for (auto& e : idx)
+        if (e.get() == v) return true;
+      return false;
+    }
+
+    // A write's indices must keep it inside the buffer's storage (see the top of the file).
+    void check_write(const ir::Buffer& buf, const std::vector<ir::Expr>& idx, const char* op) {
+      SPINDLE_CHECK(buf->role != ir::BufferRole::input, UserError, "kernel '", kernel_, "': `", op,
+                    "` into buffer '", buf->name, "', which is an `in` (read-only) buffer; hint: declare it "
+                    "out (written) or inout (read and written)");
+      for (std::size_t s = 0; s < idx.size() && s < buf->axes.size(); ++s) {
+        const ir::Axis& a = buf->axes[s];
+        const Binding* b = binding_of(idx[s]);
+        std::string where = message("kernel '", kernel_, "': `", op, "` into buffer '", buf->name, "' indexes axis ",
+                                    a->name, " (index ", s, ") with ", ir::to_string(idx[s]));
+        SPINDLE_CHECK(b, UserError, where, ", which is not an iterator: a write there could fall outside the ",
+                      a->is_sparse() ? "buffer's sparsity pattern" : "axis's extent",
+                      " and be lost; hint: index writes by iterators of the written axes (other indices "
+                      "are fine for reads)");
+        if (!a->parent) {
+          SPINDLE_CHECK(ir::coordinate_space(b->axis) == ir::coordinate_space(a), UserError, where,
+                        ", an iterator of axis ", b->axis->name, ", which ranges over a different coordinate "
+                        "space; hint: index it with an iterator of ", a->name);
+          continue;
+        }
+        const Binding* parent = binding_of(idx[s - 1]);
+        SPINDLE_CHECK(b->axis == a && parent && parent->axis == buf->axes[s - 1], UserError, where,
+                      ": a write into axis ", a->name, " (which has parent ", a->parent->name,
+                      ") must use the iterator of ", a->name, " itself, under the iterator of ", a->parent->name,
+                      " in the slot before it, or it could fall outside the buffer's ",
+                      a->is_sparse() ? "sparsity pattern" : "fibers",
+                      "; writes at other coordinates (outputs of unknown pattern) are not supported yet");
+      }
+    }
+
+    void note_first(const ir::Buffer& buf, const std::vector<ir::Expr>& idx, bool reduce) {
+      if (buf->role != ir::BufferRole::output || first_write.count(buf.get())) return;
+      FirstWrite w;
+      w.indices = idx;
+      w.reduce = reduce;
+      w.iteration = kinds_.empty() ? nullptr : kinds_.back().first;
+      w.per_element = per_element(buf, idx);
+      first_write.emplace(buf.get(), std::move(w));
+    }
+
+    // Does this write visit every element of `buf` at the place where the element's
+    // reduction starts, so that an init in its iteration covers the whole buffer?
+    bool per_element(const ir::Buffer& buf, const std::vector<ir::Expr>& idx) const {
+      if (kinds_.empty() || conditional_ > 0) return false;
+      for (std::size_t s = 0; s < idx.size(); ++s) {
+        const Binding* b = binding_of(idx[s]);
+        if (!b || b->axis != buf->axes[s]) return false;  // dense<J> by J: only stored coordinates
+        for (std::size_t q = 0; q < s; ++q)
+          if (idx[q].same_as(idx[s])) return false;  // f(i, i): only the diagonal
+      }
+      const ir::SparseIterationNode* n = kinds_.back().first;
+      const std::vector<ir::IterKind>& kinds = kinds_.back().second;
+      for (auto& b : scope_)
+        if (b.iteration != n && !uses(b.var, idx)) return false;  // an enclosing reduction loop
+      // The iteration's kinds are this write's; the init loops (spatial axes after the first
+      // reduction) must not depend on a reduction axis.
+      int first_reduction = -1;
+      for (std::size_t k = 0; k < n->vars.size(); ++k) {
+        bool spatial = uses(n->vars[k].node(), idx);
+        if (spatial != (kinds[k] == ir::IterKind::spatial)) return false;
+        if (!spatial && first_reduction < 0) first_reduction = static_cast<int>(k);
+        if (spatial && first_reduction >= 0 && n->axes[k]->parent) {
+          bool parent_ok = false;
+          for (auto& b : scope_)
+            if (b.axis == n->axes[k]->parent && (b.iteration != n || uses(b.var, idx))) parent_ok = true;
+          if (!parent_ok) return false;
+        }
+      }
+      return true;
+    }
+
+    std::string kernel_;
+    std::vector<Binding> scope_;
+    std::vector<std::pair<const ir::SparseIterationNode*, std::vector<ir::IterKind>>> kinds_;
+    std::set<const ir::BufferNode*> locals_;
+    int conditional_ = 0;
+  };
+
+  // for every position of `b`'s axes: b[...] = value (spatial, no reduction).
+  ir::Stmt fill_iteration(const ir::Buffer& b, const ir::Expr& value) {
+    std::vector<ir::Var> vars;
+    std::vector<ir::Expr> idx;
+    std::vector<ir::Axis> axes;
+    for (std::size_t s = 0; s < b->axes.size(); ++s) {
+      ir::Axis a = b->axes[s];
+      if (std::find(b->axes.begin() + static_cast<long>(s) + 1, b->axes.end(), a) != b->axes.end()) {
+        // A buffer over [I, I, J]: the first I is iterated as a dense view of I, the last
+        // one (the parent of what follows it) as I itself.
+        SPINDLE_CHECK(!a->parent && !(s + 1 < b->axes.size() && b->axes[s + 1]->parent), UserError, "kernel '",
+                      kernel_, "': `out` buffer '", b->name, "' lists axis ", a->name,
+                      " twice with a child axis after the first; Spindle cannot write every element of it; "
+                      "hint: declare it inout");
+        auto view = std::make_shared<ir::AxisNode>(*a);
+        view->name = a->name + "_2";
+        view->dense_of = a;
+        a = view;
+      }
+      axes.push_back(a);
+      std::string base = a->name;
+      for (char& c : base) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      vars.emplace_back(base + "_fill", DType::i64);
+      idx.push_back(vars.back());
+    }
+    std::vector<ir::IterKind> kinds(vars.size(), ir::IterKind::spatial);
+    return ir::Stmt(std::make_shared<ir::SparseIterationNode>(kernel_ + "_fill_" + b->name, std::move(axes), std::move(vars),
+                                                              std::move(kinds), ir::Stmt(),
+                                                              ir::store(b, std::move(idx), value), ir::SourceLoc{}));
   }
 
+  struct Init {
+    ir::Buffer buffer;
+    std::vector<ir::Expr> indices;
+    ir::Expr value;
+  };
+
   std::string kernel_;
-  std::set<const ir::BufferNode*> initialized_;
+  const std::vector<ir::FuncBuffer>& buffers_;
+  std::map<const ir::SparseIterationNode*, std::vector<Init>> per_element_init_;
 };
 
-SPINDLE_DECL ir::Stmt infer_iteration_kinds(ir::Stmt body, const std::string& kernel) {
-  return IterationInference(kernel).mutate(body);
+SPINDLE_DECL ir::Stmt infer_iteration_kinds(ir::Stmt body, const std::string& kernel,
+                                            const std::vector<ir::FuncBuffer>& buffers) {
+  return IterationInference(kernel, buffers).run(body);
 }
 
 }  // namespace spindle::detail

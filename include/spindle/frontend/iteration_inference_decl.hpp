@@ -4,12 +4,15 @@
 
 #include <string>
 
-#include "spindle/ir/stmt.hpp"
+#include "spindle/ir/function.hpp"
 #include "spindle/support/linkage.hpp"
 
 namespace spindle::detail {
 
-// Infers spatial/reduction iterators and the init of reductions, in program order.
-SPINDLE_DECL ir::Stmt infer_iteration_kinds(ir::Stmt body, const std::string& kernel);
+// Checks the recorded body against the language rules (UserError), infers spatial/reduction
+// iterators, and adds what makes every element of each `out` buffer written: per-element
+// inits or whole-buffer fills (iteration_inference.hpp).
+SPINDLE_DECL ir::Stmt infer_iteration_kinds(ir::Stmt body, const std::string& kernel,
+                                            const std::vector<ir::FuncBuffer>& buffers);
 
 }  // namespace spindle::detail

@@ -24,6 +24,31 @@ class Value {
   ir::Expr expr_;
 };
 
+// An element of an `in` buffer: a Value that cannot be assigned to. Writing into an `in`
+// buffer is a compile-time error (the write would otherwise be lost).
+template <class T>
+class InValue : public Value<T> {
+  template <class>
+  static constexpr bool always_false = false;
+
+ public:
+  using Value<T>::Value;
+  InValue(const InValue&) = default;
+  InValue& operator=(const InValue&) = delete;
+#define SPINDLE_READ_ONLY(op)                                                                              \
+  template <class U>                                                                                       \
+  void operator op(U&&) {                                                                                  \
+    static_assert(always_false<U>,                                                                         \
+                  "spindle: cannot write into an `in` buffer (read-only); declare it spindle::out or "     \
+                  "spindle::inout (to name a value read from it, use spindle::Value<T> v = a(i, j);)");   \
+  }
+  SPINDLE_READ_ONLY(=)
+  SPINDLE_READ_ONLY(+=)
+  SPINDLE_READ_ONLY(-=)
+  SPINDLE_READ_ONLY(*=)
+#undef SPINDLE_READ_ONLY
+};
+
 template <class T>
 concept Arithmetic = std::is_arithmetic_v<T>;
 
