@@ -4,6 +4,8 @@
 //   StrictExprFunctor / StrictStmtFunctor - every node must be handled (backends)
 #pragma once
 
+#include <type_traits>
+
 #include <memory>
 #include <utility>
 #include <vector>
@@ -245,6 +247,10 @@ class StrictStmtFunctor {
  public:
   virtual ~StrictStmtFunctor() = default;
   R dispatch(const Stmt& s) {
+    if (!s.defined()) {  // an empty body (everything simplified away) prints nothing
+      if constexpr (std::is_void_v<R>) return;
+      else return R();
+    }
     switch (s.kind()) {
 #define SPINDLE_X(name) \
   case StmtKind::name: return on_##name(static_cast<const name##Node*>(s.get()));

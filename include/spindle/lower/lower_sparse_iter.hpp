@@ -271,10 +271,15 @@ class SparseIterLowering : public ir::IRMutator {
       std::size_t chain = ir::axis_chain(a).size() - 1;
       std::vector<ir::Expr> prefix(acc.pos.end() - static_cast<long>(chain), acc.pos.end());
       if (a->is_dense()) {
-        if (!it) acc.guard = conj(acc.guard, ir::int_imm(0) <= c && c < extent_under(a, prefix));
+        // An iterator of the same coordinate space is in range of a dense_fixed axis; a
+        // dense_variable fiber may be shorter than the one the iterator ran over.
+        if (!it || a->is_variable())
+          acc.guard = conj(acc.guard, ir::int_imm(0) <= c && c < extent_under(a, prefix));
         acc.pos.push_back(c);
       } else {
-        ir::Var p = find_let(a, std::move(prefix), c);
+        // The search reads the fiber of the prefix positions: only when they are in range
+        // (the guard so far), else the coordinate is absent.
+        ir::Var p = find_let(a, std::move(prefix), c, acc.guard);
         acc.guard = conj(acc.guard, ir::Expr(p) >= ir::int_imm(0));
         acc.pos.push_back(p);
       }
@@ -292,11 +297,12 @@ class SparseIterLowering : public ir::IRMutator {
     return true;
   }
 
-  ir::Var find_let(const ir::Axis& a, std::vector<ir::Expr> prefix, const ir::Expr& c) {
+  ir::Var find_let(const ir::Axis& a, std::vector<ir::Expr> prefix, const ir::Expr& c, const ir::Expr& guard) {
     auto& indices = aux_.at(a.get()).indices;
     used_.insert(indices.get());
     if (a->is_variable()) used_.insert(aux_.at(a.get()).indptr.get());
     ir::Expr fp = ir::find_pos(indices, std::move(prefix), c);
+    if (guard.defined()) fp = ir::select(guard, fp, ir::int_imm(-1));
     std::string key = ir::to_string(fp);
     for (auto& [k, v] : pending_)
       if (k == key) return v;

@@ -125,12 +125,26 @@ class Simplifier : public ir::IRMutator {
   ir::Stmt mutate_IfThenElse(const ir::IfThenElseNode* n, const ir::Stmt& self) override {
     ir::Expr c = mutate(n->cond);
     if (auto* k = as_int(c)) return mutate(k->value ? n->then_case : n->else_case);
-    return ir::IRMutator::mutate_IfThenElse(n, self);
+    ir::Stmt s = ir::IRMutator::mutate_IfThenElse(n, self);
+    auto* i = s.as<ir::IfThenElseNode>();
+    if (i && !i->then_case.defined() && !i->else_case.defined()) return ir::Stmt();
+    return s;
   }
 
+  // Statements left with nothing to do (a loop of extent 0 inside them, removed) go too.
   ir::Stmt mutate_For(const ir::ForNode* n, const ir::Stmt& self) override {
     ir::Stmt s = ir::IRMutator::mutate_For(n, self);
-    if (auto* f = s.as<ir::ForNode>(); f && is_int_const(f->extent, 0)) return ir::Stmt();
+    if (auto* f = s.as<ir::ForNode>(); f && (is_int_const(f->extent, 0) || !f->body.defined())) return ir::Stmt();
+    return s;
+  }
+  ir::Stmt mutate_LetStmt(const ir::LetStmtNode* n, const ir::Stmt& self) override {
+    ir::Stmt s = ir::IRMutator::mutate_LetStmt(n, self);
+    if (auto* l = s.as<ir::LetStmtNode>(); l && !l->body.defined()) return ir::Stmt();
+    return s;
+  }
+  ir::Stmt mutate_Block(const ir::BlockNode* n, const ir::Stmt& self) override {
+    ir::Stmt s = ir::IRMutator::mutate_Block(n, self);
+    if (auto* b = s.as<ir::BlockNode>(); b && !b->body.defined()) return ir::Stmt();
     return s;
   }
 };
