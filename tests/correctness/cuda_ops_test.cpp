@@ -248,3 +248,47 @@ TEST_CASE("cuda: device arguments are required on the GPU path, and mixing is re
                     Catch::Contains("is in host memory but this call runs on the GPU"));
   CHECK(std::isnan(y.values()[0]));  // nothing ran
 }
+
+// Found by spindle-kernel-fuzz on the CUDA engine (seeds 1000009, 1000015, 1000209,
+// 1000006), shrunk by hand: a reduction loop outermost (the thread-per-iteration schedule
+// made its reductions local and then refused the resulting store), atomic *= and min on
+// integers, and a kernel whose loops all have extent 0.
+TEST_CASE("cuda fuzz regression: reductions across the threads of an outer reduction loop",
+          "[cuda][correctness][fuzz]") {
+  struct I : sp::dense_fixed {};
+  struct J : sp::sparse_variable<I> {};
+  const auto a = random_csr<float>({"irregular", 57, 45, 6, 0.2}, 81);
+  // y(j) over dense<J>: the row loop is a reduction for y; the max is atomic.
+  auto scatter_max = sp::kernel("scatter_max", [](sp::in<float, I, J> a, sp::out<float, sp::dense<J>> y,
+                                                  sp::iter<I> i, sp::iter<J> j) { y(j).max_with(a(i, j)); });
+  auto y = sp::Tensor<float>::full({45}, nan_v<float>);
+  run_cuda(scatter_max, a, y);
+  std::vector<float> want(45, -std::numeric_limits<float>::infinity());
+  for (std::int64_t r = 0; r < 57; ++r)
+    for (auto q = a.indptr()[r]; q < a.indptr()[r + 1]; ++q)
+      want[static_cast<std::size_t>(a.indices()[q])] = std::max(want[static_cast<std::size_t>(a.indices()[q])], a.values()[q]);
+  for (int c = 0; c < 45; ++c) CHECK(y(c) == want[static_cast<std::size_t>(c)]);
+  // Integer product and min into one element per column, from every row (CAS loops).
+  struct K : sp::dense_fixed {};
+  auto ints = sp::kernel("int_reduce", [](sp::in<std::int32_t, K, I> v, sp::out<std::int32_t, I> p,
+                                          sp::out<std::int32_t, I> m, sp::iter<K> k, sp::iter<I> i) {
+    p(i) *= v(k, i);
+    m(i).min_with(v(k, i));
+  });
+  sp::Tensor<std::int32_t> v = sp::Tensor<std::int32_t>::zeros({6, 9});
+  for (int q = 0; q < 54; ++q) v.values()[q] = (q * 7) % 5 - 2 == 0 ? 1 : (q * 7) % 5 - 2;
+  auto p = sp::Tensor<std::int32_t>::full({9}, 99), m = sp::Tensor<std::int32_t>::full({9}, 99);
+  run_cuda(ints, v, p, m);
+  for (int c = 0; c < 9; ++c) {
+    std::int32_t wp = 1, wm = std::numeric_limits<std::int32_t>::max();
+    for (int r = 0; r < 6; ++r) wp *= v(r, c), wm = std::min(wm, v(r, c));
+    CHECK(p(c) == wp);
+    CHECK(m(c) == wm);
+  }
+  // Every loop of extent 0: no launch at all, and the out buffer is still filled.
+  auto empty = sp::kernel("empty_rows", [](sp::in<float, I, J> a, sp::out<float, I> r, sp::iter<I> i,
+                                           sp::iter<J> j) { r(i) += a(i, j); });
+  const auto none = random_csr<float>({"0x0", 0, 0, 0}, 82);
+  auto r0 = sp::Tensor<float>::zeros({0});
+  run_cuda(empty, none, r0);
+}

@@ -384,6 +384,7 @@ class GenericLaunches {
 
   std::vector<ir::Stmt> units(const ir::Stmt& s) {
     std::vector<ir::Stmt> out;
+    if (!s.defined()) return out;  // nothing left to run (loops of extent 0 simplified away)
     if (auto* b = s.as<ir::BlockNode>(); b && b->allocs.empty()) return units(b->body);
     if (auto* q = s.as<ir::SeqNode>()) {
       for (auto& c : q->stmts)
@@ -401,8 +402,10 @@ class GenericLaunches {
  private:
   ir::Stmt per_iteration(const ir::ForNode* f) {
     ir::Var b(f->var.name() + "_block", DType::i64), t(f->var.name() + "_thread", DType::i64);
-    ir::Stmt body = schedule::accumulate_locally(f->body);
-    if (f->iter_kind == ir::IterKind::reduction) body = atomic_updates(body, f->var.node());
+    // Across the threads of a reduction loop, updates of a shared element must stay
+    // reductions (made atomic): no local accumulation that would end in a plain store.
+    ir::Stmt body = f->iter_kind == ir::IterKind::reduction ? atomic_updates(f->body, f->var.node())
+                                                             : schedule::accumulate_locally(f->body);
     ir::Expr flat = b * i64(kThreads) + t;
     ir::Stmt inner = ir::let_stmt(f->var, ir::cast(f->var.dtype(), ir::cast(DType::i64, f->min) + flat),
                                   ir::if_then_else(flat < ir::cast(DType::i64, f->extent), body), f->loc);

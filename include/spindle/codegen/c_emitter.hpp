@@ -25,6 +25,7 @@
 
 #include "spindle/codegen/c_family.hpp"
 #include "spindle/codegen/kernel_abi.hpp"
+#include "spindle/ir/equal.hpp"
 #include "spindle/support/hash.hpp"
 
 namespace spindle::codegen {
@@ -35,6 +36,62 @@ struct EmittedSource {
 };
 
 namespace detail {
+
+// e = v, v + c, c + v, v - c, v * c or c * v (c free of v, recursively): distinct values of
+// v give distinct values of e (for a nonzero constant stride).
+inline bool injective_in(const ir::Expr& e, const ir::VarNode* v) {
+  if (e.get() == v) return true;
+  if (auto* c = e.as<ir::CastNode>()) return is_int(c->dtype) && injective_in(c->value, v);
+  auto* b = e.as<ir::BinaryNode>();
+  if (!b) return false;
+  auto invariant = [&](const ir::Expr& x) { return !ir::uses_var(x, v); };
+  switch (b->op) {
+    case ir::BinOp::add: return (injective_in(b->a, v) && invariant(b->b)) || (invariant(b->a) && injective_in(b->b, v));
+    case ir::BinOp::sub: return injective_in(b->a, v) && invariant(b->b);
+    case ir::BinOp::mul: {
+      auto nonzero_const = [](const ir::Expr& x) {
+        auto* k = x.as<ir::IntImmNode>();
+        return k && k->value != 0;
+      };
+      return (injective_in(b->a, v) && nonzero_const(b->b)) || (nonzero_const(b->a) && injective_in(b->b, v));
+    }
+    default: return false;
+  }
+}
+
+// True when the iterations of loop n write disjoint elements and read no element another
+// iteration writes: every buffer written in the body (scalar locals aside) is accessed
+// with one index list only, and that list is injective in the loop variable.
+inline bool independent_iterations(const ir::ForNode& n) {
+  struct Accesses : ir::IRVisitor {
+    std::vector<std::pair<const ir::BufferNode*, const std::vector<ir::Expr>*>> reads, writes;
+    void visit_Load(const ir::LoadNode* l) override {
+      reads.push_back({l->buffer.get(), &l->indices});
+      ir::IRVisitor::visit_Load(l);
+    }
+    void visit_Store(const ir::StoreNode* s) override {
+      writes.push_back({s->buffer.get(), &s->indices});
+      ir::IRVisitor::visit_Store(s);
+    }
+    void visit_Reduce(const ir::ReduceNode* s) override {
+      writes.push_back({s->buffer.get(), &s->indices});
+      ir::IRVisitor::visit_Reduce(s);
+    }
+  } acc;
+  acc.visit(n.body);
+  const ir::VarNode* v = n.var.node();
+  for (auto& [buf, idx] : acc.writes) {
+    if (buf->scope == ir::BufferScope::local && buf->shape.empty()) continue;
+    bool injective = false;
+    for (auto& e : *idx) injective = injective || injective_in(e, v);
+    if (!injective) return false;
+    for (auto* list : {&acc.reads, &acc.writes})
+      for (auto& [b2, idx2] : *list)
+        if (b2 == buf && !ir::equal(*idx2, *idx)) return false;
+  }
+  return true;
+}
+
 
 class CEmitter : public CFamilyPrinter {
  public:
@@ -89,7 +146,12 @@ class CEmitter : public CFamilyPrinter {
  protected:
   void on_For(const ir::ForNode* n) override {
     if (n->for_kind == ir::ForKind::parallel) return emit_parallel(n);
-    if (n->for_kind == ir::ForKind::vectorized) line() << "SPINDLE_VECTORIZE\n";
+    if (n->for_kind == ir::ForKind::vectorized) {
+      // GCC's ivdep lets the vectoriser ignore loop-carried dependences: only where no two
+      // iterations can touch the same element of a buffer the loop writes.
+      if (independent_iterations(*n)) line() << "SPINDLE_INDEPENDENT\n";
+      line() << "SPINDLE_VECTORIZE\n";
+    }
     if (n->for_kind == ir::ForKind::unrolled) line() << "SPINDLE_UNROLL\n";
     const bool chain = scalar_accumulation_chain(*n);
     if (chain) line() << "SPINDLE_SCALAR_CHAIN\n";
@@ -147,6 +209,9 @@ class CEmitter : public CFamilyPrinter {
     std::set<const ir::BufferNode*> local, seen_bufs;
     void add_buffer(const ir::Buffer& b) {
       if (local.count(b.get()) || !seen_bufs.insert(b.get()).second) return;
+      // Strides of flat accesses are products of the shape after the first dimension: an
+      // axis length used only as a stride (K_len of B[J, K]) is still a free variable.
+      for (std::size_t d = 1; d < b->shape.size(); ++d) visit(b->shape[d]);
       if (b->scope == ir::BufferScope::local && b->shape.empty())
         scalars.push_back(b);
       else
@@ -181,7 +246,10 @@ class CEmitter : public CFamilyPrinter {
       visit(n->body);
     }
     void visit_Block(const ir::BlockNode* n) override {
-      for (auto& a : n->allocs) local.insert(a.get());
+      for (auto& a : n->allocs) {
+        local.insert(a.get());
+        for (auto& e : a->shape) visit(e);
+      }
       ir::IRVisitor::visit_Block(n);
     }
   };

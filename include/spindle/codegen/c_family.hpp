@@ -20,18 +20,21 @@ namespace spindle::codegen {
 inline const char* c_prelude() {
   return R"SPINDLE(#if defined(__clang__)
 #define SPINDLE_VECTORIZE _Pragma("clang loop vectorize(enable) interleave(enable)")
+#define SPINDLE_INDEPENDENT
 #define SPINDLE_UNROLL _Pragma("clang loop unroll(enable)")
 #define SPINDLE_REASSOCIATE _Pragma("clang fp reassociate(on)")
 #define SPINDLE_SCALAR_CHAIN _Pragma("clang loop unroll(disable)")
 #define SPINDLE_NO_CONTRACT _Pragma("clang fp contract(off)")
 #elif defined(__GNUC__)
-#define SPINDLE_VECTORIZE _Pragma("GCC ivdep")
+#define SPINDLE_VECTORIZE
+#define SPINDLE_INDEPENDENT _Pragma("GCC ivdep")
 #define SPINDLE_UNROLL _Pragma("GCC unroll 4")
 #define SPINDLE_REASSOCIATE
 #define SPINDLE_SCALAR_CHAIN
 #define SPINDLE_NO_CONTRACT
 #else
 #define SPINDLE_VECTORIZE
+#define SPINDLE_INDEPENDENT
 #define SPINDLE_UNROLL
 #define SPINDLE_REASSOCIATE
 #define SPINDLE_SCALAR_CHAIN

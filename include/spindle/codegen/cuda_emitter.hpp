@@ -94,6 +94,26 @@ static __device__ __forceinline__ void spindle_atomic_f64(double* p, double v, i
     old = atomicCAS(a, assumed, (unsigned long long)__double_as_longlong(nv));
   } while (assumed != old);
 }
+static __device__ __forceinline__ void spindle_atomic_i32(int* p, int v, int op) {
+  int old = *p, assumed;
+  do {
+    assumed = old;
+    int nv = op == 0 ? (v < assumed ? v : assumed) : op == 1 ? (assumed < v ? v : assumed)
+                     : (int)((unsigned)assumed * (unsigned)v);
+    old = atomicCAS(p, assumed, nv);
+  } while (assumed != old);
+}
+static __device__ __forceinline__ void spindle_atomic_i64(long long* p, long long v, int op) {
+  unsigned long long* a = (unsigned long long*)p;
+  unsigned long long old = *a, assumed;
+  do {
+    assumed = old;
+    long long cur = (long long)assumed;
+    long long nv = op == 0 ? (v < cur ? v : cur) : op == 1 ? (cur < v ? v : cur)
+                           : (long long)((unsigned long long)cur * (unsigned long long)v);
+    old = atomicCAS(a, assumed, (unsigned long long)nv);
+  } while (assumed != old);
+}
 )SPINDLE";
 }
 
@@ -210,8 +230,9 @@ class CudaEmitter : public CFamilyPrinter {
              << ");\n";
       return;
     }
-    SPINDLE_INTERNAL_CHECK(is_float(t), "emit_cuda", "atomic ", ir::reduce_op_name(n->op), " on ", dtype_name(t),
-                           " buffer '", n->buffer->name, "' is not supported");
+    SPINDLE_INTERNAL_CHECK(is_float(t) || t == DType::i32 || t == DType::i64, "emit_cuda", "atomic ",
+                           ir::reduce_op_name(n->op), " on ", dtype_name(t), " buffer '", n->buffer->name,
+                           "' is not supported");
     int op = n->op == ir::ReduceOp::min ? 0 : n->op == ir::ReduceOp::max ? 1 : 2;
     line() << "spindle_atomic_" << suffix(t) << "(" << target << ", " << expr(n->value) << ", " << op << ");\n";
   }
@@ -259,6 +280,7 @@ class CudaEmitter : public CFamilyPrinter {
 
   // Peels the function's Block (no allocations) and Seq into launch units.
   void collect_units(const ir::Stmt& s, std::vector<ir::Stmt>& units) {
+    if (!s.defined()) return;  // an empty body: no launch
     if (auto* b = s.as<ir::BlockNode>(); b && b->allocs.empty()) return collect_units(b->body, units);
     if (auto* q = s.as<ir::SeqNode>()) {
       for (auto& c : q->stmts) collect_units(c, units);

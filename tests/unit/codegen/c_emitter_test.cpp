@@ -85,3 +85,49 @@ TEST_CASE("emit_c: searches, locals, math and min/max become C helpers", "[codeg
   CHECK(src.find("spindle_max_f64(t, __builtin_sqrt(t + 1.0))") != std::string::npos);
   CHECK(src.find("__builtin_inf()") != std::string::npos);
 }
+
+TEST_CASE("emit_c: GCC's ivdep only on vectorised loops whose iterations touch distinct elements", "[codegen][ivdep]") {
+  // Issue 8 §1.6: `#pragma GCC ivdep` on a loop that scatters through an index array let GCC
+  // vectorise a loop-carried dependence (8 became 1 on one machine).
+  namespace ir = sp::ir;
+  auto buffer = [](const char* name, sp::DType t) {
+    ir::BufferNode b;
+    b.name = name;
+    b.dtype = t;
+    b.role = ir::BufferRole::inout;
+    b.shape = {ir::int_imm(16)};
+    return ir::make_buffer(std::move(b));
+  };
+  ir::Buffer y = buffer("y", sp::DType::f32), idx = buffer("idx", sp::DType::i32);
+  ir::Var v("v", sp::DType::i64), base("base", sp::DType::i64);
+  auto loop = [&](ir::Stmt body) {
+    return ir::for_loop(v, ir::int_imm(0), ir::int_imm(8), ir::ForKind::vectorized, ir::IterKind::spatial, "K", body);
+  };
+  auto one = ir::float_imm(1.0);
+  using sp::codegen::detail::independent_iterations;
+  // y[v] += 1, y[base + v] += 1, y[2 * v] = y[2 * v] + 1: distinct elements per iteration.
+  CHECK(independent_iterations(*loop(ir::reduce(y, {v}, ir::ReduceOp::add, one)).as<ir::ForNode>()));
+  CHECK(independent_iterations(*loop(ir::reduce(y, {ir::Expr(base) + ir::Expr(v)}, ir::ReduceOp::add, one))
+                                    .as<ir::ForNode>()));
+  ir::Expr two_v = ir::int_imm(2) * ir::Expr(v);
+  CHECK(independent_iterations(
+      *loop(ir::store(y, {two_v}, ir::load(y, {two_v}) + one)).as<ir::ForNode>()));
+  // y[idx[v]] += 1: a scatter, two iterations may hit one element.
+  ir::Expr scatter = ir::cast(sp::DType::i64, ir::load(idx, {v}));
+  CHECK_FALSE(independent_iterations(*loop(ir::reduce(y, {scatter}, ir::ReduceOp::add, one)).as<ir::ForNode>()));
+  // y[base] += 1 (every iteration the same element) and y[v] = y[v + 1] (reads another
+  // iteration's element).
+  CHECK_FALSE(independent_iterations(*loop(ir::reduce(y, {base}, ir::ReduceOp::add, one)).as<ir::ForNode>()));
+  CHECK_FALSE(independent_iterations(
+      *loop(ir::store(y, {v}, ir::load(y, {ir::Expr(v) + 1}))).as<ir::ForNode>()));
+  // y[v * base]: a stride that may be 0 is not a proof.
+  CHECK_FALSE(independent_iterations(
+      *loop(ir::reduce(y, {ir::Expr(v) * ir::Expr(base)}, ir::ReduceOp::add, one)).as<ir::ForNode>()));
+}
+
+TEST_CASE("emit_c: the SpMM feature loop keeps its independence hint", "[codegen][ivdep]") {
+  auto r = lower(spmm_def());
+  CHECK(r.source.source.find("SPINDLE_INDEPENDENT\n") != std::string::npos);
+  CHECK(r.source.source.find("#define SPINDLE_INDEPENDENT _Pragma(\"GCC ivdep\")") != std::string::npos);
+  CHECK(r.source.source.find("#define SPINDLE_VECTORIZE _Pragma(\"GCC ivdep\")") == std::string::npos);
+}
