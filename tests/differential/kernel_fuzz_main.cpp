@@ -1,0 +1,282 @@
+// spindle-kernel-fuzz: differential testing of random kernels. Each generated stage-I
+// program (tests/support/random_kernel.hpp) is
+//   1. completed and checked by the front end (infer_iteration_kinds): a UserError is a
+//      rejection (counted), any other exception a bug;
+//   2. run by the reference interpreter (tests/support/reference_interpreter.hpp);
+//   3. compiled and run on every engine — in-process Clang + ORC, the system C compiler,
+//      and the generated CUDA in the CPU emulator (on the GPU when one is present) — and its
+//      out/inout arguments compared with the interpreter's (bit-exact for exact kernels,
+//      relative 1e-3 (f32) / 1e-9 (f64) otherwise).
+// A disagreement prints the seed, the engine, the first differing element and the kernel.
+//
+//   spindle-kernel-fuzz [--seed S] [--count N (0 = until --seconds)] [--seconds T]
+//                       [--engines orc,system,cuda] [--verbose] [--print SEED]
+// Exit status: 0 when no disagreement, 1 otherwise.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <spindle/driver/pipeline.hpp>
+#include <spindle/runtime/bind_args.hpp>
+#include <spindle/runtime/cuda/cuda.hpp>
+#include <spindle/spindle.hpp>
+
+#include "support/cuda_emulator.hpp"
+#include "support/random_kernel.hpp"
+#include "support/reference_interpreter.hpp"
+
+namespace sp = spindle;
+using spindle::test::RandomKernel;
+
+namespace {
+
+struct Stats {
+  long generated = 0, rejected = 0, skipped = 0, compared = 0, failures = 0;
+  std::map<std::string, long> runs;
+  std::map<std::string, std::string> first_reject;
+};
+
+// NVRTC (when it loads) compiles every generated CUDA module to a cubin for sm_80: the
+// emulator runs the source with a host compiler, this checks the real CUDA compiler takes it.
+struct NvrtcCheck {
+  bool available = true;
+  long compiled = 0;
+  void check(const spindle::codegen::CudaSource& src) {
+    if (!available) return;
+    try {
+      auto bytes = sp::cuda::compile_cuda_for_arch(src.source, src.module_symbol, 80);
+      if (bytes.size() < 4 || bytes[0] != 0x7f || bytes[1] != 'E') throw sp::InternalError("NVRTC output is not an ELF cubin");
+      ++compiled;
+    } catch (const sp::UnavailableError& e) {
+      available = false;
+      std::cout << "spindle-kernel-fuzz: NVRTC unavailable, no cubin checks: " << e.what() << "\n";
+    }
+  }
+};
+NvrtcCheck nvrtc;
+
+// Runs the CUDA build of stage1 in the emulator (no GPU here) on host arguments.
+void run_cuda_emulated(const sp::ir::Function& stage1, std::vector<sp::runtime::CallArg> call) {
+  sp::driver::PipelineOptions o;
+  o.context.kernel = stage1.name;
+  auto prepared = sp::driver::lower_for_cuda(stage1, o);
+  sp::runtime::ArgBinder binder(prepared.stage1, prepared.unscheduled);
+  std::vector<void*> bufs(prepared.unscheduled.buffers.size());
+  std::vector<std::int64_t> scalars(prepared.unscheduled.scalars.size());
+  binder.bind(call, bufs.data(), scalars.data());
+  std::vector<sp::ir::Var> vars;
+  for (auto& s : prepared.unscheduled.scalars) vars.push_back(s.var);
+  sp::autosched::CudaVariant v;
+  if (prepared.plan.pattern != sp::autosched::CudaPattern::generic) {
+    bool aligned = true;
+    for (void* b : bufs) aligned = aligned && reinterpret_cast<std::uintptr_t>(b) % 16 == 0;
+    v = sp::autosched::cuda_variant(prepared.plan.pattern,
+                                    sp::cuda::evaluate_int(prepared.plan.feature, vars, scalars.data()), aligned);
+  }
+  auto lowered = sp::driver::schedule_and_emit_cuda(prepared, o, v);
+  nvrtc.check(lowered.source);
+  spindle::test::CudaEmulator emu(lowered.source);
+  std::vector<void*> params;
+  for (auto& b : bufs) params.push_back(&b);
+  for (auto& s : scalars) params.push_back(&s);
+  for (auto& l : lowered.source.launches) {
+    std::array<std::int64_t, 3> grid{};
+    for (int d = 0; d < 3; ++d) grid[d] = sp::cuda::evaluate_int(l.grid[d], vars, scalars.data());
+    if (grid[0] && grid[1] && grid[2]) emu.launch(l, grid, params.data());
+  }
+}
+
+std::vector<std::vector<double>> outputs(RandomKernel& k) {
+  std::vector<std::vector<double>> out;
+  for (auto& b : k.buffers) {
+    std::vector<double> v;
+    if (b.buffer->role != sp::ir::BufferRole::input)
+      for (std::int64_t q = 0; q < b.count; ++q) v.push_back(k.value_at(b, q));
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+// Empty string when equal, else a description of the first difference.
+std::string compare(const RandomKernel& k, const std::vector<std::vector<double>>& ref,
+                    const std::vector<std::vector<double>>& got) {
+  for (std::size_t b = 0; b < ref.size(); ++b) {
+    const bool f32 = k.buffers[b].buffer->dtype == sp::DType::f32;
+    const double tol = k.exact ? 0 : (f32 ? 1e-3 : 1e-9);
+    for (std::size_t q = 0; q < ref[b].size(); ++q) {
+      double r = ref[b][q], g = got[b][q];
+      bool same = (std::isnan(r) && std::isnan(g)) || r == g || std::fabs(r - g) <= tol * std::max(1.0, std::fabs(r));
+      if (!same) {
+        std::ostringstream os;
+        os << "buffer '" << k.buffers[b].buffer->name << "' element " << q << ": interpreter " << r << ", engine "
+           << g;
+        return os.str();
+      }
+    }
+  }
+  return "";
+}
+
+std::string describe(const RandomKernel& k, const sp::ir::Function* completed) {
+  std::ostringstream os;
+  os << "--- kernel (seed " << k.seed << (k.exact ? ", exact" : ", inexact") << ") as generated:\n"
+     << sp::ir::to_string(k.function) << "\n";
+  if (completed) os << "--- after the front end:\n" << sp::ir::to_string(*completed) << "\n";
+  os << "--- data:\n";
+  for (auto& a : k.axes) {
+    auto& d = k.data.at(a.get());
+    os << "  " << a->name << " (" << sp::ir::axis_kind_name(a->kind) << (a->parent ? " of " + a->parent->name : "")
+       << "): length " << d.length << ", positions " << d.positions;
+    if (!d.indptr.empty()) {
+      os << ", indptr [";
+      for (auto x : d.indptr) os << x << " ";
+      os << "]";
+    }
+    if (!d.indices.empty()) {
+      os << ", indices [";
+      for (auto x : d.indices) os << x << " ";
+      os << "]";
+    }
+    os << "\n";
+  }
+  for (auto& b : k.buffers) {
+    os << "  " << b.buffer->name << " = [";
+    for (auto x : b.initial) os << x << " ";
+    os << "]\n";
+  }
+  for (std::size_t s = 0; s < k.scalar_values.size(); ++s) os << "  scalar " << s << " = " << k.scalar_values[s] << "\n";
+  return os.str();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::uint64_t seed = 1;
+  long count = 500;
+  double seconds = 0;
+  bool verbose = false;
+  long print = -1;
+  std::vector<std::string> engines{"orc", "system", "cuda"};
+  for (int a = 1; a < argc; ++a) {
+    std::string s = argv[a];
+    auto next = [&]() -> std::string {
+      if (a + 1 >= argc) {
+        std::fprintf(stderr, "missing value after %s\n", s.c_str());
+        std::exit(2);
+      }
+      return argv[++a];
+    };
+    if (s == "--seed") seed = std::stoull(next());
+    else if (s == "--count") count = std::stol(next());
+    else if (s == "--seconds") seconds = std::stod(next());
+    else if (s == "--verbose") verbose = true;
+    else if (s == "--print") print = std::stol(next());
+    else if (s == "--engines") {
+      engines.clear();
+      std::stringstream ss(next());
+      for (std::string e; std::getline(ss, e, ',');) engines.push_back(e);
+    } else {
+      std::fprintf(stderr, "usage: spindle-kernel-fuzz [--seed S] [--count N] [--seconds T] [--engines orc,system,cuda] [--verbose] [--print SEED]\n");
+      return 2;
+    }
+  }
+  if (print >= 0) {
+    RandomKernel k = spindle::test::generate_kernel(static_cast<std::uint64_t>(print));
+    std::cout << describe(k, nullptr);
+    return 0;
+  }
+#ifndef SPINDLE_WITH_ORC
+  for (auto it = engines.begin(); it != engines.end();)
+    it = *it == "orc" ? engines.erase(it) : it + 1;
+#endif
+
+  std::map<std::string, std::unique_ptr<sp::runtime::Runtime>> runtimes;
+  for (auto& e : engines) {
+    if (e == "cuda") continue;
+    sp::Options o = sp::Options::from_env();
+    o.engine = e;
+    o.disk_cache = false;
+    runtimes[e] = std::make_unique<sp::runtime::Runtime>(o);
+  }
+
+  Stats st;
+  auto start = std::chrono::steady_clock::now();
+  for (long n = 0; count == 0 || n < count; ++n) {
+    if (seconds > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > seconds) break;
+    const std::uint64_t ks = seed * 1000003ull + static_cast<std::uint64_t>(n);
+    RandomKernel k = spindle::test::generate_kernel(ks);
+    ++st.generated;
+    if (verbose) std::cout << "seed " << ks << "..." << std::endl;
+    sp::ir::Function completed = k.function;
+    try {
+      completed.body = sp::detail::infer_iteration_kinds(k.function.body, k.function.name, k.function.buffers);
+    } catch (const sp::UserError& e) {
+      ++st.rejected;
+      std::string m = e.what();
+      std::string key = m.substr(m.find(':') + 1, 40);
+      st.first_reject.emplace(key, m);
+      if (verbose) std::cout << "seed " << ks << ": rejected: " << m << "\n";
+      continue;
+    } catch (const std::exception& e) {
+      ++st.failures;
+      std::cout << "FAIL seed " << ks << ": front end threw a non-UserError: " << e.what() << "\n" << describe(k, nullptr);
+      continue;
+    }
+    std::vector<std::vector<double>> ref;
+    try {
+      spindle::test::Interpreter interp(k.function, k.args());
+      interp.run();
+      ref = outputs(k);
+    } catch (const spindle::test::InterpreterError& e) {
+      std::string m = e.what();
+      if (m.find("budget") != std::string::npos || m.find("division by zero") != std::string::npos) {
+        ++st.skipped;
+        continue;
+      }
+      ++st.failures;
+      std::cout << "FAIL seed " << ks << ": interpreter: " << m << "\n" << describe(k, &completed);
+      continue;
+    }
+    ++st.compared;
+    for (auto& e : engines) {
+      std::string what;
+      try {
+        auto args = k.args();
+        if (e == "cuda") {
+          run_cuda_emulated(completed, args);
+        } else {
+          sp::runtime::CompiledKernel ck(completed, *runtimes.at(e));
+          ck.call(args);
+        }
+        what = compare(k, ref, outputs(k));
+      } catch (const std::exception& ex) {
+        what = std::string("threw: ") + ex.what();
+      }
+      ++st.runs[e];
+      if (!what.empty()) {
+        ++st.failures;
+        std::cout << "FAIL seed " << ks << " engine " << e << ": " << what << "\n" << describe(k, &completed);
+      } else if (verbose) {
+        std::cout << "seed " << ks << " " << e << ": ok\n";
+      }
+    }
+  }
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::cout << "spindle-kernel-fuzz: seed " << seed << ": " << st.generated << " kernels generated, " << st.rejected
+            << " rejected at definition (UserError), " << st.skipped << " skipped, " << st.compared
+            << " compared with the interpreter;";
+  for (auto& [e, n] : st.runs) std::cout << " " << e << " " << n << " runs;";
+  std::cout << " " << nvrtc.compiled << " CUDA modules compiled to sm_80 cubins by NVRTC; " << st.failures
+            << " disagreements; " << secs << " s\n";
+  if (verbose)
+    for (auto& [k, m] : st.first_reject) std::cout << "  rejection kind: " << m << "\n";
+  return st.failures ? 1 : 0;
+}

@@ -1,0 +1,624 @@
+// A random-kernel generator for differential testing: random axis forests (all four axis
+// kinds, dense<X> views, depth <= 4), random patterns (empty fibers, empty and 1x1
+// shapes), random buffers over chains of those axes, and random stage-I programs (nested
+// iterations, S/R mixes, = and the four reductions, locals, scalar parameters, affine,
+// constant and indirect read indices, several outputs) that follow the language's write
+// rules (docs/language.md) most of the time — programs that break them must be rejected
+// with a UserError, never mis-compiled.
+//
+//   RandomKernel k = generate_kernel(seed);
+//   k.function   stage I as written (before infer_iteration_kinds): what the interpreter runs
+//   k.args()     fresh host arguments (StorageViews into k's own data)
+//
+// Data are small integers (and products/sums of them) unless k.exact is false, so float
+// results are exact and any re-association gives the same bits.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "spindle/ir/function.hpp"
+#include "spindle/ir/ops.hpp"
+#include "spindle/ir/printer.hpp"
+#include "spindle/runtime/call_arg.hpp"
+
+namespace spindle::test {
+
+// Host data of one axis: its level arrays over all positions of its parent.
+struct AxisArrays {
+  std::int64_t length = 0, nnz_per_row = 0, positions = 0;
+  std::vector<std::int64_t> indptr, indices;
+  DType index_dtype = DType::i32;
+  std::vector<std::int32_t> indptr32, indices32;
+  std::vector<std::int64_t> indptr64, indices64;
+  void finish() {
+    indptr32.assign(indptr.begin(), indptr.end());
+    indices32.assign(indices.begin(), indices.end());
+    indptr64 = indptr;
+    indices64 = indices;
+  }
+  const void* indptr_data() const {
+    return index_dtype == DType::i64 ? static_cast<const void*>(indptr64.data()) : indptr32.data();
+  }
+  const void* indices_data() const {
+    return index_dtype == DType::i64 ? static_cast<const void*>(indices64.data()) : indices32.data();
+  }
+};
+
+struct BufferData {
+  ir::Buffer buffer;
+  std::vector<double> initial;  // values in position order
+  std::vector<unsigned char> bytes;
+  std::int64_t count = 0;
+};
+
+struct RandomKernel {
+  std::uint64_t seed = 0;
+  ir::Function function;  // stage I as written
+  bool exact = true;
+  std::vector<ir::Axis> axes;
+  std::map<const ir::AxisNode*, AxisArrays> data;
+  std::vector<BufferData> buffers;  // in argument order (scalars interleaved below)
+  std::vector<int> arg_is_scalar;   // per call argument: -1 buffer index k, else scalar value index
+  std::vector<double> scalar_values;
+  std::vector<int> arg_buffer;
+
+  // Fresh call arguments whose values are the initial ones (each call gets its own copy).
+  std::vector<runtime::CallArg> args() {
+    std::vector<runtime::CallArg> out;
+    for (std::size_t a = 0; a < arg_buffer.size(); ++a) {
+      runtime::CallArg c;
+      if (arg_buffer[a] < 0) {
+        c.is_scalar = true;
+        double v = scalar_values[static_cast<std::size_t>(arg_is_scalar[a])];
+        c.scalar = v;
+        c.scalar_int = static_cast<std::int64_t>(v);
+        c.scalar_dtype = DType::f64;
+        out.push_back(c);
+        continue;
+      }
+      BufferData& b = buffers[static_cast<std::size_t>(arg_buffer[a])];
+      reset(b);
+      c.view = view(b);
+      out.push_back(c);
+    }
+    return out;
+  }
+
+  void reset(BufferData& b) {
+    const int w = dtype_bytes(b.buffer->dtype);
+    b.bytes.assign(static_cast<std::size_t>(std::max<std::int64_t>(b.count, 1) * w), 0);
+    for (std::int64_t k = 0; k < b.count; ++k) {
+      double v = b.initial[static_cast<std::size_t>(k)];
+      unsigned char* p = b.bytes.data() + k * w;
+      switch (b.buffer->dtype) {
+        case DType::f32: { float x = static_cast<float>(v); std::memcpy(p, &x, 4); break; }
+        case DType::f64: std::memcpy(p, &v, 8); break;
+        case DType::i32: { std::int32_t x = static_cast<std::int32_t>(v); std::memcpy(p, &x, 4); break; }
+        case DType::i64: { std::int64_t x = static_cast<std::int64_t>(v); std::memcpy(p, &x, 8); break; }
+        default: break;
+      }
+    }
+  }
+
+  StorageView view(BufferData& b) {
+    StorageView v;
+    v.dtype = b.buffer->dtype;
+    v.data = b.bytes.data();
+    v.value_count = b.count;
+    v.writable = true;
+    v.kind = "Tensor";
+    for (auto& a : b.buffer->axes) {
+      const AxisArrays& d = data.at(a.get());
+      LevelView l;
+      l.kind = static_cast<LevelKind>(static_cast<int>(a->kind));
+      l.length = d.length;
+      l.nnz = d.indptr.empty() ? 0 : d.indptr.back();
+      l.nnz_per_row = d.nnz_per_row;
+      l.indptr = a->is_variable() ? d.indptr_data() : nullptr;
+      l.indices = a->is_sparse() ? d.indices_data() : nullptr;
+      l.index_dtype = d.index_dtype;
+      l.sorted = true;
+      if (a->kind == ir::AxisKind::sparse_fixed) l.nnz = d.positions;
+      v.levels.push_back(l);
+    }
+    return v;
+  }
+
+  double value_at(const BufferData& b, std::int64_t k) const {
+    const unsigned char* p = b.bytes.data() + k * dtype_bytes(b.buffer->dtype);
+    switch (b.buffer->dtype) {
+      case DType::f32: { float x; std::memcpy(&x, p, 4); return x; }
+      case DType::f64: { double x; std::memcpy(&x, p, 8); return x; }
+      case DType::i32: { std::int32_t x; std::memcpy(&x, p, 4); return x; }
+      case DType::i64: { std::int64_t x; std::memcpy(&x, p, 8); return static_cast<double>(x); }
+      default: return 0;
+    }
+  }
+};
+
+namespace detail_gen {
+
+class Generator {
+ public:
+  explicit Generator(std::uint64_t seed) : rng_(seed) { k_.seed = seed; }
+
+  RandomKernel make() {
+    k_.function.name = "fuzz" + std::to_string(k_.seed % 100000);
+    k_.function.stage = ir::Stage::coordinate;
+    T_ = pick({DType::f32, DType::f32, DType::f64, DType::i32});
+    k_.exact = !(is_float(T_) && chance(0.2));
+    make_axes();
+    make_buffers();
+    std::vector<ir::Stmt> top;
+    int n = 1 + (chance(0.3) ? 1 : 0);
+    for (int s = 0; s < n; ++s) top.push_back(iteration(0));
+    k_.function.body = ir::seq(std::move(top));
+    // As the front end does: the kernel declares the axes its buffers use (with their
+    // parents and the bases of dense views), and the shape scalars of those axes.
+    std::set<const ir::AxisNode*> used;
+    for (auto& fb : k_.function.buffers)
+      for (auto& a : fb.buffer->axes)
+        for (ir::Axis x = a; x; x = x->dense_of ? x->dense_of : x->parent) used.insert(x.get());
+    for (auto& a : k_.axes)
+      if (used.count(a.get())) k_.function.axes.push_back(a);
+    std::vector<ir::FuncScalar> scalars;
+    for (auto& sc : k_.function.scalars)
+      if (used.count(sc.origin.axis.get())) scalars.push_back(sc);
+    k_.function.scalars = std::move(scalars);
+    for (auto& s : user_scalars_) k_.function.scalars.push_back(s);
+    return std::move(k_);
+  }
+
+ private:
+  // --- randomness ------------------------------------------------------------------
+  bool chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
+  std::int64_t range(std::int64_t lo, std::int64_t hi) {  // inclusive
+    return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng_);
+  }
+  template <class X>
+  X pick(std::initializer_list<X> xs) {
+    auto it = xs.begin();
+    std::advance(it, range(0, static_cast<std::int64_t>(xs.size()) - 1));
+    return *it;
+  }
+  template <class X>
+  const X& pick_from(const std::vector<X>& xs) {
+    return xs[static_cast<std::size_t>(range(0, static_cast<std::int64_t>(xs.size()) - 1))];
+  }
+
+  // --- axes ------------------------------------------------------------------------
+  static int depth(const ir::Axis& a) { return static_cast<int>(ir::axis_chain(a).size()); }
+
+  ir::Axis new_axis(const std::string& name, ir::AxisKind kind, ir::Axis parent) {
+    auto n = std::make_shared<ir::AxisNode>();
+    n->name = name;
+    n->kind = kind;
+    n->parent = parent;
+    n->index_dtype = chance(0.2) ? DType::i64 : DType::i32;
+    ir::Var len(name + "_len", DType::i64);
+    n->length = len;
+    ir::Axis a = n;
+    k_.function.scalars.push_back({len, {ir::ParamOrigin::length, -1, a}});
+    if (n->is_variable()) {
+      ir::Var nnz(name + "_nnz", DType::i64);
+      n->nnz = nnz;
+      k_.function.scalars.push_back({nnz, {ir::ParamOrigin::nnz, -1, a}});
+    }
+    if (kind == ir::AxisKind::sparse_fixed) {
+      if (chance(0.5)) {
+        n->nnz_per_row = ir::int_imm(range(0, 2));
+        fixed_npr_[a.get()] = n->nnz_per_row.as<ir::IntImmNode>()->value;
+      } else {
+        ir::Var npr(name + "_nnz_per_row", DType::i64);
+        n->nnz_per_row = npr;
+        k_.function.scalars.push_back({npr, {ir::ParamOrigin::nnz_per_row, -1, a}});
+      }
+    }
+    k_.axes.push_back(a);
+    return a;
+  }
+
+  ir::Axis dense_view(const ir::Axis& base) {
+    auto n = std::make_shared<ir::AxisNode>();
+    n->name = "dense_" + base->name;
+    n->kind = ir::AxisKind::dense_fixed;
+    n->length = base->length;
+    n->dense_of = base;
+    ir::Axis a = n;
+    k_.axes.push_back(a);
+    return a;
+  }
+
+  void make_axes() {
+    static const char* names[] = {"I", "J", "K", "L", "M", "N", "P", "Q"};
+    int roots = static_cast<int>(range(1, 3)), total = roots + static_cast<int>(range(0, 3));
+    for (int r = 0; r < total; ++r) {
+      std::vector<ir::Axis> parents;
+      for (auto& a : k_.axes)
+        if (!a->dense_of && depth(a) < 4) parents.push_back(a);
+      if (r < roots || parents.empty()) {
+        ir::Axis a = new_axis(names[r], ir::AxisKind::dense_fixed, nullptr);
+        roots_.push_back(a);
+        continue;
+      }
+      ir::AxisKind kind = pick({ir::AxisKind::dense_variable, ir::AxisKind::sparse_variable,
+                                ir::AxisKind::sparse_variable, ir::AxisKind::sparse_fixed});
+      new_axis(names[r], kind, pick_from(parents));
+    }
+    // dense<X> views of some axes
+    std::vector<ir::Axis> base = k_.axes;
+    for (auto& a : base)
+      if (a->is_sparse() && chance(0.5)) views_.push_back(dense_view(a));
+    // data, parents first
+    for (auto& a : k_.axes) make_data(a);
+  }
+
+  void make_data(const ir::Axis& a) {
+    AxisArrays d;
+    if (a->dense_of) {
+      d.length = k_.data.at(a->dense_of.get()).length;
+      d.positions = d.length;
+      d.finish();
+      k_.data[a.get()] = d;
+      return;
+    }
+    d.index_dtype = a->index_dtype;
+    std::int64_t parents = a->parent ? k_.data.at(a->parent.get()).positions : 1;
+    switch (a->kind) {
+      case ir::AxisKind::dense_fixed:
+        d.length = pick({std::int64_t{0}, std::int64_t{1}, std::int64_t{2}, std::int64_t{3}, std::int64_t{4},
+                         std::int64_t{5}, std::int64_t{7}});
+        if (d.length == 0 && chance(0.6)) d.length = 3;
+        d.positions = d.length;
+        break;
+      case ir::AxisKind::dense_variable: {
+        d.indptr.push_back(0);
+        std::int64_t longest = 0;
+        for (std::int64_t p = 0; p < parents; ++p) {
+          std::int64_t n = chance(0.25) ? 0 : range(1, 4);
+          longest = std::max(longest, n);
+          d.indptr.push_back(d.indptr.back() + n);
+        }
+        d.length = longest;
+        d.positions = d.indptr.back();
+        break;
+      }
+      case ir::AxisKind::sparse_variable: {
+        d.length = range(0, 7);
+        d.indptr.push_back(0);
+        for (std::int64_t p = 0; p < parents; ++p) {
+          std::vector<std::int64_t> fiber;
+          double density = chance(0.2) ? 0.0 : (chance(0.5) ? 0.3 : 0.7);
+          for (std::int64_t c = 0; c < d.length; ++c)
+            if (chance(density)) fiber.push_back(c);
+          d.indices.insert(d.indices.end(), fiber.begin(), fiber.end());
+          d.indptr.push_back(static_cast<std::int64_t>(d.indices.size()));
+        }
+        d.positions = d.indptr.back();
+        break;
+      }
+      case ir::AxisKind::sparse_fixed: {
+        auto fixed = fixed_npr_.find(a.get());
+        d.nnz_per_row = fixed != fixed_npr_.end() ? fixed->second : range(0, 3);
+        d.length = d.nnz_per_row + range(0, 4);
+        for (std::int64_t p = 0; p < parents; ++p) {
+          std::vector<std::int64_t> all(static_cast<std::size_t>(d.length));
+          for (std::int64_t c = 0; c < d.length; ++c) all[static_cast<std::size_t>(c)] = c;
+          std::shuffle(all.begin(), all.end(), rng_);
+          all.resize(static_cast<std::size_t>(d.nnz_per_row));
+          std::sort(all.begin(), all.end());
+          d.indices.insert(d.indices.end(), all.begin(), all.end());
+        }
+        d.positions = parents * d.nnz_per_row;
+        break;
+      }
+    }
+    d.finish();
+    k_.data[a.get()] = d;
+  }
+
+  // --- buffers ---------------------------------------------------------------------
+  // A chain: a root-to-axis path, or a dense<X> view alone.
+  std::vector<ir::Axis> random_chain() {
+    if (!views_.empty() && chance(0.25)) return {pick_from(views_)};
+    std::vector<ir::Axis> real;
+    for (auto& a : k_.axes)
+      if (!a->dense_of) real.push_back(a);
+    return ir::axis_chain(pick_from(real));
+  }
+
+  std::int64_t chain_positions(const std::vector<ir::Axis>& chain) {
+    return k_.data.at(chain.back().get()).positions;
+  }
+
+  ir::Buffer add_buffer(ir::BufferRole role, DType t) {
+    std::vector<ir::Axis> axes = random_chain();
+    if (axes.size() < 4 && chance(0.35)) {
+      auto more = random_chain();
+      if (axes.size() + more.size() <= 4) axes.insert(axes.end(), more.begin(), more.end());
+    }
+    std::int64_t count = 1;
+    std::vector<ir::Axis> chain;
+    for (std::size_t s = 0; s < axes.size(); ++s) {
+      chain.push_back(axes[s]);
+      if (s + 1 == axes.size() || !axes[s + 1]->parent) {
+        count *= chain_positions(chain);
+        chain.clear();
+      }
+    }
+    ir::BufferNode b;
+    b.name = std::string(1, static_cast<char>('a' + k_.buffers.size()));
+    b.dtype = t;
+    b.axes = axes;
+    b.role = role;
+    ir::Buffer buf = ir::make_buffer(std::move(b));
+    for (auto& a : axes) in_buffers_.insert(a.get());
+    BufferData d;
+    d.buffer = buf;
+    d.count = count;
+    for (std::int64_t k = 0; k < count; ++k) {
+      double v = role == ir::BufferRole::output ? -777 : static_cast<double>(range(-2, 2));
+      if (t == DType::i32 && role == ir::BufferRole::input && is_index_buffer_) v = static_cast<double>(range(-1, 6));
+      d.initial.push_back(v);
+    }
+    int arg = static_cast<int>(k_.arg_buffer.size());
+    k_.function.buffers.push_back({buf, {ir::ParamOrigin::values, arg, nullptr}});
+    k_.arg_buffer.push_back(static_cast<int>(k_.buffers.size()));
+    k_.arg_is_scalar.push_back(-1);
+    k_.buffers.push_back(std::move(d));
+    return buf;
+  }
+
+  void add_scalar() {
+    int arg = static_cast<int>(k_.arg_buffer.size());
+    ir::Var v(std::string("s") + std::to_string(arg), T_);
+    user_scalars_.push_back({v, {ir::ParamOrigin::scalar, arg, nullptr}});
+    k_.arg_buffer.push_back(-1);
+    k_.arg_is_scalar.push_back(static_cast<int>(k_.scalar_values.size()));
+    k_.scalar_values.push_back(static_cast<double>(range(-2, 3)));
+    scalars_.push_back(v);
+  }
+
+  void make_buffers() {
+    int ins = static_cast<int>(range(1, 3)), outs = static_cast<int>(range(1, 3));
+    for (int q = 0; q < ins; ++q) inputs_.push_back(add_buffer(ir::BufferRole::input, T_));
+    if (chance(0.3)) {
+      is_index_buffer_ = true;
+      index_buffers_.push_back(add_buffer(ir::BufferRole::input, DType::i32));
+      is_index_buffer_ = false;
+    }
+    if (chance(0.4)) add_scalar();
+    for (int q = 0; q < outs; ++q) {
+      ir::BufferRole role = chance(0.3) ? ir::BufferRole::inout : ir::BufferRole::output;
+      ir::Buffer b = add_buffer(role, T_);
+      outputs_.push_back(b);
+      ops_[b.get()] = pick({ir::ReduceOp::add, ir::ReduceOp::add, ir::ReduceOp::add, ir::ReduceOp::max,
+                            ir::ReduceOp::min, ir::ReduceOp::mul});
+      if (k_.buffers.back().initial.size() && role == ir::BufferRole::inout)
+        for (auto& v : k_.buffers.back().initial) v = static_cast<double>(range(-2, 2));
+    }
+  }
+
+  // --- programs --------------------------------------------------------------------
+  struct Bound {
+    ir::Var var;
+    ir::Axis axis;
+  };
+
+  bool bound(const ir::Axis& a) const {
+    for (auto& b : scope_)
+      if (b.axis == a) return true;
+    return false;
+  }
+
+  // An iteration over a random set of axes whose parents are bound (in scope or earlier).
+  ir::Stmt iteration(int nest) {
+    std::vector<ir::Axis> chosen;
+    auto can = [&](const ir::Axis& a) {
+      if (!in_buffers_.count(a.get())) return false;  // no argument would give its extent
+      if (bound(a) || std::find(chosen.begin(), chosen.end(), a) != chosen.end()) return false;
+      if (!a->parent) return true;
+      return bound(a->parent) || std::find(chosen.begin(), chosen.end(), a->parent) != chosen.end();
+    };
+    int want = static_cast<int>(range(1, 3));
+    for (int tries = 0; tries < 12 && static_cast<int>(chosen.size()) < want; ++tries) {
+      std::vector<ir::Axis> options;
+      for (auto& a : k_.axes)
+        if (can(a)) options.push_back(a);
+      if (options.empty()) break;
+      // Prefer axes the outputs use, so that writes are possible.
+      chosen.push_back(pick_from(options));
+    }
+    if (chosen.empty()) return ir::Stmt();
+    std::vector<ir::Var> vars;
+    const std::size_t depth0 = scope_.size();
+    for (auto& a : chosen) {
+      std::string n = a->name;
+      for (char& c : n) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      vars.emplace_back(n + std::to_string(counter_++), DType::i64);
+      scope_.push_back({vars.back(), a});
+    }
+    std::vector<ir::Stmt> body;
+    std::vector<ir::Buffer> locals;
+    if (chance(0.3)) {
+      ir::BufferNode b;
+      b.name = "t" + std::to_string(counter_++);
+      b.dtype = T_;
+      b.scope = ir::BufferScope::local;
+      b.role = ir::BufferRole::temp;
+      ir::Buffer l = ir::make_buffer(std::move(b));
+      body.push_back(ir::store(l, {}, value(2)));
+      locals.push_back(l);
+      locals_.push_back(l);
+    }
+    int n = static_cast<int>(range(1, 3));
+    for (int s = 0; s < n; ++s) {
+      if (nest < 2 && chance(0.3)) {
+        body.push_back(iteration(nest + 1));
+        continue;
+      }
+      if (!locals_.empty() && chance(0.25)) {
+        body.push_back(ir::reduce(pick_from(locals_), {}, ir::ReduceOp::add, value(2)));
+        continue;
+      }
+      body.push_back(write());
+    }
+    for (std::size_t q = 0; q < locals.size(); ++q) locals_.pop_back();
+    ir::Stmt b = ir::seq(std::move(body));
+    if (!b.defined()) b = write();
+    if (!b.defined()) {
+      scope_.resize(depth0);
+      return ir::Stmt();
+    }
+    if (!locals.empty()) b = ir::block("locals" + std::to_string(counter_++), locals, b);
+    scope_.resize(depth0);
+    std::vector<ir::IterKind> kinds(chosen.size(), ir::IterKind::spatial);
+    return ir::Stmt(std::make_shared<ir::SparseIterationNode>(
+        "it" + std::to_string(counter_++), chosen, vars, std::move(kinds), ir::Stmt(), b, ir::SourceLoc{}));
+  }
+
+  // An iterator in scope over the coordinate space of root slot axis a.
+  const Bound* coordinate_iterator(const ir::Axis& a) {
+    std::vector<const Bound*> c;
+    for (auto& b : scope_)
+      if (ir::coordinate_space(b.axis) == ir::coordinate_space(a)) c.push_back(&b);
+    return c.empty() ? nullptr : c[static_cast<std::size_t>(range(0, static_cast<std::int64_t>(c.size()) - 1))];
+  }
+  const Bound* exact_iterator(const ir::Axis& a) {
+    for (auto& b : scope_)
+      if (b.axis == a) return &b;
+    return nullptr;
+  }
+
+  // Write indices that follow the rules, if the scope allows them.
+  bool write_indices(const ir::Buffer& b, std::vector<ir::Expr>& idx) {
+    for (std::size_t s = 0; s < b->axes.size(); ++s) {
+      const ir::Axis& a = b->axes[s];
+      const Bound* it = nullptr;
+      if (a->parent || (s + 1 < b->axes.size() && b->axes[s + 1]->parent)) it = exact_iterator(a);
+      else it = coordinate_iterator(a);
+      if (!it) return false;
+      idx.push_back(it->var);
+    }
+    return true;
+  }
+
+  ir::Stmt write() {
+    std::vector<ir::Buffer> options = outputs_;
+    std::shuffle(options.begin(), options.end(), rng_);
+    for (auto& b : options) {
+      std::vector<ir::Expr> idx;
+      if (!write_indices(b, idx)) continue;
+      bool all = true;
+      for (auto& s : scope_) {
+        bool used = false;
+        for (auto& e : idx) used = used || e.same_as(s.var);
+        all = all && used;
+      }
+      ir::Expr v = value(3);
+      if (all && chance(0.35)) return ir::store(b, idx, v);
+      ir::ReduceOp op = ops_.at(b.get());
+      if (op == ir::ReduceOp::mul) v = ir::select(v > ir::make_const(T_, 0), ir::make_const(T_, 1), ir::make_const(T_, -1));
+      return ir::reduce(b, idx, op, v);
+    }
+    // No output can be written here: accumulate into a local if there is one.
+    if (!locals_.empty()) return ir::reduce(pick_from(locals_), {}, ir::ReduceOp::add, value(2));
+    return ir::Stmt();
+  }
+
+  ir::Expr read_index(const ir::Axis& a, const std::vector<ir::Expr>& prev, std::size_t s, const ir::Buffer& b) {
+    (void)prev;
+    (void)s;
+    (void)b;
+    double r = std::uniform_real_distribution<double>(0, 1)(rng_);
+    if (r < 0.75) {
+      if (a->parent) {
+        if (const Bound* it = exact_iterator(a); it && chance(0.8)) return it->var;
+      }
+      if (const Bound* it = coordinate_iterator(a)) return it->var;
+    }
+    if (r < 0.85 && !scope_.empty()) {
+      const Bound& it = scope_[static_cast<std::size_t>(range(0, static_cast<std::int64_t>(scope_.size()) - 1))];
+      return ir::Expr(it.var) + range(-1, 1);
+    }
+    if (r < 0.93 && !index_buffers_.empty() && depth_ < 2) {
+      ++depth_;
+      ir::Buffer ib = pick_from(index_buffers_);
+      std::vector<ir::Expr> idx;
+      for (std::size_t q = 0; q < ib->axes.size(); ++q) idx.push_back(read_index(ib->axes[q], idx, q, ib));
+      --depth_;
+      return ir::cast(DType::i64, ir::load(ib, idx));
+    }
+    return ir::int_imm(range(0, 3));
+  }
+
+  ir::Expr leaf() {
+    double r = std::uniform_real_distribution<double>(0, 1)(rng_);
+    if (r < 0.6) {
+      std::vector<ir::Buffer> readable = inputs_;
+      if (chance(0.05)) readable.insert(readable.end(), outputs_.begin(), outputs_.end());
+      ir::Buffer b = pick_from(readable);
+      std::vector<ir::Expr> idx;
+      for (std::size_t s = 0; s < b->axes.size(); ++s) idx.push_back(read_index(b->axes[s], idx, s, b));
+      return ir::load(b, idx);
+    }
+    if (r < 0.7 && !scalars_.empty()) return pick_from(scalars_);
+    if (r < 0.8 && !locals_.empty()) return ir::load(pick_from(locals_), {});
+    if (r < 0.9 && !scope_.empty()) {
+      const Bound& it = scope_[static_cast<std::size_t>(range(0, static_cast<std::int64_t>(scope_.size()) - 1))];
+      return ir::cast(T_, it.var);
+    }
+    return ir::make_const(T_, static_cast<double>(range(-2, 3)));
+  }
+
+  ir::Expr value(int d) {
+    if (d <= 0 || chance(0.3)) return leaf();
+    double r = std::uniform_real_distribution<double>(0, 1)(rng_);
+    if (r < 0.3) return value(d - 1) + value(d - 1);
+    if (r < 0.45) return value(d - 1) - value(d - 1);
+    if (r < 0.6 && muls_ < 2) {
+      ++muls_;
+      ir::Expr e = value(d - 1) * leaf();
+      --muls_;
+      return e;
+    }
+    if (r < 0.7) return ir::max(value(d - 1), value(d - 1));
+    if (r < 0.75) return ir::min(value(d - 1), value(d - 1));
+    if (r < 0.85) return ir::select(value(d - 1) < value(d - 1), value(d - 1), value(d - 1));
+    if (!k_.exact) {
+      if (chance(0.5))
+        return value(d - 1) / (ir::call(ir::Intrinsic::abs, {value(d - 1)}) + ir::make_const(T_, 1));
+      return ir::call(ir::Intrinsic::exp, {ir::make_const(T_, 0) - ir::call(ir::Intrinsic::abs, {value(d - 1)})});
+    }
+    return value(d - 1) + leaf();
+  }
+
+  std::mt19937_64 rng_;
+  RandomKernel k_;
+  DType T_ = DType::f32;
+  std::vector<ir::Axis> roots_, views_;
+  std::map<const ir::AxisNode*, std::int64_t> fixed_npr_;
+  std::set<const ir::AxisNode*> in_buffers_;
+  std::vector<ir::Buffer> inputs_, outputs_, index_buffers_, locals_;
+  std::map<const ir::BufferNode*, ir::ReduceOp> ops_;
+  std::vector<ir::Var> scalars_;
+  std::vector<ir::FuncScalar> user_scalars_;
+  std::vector<Bound> scope_;
+  int counter_ = 0, muls_ = 0, depth_ = 0;
+  bool is_index_buffer_ = false;
+};
+
+}  // namespace detail_gen
+
+inline RandomKernel generate_kernel(std::uint64_t seed) { return detail_gen::Generator(seed).make(); }
+
+}  // namespace spindle::test

@@ -1,0 +1,621 @@
+// A reference interpreter of stage-I IR: what a kernel computes according to
+// docs/language.md, evaluated directly in coordinate space, one statement at a time. It
+// shares no code with the lowering passes, the schedules or the code generators (it reads
+// only the IR node definitions and the StorageView of the call arguments), so a
+// disagreement between it and a compiled kernel is a bug in one of them.
+//
+//   spindle::test::Interpreter interp(stage1_before_inference, args);   // args: host views
+//   interp.run();                // writes the out/inout arguments' values in place
+//
+// Semantics implemented (docs/language.md):
+//  * an iteration visits the product of its axes' coordinates in order; a child axis visits
+//    the fiber under the position of its parent's (innermost) iterator: dense_fixed 0..len-1,
+//    dense_variable 0..fiber size-1, sparse axes the stored coordinates in position order;
+//  * an iterator's value is its coordinate; a buffer access translates coordinates to the
+//    buffer's own storage, chain by chain (a root axis starts a chain; values are row-major
+//    over chains); a coordinate absent from a sparse fiber or out of a dense extent reads
+//    the buffer's default value (0);
+//  * every `out` buffer starts as the identity of the reduction into it (0 for += and for
+//    buffers that are only assigned); `inout` buffers start with the caller's values;
+//  * locals are scalars with sequential semantics, private to the block that declares them;
+//  * arithmetic is done in the expression's dtype (f32 rounded to float after every
+//    operation, integers in 64 bits and wrapped to 32 for i32), as C does.
+// Iteration `init` fields are ignored: the interpreter gets the program as the user wrote
+// it. A write to a coordinate that does not exist raises InterpreterError (the language
+// rejects such programs at definition time, so reaching it means a checker bug).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "spindle/ir/function.hpp"
+#include "spindle/runtime/call_arg.hpp"
+
+namespace spindle::test {
+
+struct InterpreterError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class Interpreter {
+ public:
+  Interpreter(const ir::Function& f, std::vector<runtime::CallArg> args) : f_(f), args_(std::move(args)) {
+    for (auto& fb : f_.buffers)
+      if (fb.origin.kind == ir::ParamOrigin::values) bind_buffer(fb);
+    for (auto& s : f_.scalars) bind_scalar(s);
+  }
+
+  void run() {
+    for (auto& fb : f_.buffers)
+      if (fb.buffer->role == ir::BufferRole::output) prefill(fb);
+    exec(f_.body);
+  }
+
+  long long statements_executed() const { return steps_; }
+
+ private:
+  struct RV {  // a runtime value
+    DType t = DType::i64;
+    double f = 0;
+    std::int64_t i = 0;
+  };
+  struct AxisData {
+    LevelView level;
+    std::vector<std::int64_t> indptr, indices;
+  };
+  struct Binding {
+    const ir::VarNode* var;
+    const ir::AxisNode* axis;
+    std::int64_t coord, pos;
+  };
+  struct BufferData {
+    StorageView view;
+    std::vector<AxisData> levels;
+  };
+
+  // --- binding -----------------------------------------------------------------------
+  static std::vector<std::int64_t> read_index_array(const void* p, std::int64_t n, DType t) {
+    std::vector<std::int64_t> out(static_cast<std::size_t>(std::max<std::int64_t>(n, 0)));
+    for (std::int64_t k = 0; k < n; ++k)
+      out[static_cast<std::size_t>(k)] = t == DType::i64 ? static_cast<const std::int64_t*>(p)[k]
+                                                          : static_cast<const std::int32_t*>(p)[k];
+    return out;
+  }
+
+  std::int64_t positions_before(const std::vector<AxisData>& levels, std::size_t s) const {
+    // Number of positions of the chain that ends at level s-1 (1 for a root level).
+    if (s == 0) return 1;
+    const AxisData& p = levels[s - 1];
+    return level_positions(levels, s - 1, p);
+  }
+  std::int64_t level_positions(const std::vector<AxisData>& levels, std::size_t s, const AxisData& a) const {
+    switch (a.level.kind) {
+      case LevelKind::dense_fixed: return a.level.length;
+      case LevelKind::sparse_fixed: return positions_before(levels, s) * a.level.nnz_per_row;
+      default: return a.indptr.empty() ? 0 : a.indptr.back();
+    }
+  }
+
+  void bind_buffer(const ir::FuncBuffer& fb) {
+    const auto& arg = args_.at(static_cast<std::size_t>(fb.origin.arg));
+    BufferData d;
+    d.view = arg.view;
+    for (std::size_t s = 0; s < fb.buffer->axes.size(); ++s) {
+      const ir::Axis& a = fb.buffer->axes[s];
+      AxisData ad;
+      ad.level = arg.view.levels[s];
+      bool root = !a->parent;
+      std::int64_t parents = root ? 1 : level_positions(d.levels, s - 1, d.levels[s - 1]);
+      if (ad.level.kind == LevelKind::dense_variable || ad.level.kind == LevelKind::sparse_variable)
+        ad.indptr = read_index_array(ad.level.indptr, parents + 1, ad.level.index_dtype);
+      std::int64_t here = 0;
+      if (ad.level.kind == LevelKind::sparse_variable) here = ad.indptr.empty() ? 0 : ad.indptr.back();
+      if (ad.level.kind == LevelKind::sparse_fixed) here = parents * ad.level.nnz_per_row;
+      if (ad.level.kind == LevelKind::sparse_fixed || ad.level.kind == LevelKind::sparse_variable)
+        ad.indices = read_index_array(ad.level.indices, here, ad.level.index_dtype);
+      d.levels.push_back(ad);
+      if (!axes_.count(a.get())) axes_[a.get()] = ad;
+    }
+    buffers_[fb.buffer.get()] = std::move(d);
+  }
+
+  void bind_scalar(const ir::FuncScalar& s) {
+    RV v;
+    v.t = s.var.dtype();
+    switch (s.origin.kind) {
+      case ir::ParamOrigin::scalar: {
+        const auto& a = args_.at(static_cast<std::size_t>(s.origin.arg));
+        if (is_float(v.t)) v.f = round_to(v.t, a.scalar);
+        else v.i = a.scalar_dtype == DType::f64 ? static_cast<std::int64_t>(a.scalar) : a.scalar_int;
+        break;
+      }
+      case ir::ParamOrigin::length: v.i = length_of(s.origin.axis.get()); break;
+      case ir::ParamOrigin::nnz: {  // 0 for an axis no argument stores (then unused)
+        auto it = axes_.find(s.origin.axis.get());
+        v.i = it == axes_.end() || it->second.indptr.empty() ? 0 : it->second.indptr.back();
+        break;
+      }
+      case ir::ParamOrigin::nnz_per_row: {
+        auto it = axes_.find(s.origin.axis.get());
+        v.i = it == axes_.end() ? 0 : it->second.level.nnz_per_row;
+        break;
+      }
+      default: break;
+    }
+    vars_[s.var.node()] = v;
+  }
+
+  // The level data of axis a; the length of an axis that only a dense view of it (or the
+  // axis a view is of) binds comes from there.
+  const AxisData& axis(const ir::AxisNode* a) {
+    auto it = axes_.find(a);
+    if (it != axes_.end()) return it->second;
+    for (auto& [b, d] : axes_)
+      if ((a->dense_of && a->dense_of.get() == b) || (b->dense_of && b->dense_of.get() == a)) {
+        AxisData v;
+        v.level.kind = LevelKind::dense_fixed;
+        v.level.length = d.level.length;
+        if (a->dense_of) return axes_[a] = v;
+        throw InterpreterError("axis " + a->name + " has only its dense view bound");
+      }
+    throw InterpreterError("axis " + a->name + " is not bound by any argument");
+  }
+
+  std::int64_t length_of(const ir::AxisNode* a) {
+    if (auto it = axes_.find(a); it != axes_.end()) return it->second.level.length;
+    for (auto& [b, d] : axes_)
+      if (b->dense_of && b->dense_of.get() == a) return d.level.length;
+    return 0;  // an axis no argument binds (the parent of a viewed axis): unused
+  }
+
+  void prefill(const ir::FuncBuffer& fb) {
+    struct FirstOp : ir::IRVisitor {
+      const ir::BufferNode* b = nullptr;
+      bool found = false;
+      ir::ReduceOp op = ir::ReduceOp::add;
+      void visit_Reduce(const ir::ReduceNode* n) override {
+        if (n->buffer.get() == b && !found) {
+          found = true;
+          op = n->op;
+        }
+        ir::IRVisitor::visit_Reduce(n);
+      }
+    } first;
+    first.b = fb.buffer.get();
+    first.visit(f_.body);
+    const BufferData& d = buffers_.at(fb.buffer.get());
+    RV v = identity(first.found ? first.op : ir::ReduceOp::add, fb.buffer->dtype);
+    for (std::int64_t k = 0; k < d.view.value_count; ++k) store_value(d.view, k, v);
+  }
+
+  static RV identity(ir::ReduceOp op, DType t) {
+    RV v;
+    v.t = t;
+    switch (op) {
+      case ir::ReduceOp::add: break;
+      case ir::ReduceOp::mul: v.f = 1, v.i = 1; break;
+      case ir::ReduceOp::min:
+        v.f = INFINITY;
+        v.i = t == DType::i32 ? INT32_MAX : INT64_MAX;
+        break;
+      case ir::ReduceOp::max:
+        v.f = -INFINITY;
+        v.i = t == DType::i32 ? INT32_MIN : INT64_MIN;
+        break;
+    }
+    return v;
+  }
+
+  // --- storage -----------------------------------------------------------------------
+  static double round_to(DType t, double x) { return t == DType::f32 ? static_cast<double>(static_cast<float>(x)) : x; }
+
+  static RV load_value(const StorageView& v, std::int64_t k) {
+    RV r;
+    r.t = v.dtype;
+    switch (v.dtype) {
+      case DType::f32: r.f = static_cast<const float*>(v.data)[k]; break;
+      case DType::f64: r.f = static_cast<const double*>(v.data)[k]; break;
+      case DType::i32: r.i = static_cast<const std::int32_t*>(v.data)[k]; break;
+      case DType::i64: r.i = static_cast<const std::int64_t*>(v.data)[k]; break;
+      case DType::boolean: r.i = static_cast<const bool*>(v.data)[k]; break;
+      default: throw InterpreterError("unsupported dtype");
+    }
+    return r;
+  }
+  static void store_value(const StorageView& v, std::int64_t k, const RV& x) {
+    switch (v.dtype) {
+      case DType::f32: static_cast<float*>(v.data)[k] = static_cast<float>(x.f); break;
+      case DType::f64: static_cast<double*>(v.data)[k] = x.f; break;
+      case DType::i32: static_cast<std::int32_t*>(v.data)[k] = static_cast<std::int32_t>(x.i); break;
+      case DType::i64: static_cast<std::int64_t*>(v.data)[k] = x.i; break;
+      case DType::boolean: static_cast<bool*>(v.data)[k] = x.i != 0; break;
+      default: throw InterpreterError("unsupported dtype");
+    }
+  }
+
+  // The element index of `coords` in buffer b, or -1 when a coordinate is absent.
+  std::int64_t locate(const ir::BufferNode* b, const std::vector<std::int64_t>& coords) const {
+    const BufferData& d = buffers_.at(b);
+    std::int64_t flat = 0, chain_pos = 0;
+    for (std::size_t s = 0; s < d.levels.size(); ++s) {
+      const AxisData& a = d.levels[s];
+      const std::int64_t c = coords[s];
+      const bool root = !b->axes[s]->parent;
+      if (root) chain_pos = 0;
+      switch (a.level.kind) {
+        case LevelKind::dense_fixed:
+          if (c < 0 || c >= a.level.length) return -1;
+          chain_pos = chain_pos * a.level.length + c;
+          break;
+        case LevelKind::dense_variable: {
+          std::int64_t lo = a.indptr[static_cast<std::size_t>(chain_pos)],
+                       hi = a.indptr[static_cast<std::size_t>(chain_pos) + 1];
+          if (c < 0 || c >= hi - lo) return -1;
+          chain_pos = lo + c;
+          break;
+        }
+        case LevelKind::sparse_fixed:
+        case LevelKind::sparse_variable: {
+          std::int64_t lo, hi;
+          if (a.level.kind == LevelKind::sparse_fixed) {
+            lo = chain_pos * a.level.nnz_per_row;
+            hi = lo + a.level.nnz_per_row;
+          } else {
+            lo = a.indptr[static_cast<std::size_t>(chain_pos)];
+            hi = a.indptr[static_cast<std::size_t>(chain_pos) + 1];
+          }
+          std::int64_t found = -1;
+          for (std::int64_t q = lo; q < hi && found < 0; ++q)
+            if (a.indices[static_cast<std::size_t>(q)] == c) found = q;
+          if (found < 0) return -1;
+          chain_pos = found;
+          break;
+        }
+      }
+      const bool chain_ends = s + 1 == d.levels.size() || !b->axes[s + 1]->parent;
+      if (chain_ends) flat = flat * level_positions(d.levels, s, a) + chain_pos;
+    }
+    return flat;
+  }
+
+  // --- expressions -------------------------------------------------------------------
+  RV eval(const ir::Expr& e) {
+    switch (e.kind()) {
+      case ir::ExprKind::IntImm: {
+        RV v;
+        v.t = e.dtype();
+        v.i = e.as<ir::IntImmNode>()->value;
+        return v;
+      }
+      case ir::ExprKind::FloatImm: {
+        RV v;
+        v.t = e.dtype();
+        v.f = round_to(v.t, e.as<ir::FloatImmNode>()->value);
+        return v;
+      }
+      case ir::ExprKind::Var: {
+        const ir::VarNode* n = e.as<ir::VarNode>();
+        for (auto it = scope_.rbegin(); it != scope_.rend(); ++it)
+          if (it->var == n) {
+            RV v;
+            v.t = DType::i64;
+            v.i = it->coord;
+            return v;
+          }
+        auto it = vars_.find(n);
+        if (it == vars_.end()) throw InterpreterError("unbound variable " + n->name);
+        return it->second;
+      }
+      case ir::ExprKind::Binary: return binary(*e.as<ir::BinaryNode>());
+      case ir::ExprKind::Unary: {
+        auto* n = e.as<ir::UnaryNode>();
+        RV a = eval(n->a);
+        RV v;
+        v.t = e.dtype();
+        if (n->op == ir::UnOp::lnot) v.i = a.i == 0;
+        else if (is_float(v.t)) v.f = round_to(v.t, -a.f);
+        else v.i = wrap(v.t, -a.i);
+        return v;
+      }
+      case ir::ExprKind::Select: {
+        auto* n = e.as<ir::SelectNode>();
+        return eval(n->cond).i ? eval(n->t) : eval(n->f);
+      }
+      case ir::ExprKind::Cast: {
+        auto* n = e.as<ir::CastNode>();
+        RV a = eval(n->value);
+        RV v;
+        v.t = e.dtype();
+        if (is_float(v.t)) v.f = round_to(v.t, is_float(a.t) ? a.f : static_cast<double>(a.i));
+        else if (v.t == DType::boolean) v.i = is_float(a.t) ? (a.f != 0) : (a.i != 0);
+        else v.i = wrap(v.t, is_float(a.t) ? static_cast<std::int64_t>(a.f) : a.i);
+        return v;
+      }
+      case ir::ExprKind::Call: return call(*e.as<ir::CallNode>());
+      case ir::ExprKind::Load: {
+        auto* n = e.as<ir::LoadNode>();
+        if (auto it = locals_.find(n->buffer.get()); it != locals_.end()) return it->second;
+        std::vector<std::int64_t> coords;
+        for (auto& x : n->indices) coords.push_back(eval(x).i);
+        std::int64_t k = locate(n->buffer.get(), coords);
+        if (k < 0) {
+          RV v;
+          v.t = n->buffer->dtype;
+          v.f = n->buffer->default_value;
+          v.i = static_cast<std::int64_t>(n->buffer->default_value);
+          return v;
+        }
+        return load_value(buffers_.at(n->buffer.get()).view, k);
+      }
+      default: throw InterpreterError("expression kind not in stage I");
+    }
+  }
+
+  static std::int64_t wrap(DType t, std::int64_t x) {
+    if (t == DType::i32) return static_cast<std::int32_t>(static_cast<std::uint32_t>(x));
+    if (t == DType::boolean) return x != 0;
+    return x;
+  }
+
+  RV binary(const ir::BinaryNode& n) {
+    if (n.op == ir::BinOp::land || n.op == ir::BinOp::lor) {
+      RV v;
+      v.t = DType::boolean;
+      bool a = eval(n.a).i != 0;
+      v.i = n.op == ir::BinOp::land ? (a && eval(n.b).i != 0) : (a || eval(n.b).i != 0);
+      return v;
+    }
+    RV a = eval(n.a), b = eval(n.b);
+    const bool fl = is_float(a.t);
+    RV v;
+    v.t = n.dtype;
+    if (ir::is_comparison(n.op)) {
+      double x = fl ? a.f : static_cast<double>(a.i), y = fl ? b.f : static_cast<double>(b.i);
+      std::int64_t p = a.i, q = b.i;
+      switch (n.op) {
+        case ir::BinOp::eq: v.i = fl ? x == y : p == q; break;
+        case ir::BinOp::ne: v.i = fl ? x != y : p != q; break;
+        case ir::BinOp::lt: v.i = fl ? x < y : p < q; break;
+        case ir::BinOp::le: v.i = fl ? x <= y : p <= q; break;
+        case ir::BinOp::gt: v.i = fl ? x > y : p > q; break;
+        case ir::BinOp::ge: v.i = fl ? x >= y : p >= q; break;
+        default: break;
+      }
+      return v;
+    }
+    if (fl) {
+      double x = a.f, y = b.f, r = 0;
+      switch (n.op) {
+        case ir::BinOp::add: r = x + y; break;
+        case ir::BinOp::sub: r = x - y; break;
+        case ir::BinOp::mul: r = x * y; break;
+        case ir::BinOp::div: r = x / y; break;
+        case ir::BinOp::mod: r = std::fmod(x, y); break;
+        case ir::BinOp::min: r = y < x ? y : x; break;
+        case ir::BinOp::max: r = x < y ? y : x; break;
+        default: throw InterpreterError("bad float operator");
+      }
+      if (v.t == DType::f32) {  // as C does in float
+        float fx = static_cast<float>(x), fy = static_cast<float>(y), fr = 0;
+        switch (n.op) {
+          case ir::BinOp::add: fr = fx + fy; break;
+          case ir::BinOp::sub: fr = fx - fy; break;
+          case ir::BinOp::mul: fr = fx * fy; break;
+          case ir::BinOp::div: fr = fx / fy; break;
+          case ir::BinOp::mod: fr = std::fmod(fx, fy); break;
+          default: fr = static_cast<float>(r); break;
+        }
+        r = fr;
+      }
+      v.f = r;
+      return v;
+    }
+    std::int64_t x = a.i, y = b.i, r = 0;
+    switch (n.op) {
+      case ir::BinOp::add: r = static_cast<std::int64_t>(static_cast<std::uint64_t>(x) + static_cast<std::uint64_t>(y)); break;
+      case ir::BinOp::sub: r = static_cast<std::int64_t>(static_cast<std::uint64_t>(x) - static_cast<std::uint64_t>(y)); break;
+      case ir::BinOp::mul: r = static_cast<std::int64_t>(static_cast<std::uint64_t>(x) * static_cast<std::uint64_t>(y)); break;
+      case ir::BinOp::div:
+      case ir::BinOp::mod:
+        if (y == 0) throw InterpreterError("integer division by zero");
+        r = n.op == ir::BinOp::div ? x / y : x % y;
+        break;
+      case ir::BinOp::min: r = y < x ? y : x; break;
+      case ir::BinOp::max: r = x < y ? y : x; break;
+      default: throw InterpreterError("bad integer operator");
+    }
+    v.i = wrap(v.t, r);
+    return v;
+  }
+
+  RV call(const ir::CallNode& n) {
+    std::vector<RV> a;
+    for (auto& x : n.args) a.push_back(eval(x));
+    RV v;
+    v.t = n.dtype;
+    const bool f32 = v.t == DType::f32;
+    double x = a.at(0).f;
+    switch (n.fn) {
+      case ir::Intrinsic::exp: v.f = f32 ? std::exp(static_cast<float>(x)) : std::exp(x); break;
+      case ir::Intrinsic::log: v.f = f32 ? std::log(static_cast<float>(x)) : std::log(x); break;
+      case ir::Intrinsic::sqrt: v.f = f32 ? std::sqrt(static_cast<float>(x)) : std::sqrt(x); break;
+      case ir::Intrinsic::abs: v.f = std::fabs(x); break;
+      case ir::Intrinsic::tanh: v.f = f32 ? std::tanh(static_cast<float>(x)) : std::tanh(x); break;
+      case ir::Intrinsic::pow:
+        v.f = f32 ? std::pow(static_cast<float>(x), static_cast<float>(a.at(1).f)) : std::pow(x, a.at(1).f);
+        break;
+      default: throw InterpreterError("intrinsic not in stage I");
+    }
+    v.f = round_to(v.t, v.f);
+    return v;
+  }
+
+  // --- statements --------------------------------------------------------------------
+  void exec(const ir::Stmt& s) {
+    if (!s.defined()) return;
+    if (++steps_ > kMaxSteps) throw InterpreterError("statement budget exceeded");
+    switch (s.kind()) {
+      case ir::StmtKind::Seq:
+        for (auto& x : s.as<ir::SeqNode>()->stmts) exec(x);
+        return;
+      case ir::StmtKind::Block: {
+        auto* n = s.as<ir::BlockNode>();
+        std::map<const ir::BufferNode*, RV> saved;
+        for (auto& a : n->allocs) {
+          if (auto it = locals_.find(a.get()); it != locals_.end()) saved[a.get()] = it->second;
+          RV v;
+          v.t = a->dtype;
+          v.f = NAN;  // reading a local before its initialisation shows up as NaN
+          locals_[a.get()] = v;
+        }
+        exec(n->body);
+        for (auto& a : n->allocs) {
+          locals_.erase(a.get());
+          if (auto it = saved.find(a.get()); it != saved.end()) locals_[a.get()] = it->second;
+        }
+        return;
+      }
+      case ir::StmtKind::LetStmt: {
+        auto* n = s.as<ir::LetStmtNode>();
+        vars_[n->var.node()] = eval(n->value);
+        exec(n->body);
+        vars_.erase(n->var.node());
+        return;
+      }
+      case ir::StmtKind::IfThenElse: {
+        auto* n = s.as<ir::IfThenElseNode>();
+        if (eval(n->cond).i) exec(n->then_case);
+        else exec(n->else_case);
+        return;
+      }
+      case ir::StmtKind::Store: {
+        auto* n = s.as<ir::StoreNode>();
+        write(n->buffer, n->indices, eval(n->value), nullptr);
+        return;
+      }
+      case ir::StmtKind::Reduce: {
+        auto* n = s.as<ir::ReduceNode>();
+        RV v = eval(n->value);
+        write(n->buffer, n->indices, v, &n->op);
+        return;
+      }
+      case ir::StmtKind::SparseIteration: {
+        auto* n = s.as<ir::SparseIterationNode>();
+        iterate(*n, 0);
+        return;
+      }
+      default: throw InterpreterError("statement kind not in stage I");
+    }
+  }
+
+  RV combine(ir::ReduceOp op, const RV& old, const RV& v) {
+    RV r;
+    r.t = old.t;
+    if (is_float(r.t)) {
+      double x = old.f, y = v.f;
+      switch (op) {
+        case ir::ReduceOp::add: r.f = x + y; break;
+        case ir::ReduceOp::mul: r.f = x * y; break;
+        case ir::ReduceOp::min: r.f = y < x ? y : x; break;
+        case ir::ReduceOp::max: r.f = x < y ? y : x; break;
+      }
+      if (r.t == DType::f32) {
+        float fx = static_cast<float>(x), fy = static_cast<float>(y);
+        if (op == ir::ReduceOp::add) r.f = fx + fy;
+        if (op == ir::ReduceOp::mul) r.f = fx * fy;
+      }
+      return r;
+    }
+    std::int64_t x = old.i, y = v.i;
+    switch (op) {
+      case ir::ReduceOp::add: r.i = static_cast<std::int64_t>(static_cast<std::uint64_t>(x) + static_cast<std::uint64_t>(y)); break;
+      case ir::ReduceOp::mul: r.i = static_cast<std::int64_t>(static_cast<std::uint64_t>(x) * static_cast<std::uint64_t>(y)); break;
+      case ir::ReduceOp::min: r.i = y < x ? y : x; break;
+      case ir::ReduceOp::max: r.i = x < y ? y : x; break;
+    }
+    r.i = wrap(r.t, r.i);
+    return r;
+  }
+
+  void write(const ir::Buffer& b, const std::vector<ir::Expr>& idx, const RV& v, const ir::ReduceOp* op) {
+    if (auto it = locals_.find(b.get()); it != locals_.end()) {
+      it->second = op ? combine(*op, it->second, v) : convert(b->dtype, v);
+      return;
+    }
+    std::vector<std::int64_t> coords;
+    for (auto& x : idx) coords.push_back(eval(x).i);
+    std::int64_t k = locate(b.get(), coords);
+    if (k < 0) {
+      std::string c;
+      for (auto x : coords) c += (c.empty() ? "" : ", ") + std::to_string(x);
+      throw InterpreterError("write to buffer '" + b->name + "' at absent coordinate (" + c + ")");
+    }
+    const StorageView& view = buffers_.at(b.get()).view;
+    store_value(view, k, op ? combine(*op, load_value(view, k), v) : convert(b->dtype, v));
+  }
+
+  static RV convert(DType t, const RV& v) {
+    RV r = v;
+    r.t = t;
+    return r;
+  }
+
+  // Visits the coordinates of axes [k, end) of iteration n, then runs its body.
+  void iterate(const ir::SparseIterationNode& n, std::size_t k) {
+    if (k == n.axes.size()) {
+      exec(n.body);
+      return;
+    }
+    const ir::AxisNode* a = n.axes[k].get();
+    const AxisData& d = axis(a);
+    std::int64_t parent = 0;
+    if (a->parent) {
+      bool found = false;
+      for (auto it = scope_.rbegin(); it != scope_.rend() && !found; ++it)
+        if (it->axis == a->parent.get()) parent = it->pos, found = true;
+      if (!found) throw InterpreterError("axis " + a->name + " iterated without its parent");
+    }
+    auto visit = [&](std::int64_t coord, std::int64_t pos) {
+      scope_.push_back({n.vars[k].node(), a, coord, pos});
+      iterate(n, k + 1);
+      scope_.pop_back();
+    };
+    switch (d.level.kind) {
+      case LevelKind::dense_fixed:
+        for (std::int64_t c = 0; c < d.level.length; ++c) visit(c, c);
+        break;
+      case LevelKind::dense_variable: {
+        std::int64_t lo = d.indptr.at(static_cast<std::size_t>(parent)), hi = d.indptr.at(static_cast<std::size_t>(parent) + 1);
+        for (std::int64_t p = lo; p < hi; ++p) visit(p - lo, p);
+        break;
+      }
+      case LevelKind::sparse_fixed:
+        for (std::int64_t p = parent * d.level.nnz_per_row; p < (parent + 1) * d.level.nnz_per_row; ++p)
+          visit(d.indices.at(static_cast<std::size_t>(p)), p);
+        break;
+      case LevelKind::sparse_variable: {
+        std::int64_t lo = d.indptr.at(static_cast<std::size_t>(parent)), hi = d.indptr.at(static_cast<std::size_t>(parent) + 1);
+        for (std::int64_t p = lo; p < hi; ++p) visit(d.indices.at(static_cast<std::size_t>(p)), p);
+        break;
+      }
+    }
+  }
+
+  static constexpr long long kMaxSteps = 50'000'000;
+
+  const ir::Function& f_;
+  std::vector<runtime::CallArg> args_;
+  std::map<const ir::AxisNode*, AxisData> axes_;
+  std::map<const ir::BufferNode*, BufferData> buffers_;
+  std::map<const ir::VarNode*, RV> vars_;
+  std::map<const ir::BufferNode*, RV> locals_;
+  std::vector<Binding> scope_;
+  long long steps_ = 0;
+};
+
+}  // namespace spindle::test
