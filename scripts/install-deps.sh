@@ -2,7 +2,7 @@
 # Installs the Debian 12 packages Spindle needs that are not installed yet.
 set -euo pipefail
 packages=(cmake make g++ ccache zlib1g-dev llvm-19-dev libclang-19-dev libclang-cpp19-dev
-          libeigen3-dev catch2 libgraphblas-dev)
+          libeigen3-dev catch2 libgraphblas-dev clang-19 libclang-rt-19-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

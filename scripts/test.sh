@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Install what is missing, build everything, and run the whole test suite; then build and
-# run the same suite under AddressSanitizer + UndefinedBehaviorSanitizer; then build without
-# LLVM (kernels compiled by the system C compiler + dlopen) and run the unit, correctness
-# and error tests there.
-#   scripts/test.sh           all three
-#   scripts/test.sh --quick   the plain build only
+# Install what is missing, build everything, and run the whole test suite in four stages:
+#   1. g++ (Release): the whole suite, including the fixed-seed batch of random kernels
+#      compared with the reference interpreter on every engine (differential.random_kernels);
+#   2. Clang 19 with AddressSanitizer + UndefinedBehaviorSanitizer: the whole suite again;
+#   3. g++ with ThreadSanitizer: the runtime tests (thread pool, kernel cache, engines);
+#   4. without LLVM (kernels compiled by the system C compiler + dlopen): the unit,
+#      correctness and error tests and a batch of random kernels.
+#   scripts/test.sh           all four
+#   scripts/test.sh --quick   the g++ build only
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 full=1
@@ -41,16 +44,27 @@ if ((full)); then
     # NVRTC 12 fails its builtin operations inside an ASan process (NVRTC_ERROR_BUILTIN_
     # OPERATION_FAILURE); the sm_70 compile checks run in the plain stage only.
     unset SPINDLE_TEST_NVRTC12
-    run_suite "${SPINDLE_ASAN_BUILD_DIR:-$root/build-asan}" -DSPINDLE_SANITIZE=ON -DSPINDLE_BUILD_BENCHMARKS=OFF
+    CC=clang-19 CXX=clang++-19 run_suite "${SPINDLE_ASAN_BUILD_DIR:-$root/build-clang-asan}" \
+      -DSPINDLE_SANITIZE=ON -DSPINDLE_BUILD_BENCHMARKS=OFF -DSPINDLE_FUZZ_BATCH=200
   )
+  # ThreadSanitizer over the thread pool, the kernel cache (threads and processes) and engines.
+  tsan="${SPINDLE_TSAN_BUILD_DIR:-$root/build-tsan}"
+  cmake -S "$root" -B "$tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPINDLE_TSAN=ON \
+        -DSPINDLE_BUILD_BENCHMARKS=OFF -DSPINDLE_BUILD_EXAMPLES=OFF
+  cmake --build "$tsan" -j"$jobs" --target spindle_unit_tests
+  rm -rf "$tsan/kernel-cache"
+  TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1" SPINDLE_CACHE_DIR="$tsan/kernel-cache" \
+    "$tsan/tests/spindle_unit_tests" "[runtime]"
   # Without LLVM: the system-compiler engine.
   nollvm="${SPINDLE_NOLLVM_BUILD_DIR:-$root/build-nollvm}"
   cmake -S "$root" -B "$nollvm" -DCMAKE_BUILD_TYPE=Release -DSPINDLE_WITH_LLVM=OFF \
         -DSPINDLE_BUILD_BENCHMARKS=OFF -DSPINDLE_BUILD_EXAMPLES=OFF
-  cmake --build "$nollvm" -j"$jobs" --target spindle_unit_tests spindle_correctness_tests spindle_error_tests
+  cmake --build "$nollvm" -j"$jobs" --target spindle_unit_tests spindle_correctness_tests spindle_error_tests \
+        spindle-kernel-fuzz
   rm -rf "$nollvm/kernel-cache"
   for t in spindle_unit_tests spindle_correctness_tests spindle_error_tests; do
     SPINDLE_CACHE_DIR="$nollvm/kernel-cache" "$nollvm/tests/$t"
   done
+  SPINDLE_CACHE_DIR="$nollvm/kernel-cache" "$nollvm/tests/spindle-kernel-fuzz" --seed 2 --count 200 --engines system
 fi
 echo "spindle: all tests passed"
