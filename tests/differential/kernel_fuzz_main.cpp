@@ -156,6 +156,98 @@ std::string describe(const RandomKernel& k, const sp::ir::Function* completed) {
   return os.str();
 }
 
+// One candidate simplification of a stage-I body, numbered: dropping the t-th statement of
+// a sequence, or replacing the t-th expression by the constant 1 of its type (counted in
+// one pre-order walk). `applied` is false when t is past the last candidate.
+class ShrinkStep : public sp::ir::IRMutator {
+ public:
+  explicit ShrinkStep(int target) : target_(target) {}
+  bool applied = false;
+
+  using sp::ir::IRMutator::mutate;
+  sp::ir::Expr mutate(const sp::ir::Expr& e) override {
+    if (e.defined() && !applied && !e.as<sp::ir::IntImmNode>() && !e.as<sp::ir::FloatImmNode>() &&
+        e.dtype() != sp::DType::boolean && hit())
+      return sp::ir::make_const(e.dtype(), 1);
+    return sp::ir::IRMutator::mutate(e);
+  }
+
+ protected:
+  sp::ir::Stmt mutate_Seq(const sp::ir::SeqNode* n, const sp::ir::Stmt&) override {
+    std::vector<sp::ir::Stmt> out;
+    for (auto& c : n->stmts) {
+      if (!applied && hit()) continue;  // drop it
+      out.push_back(mutate(c));
+    }
+    return sp::ir::seq(std::move(out), n->loc);
+  }
+
+ private:
+  bool hit() {
+    if (count_++ != target_) return false;
+    applied = true;
+    return true;
+  }
+  int target_, count_ = 0;
+};
+
+// "" when the kernel `raw` agrees with the interpreter on `engine`, else why not; "rejected"
+// or "skipped" when it cannot be compared.
+std::string check(RandomKernel& k, const sp::ir::Function& raw, const std::string& engine,
+                  std::map<std::string, std::unique_ptr<sp::runtime::Runtime>>& runtimes) {
+  sp::ir::Function completed = raw;
+  try {
+    completed.body = sp::detail::infer_iteration_kinds(raw.body, raw.name, raw.buffers);
+  } catch (const sp::UserError&) {
+    return "rejected";
+  } catch (const std::exception& e) {
+    return std::string("front end threw: ") + e.what();
+  }
+  std::vector<std::vector<double>> ref;
+  try {
+    spindle::test::Interpreter interp(raw, k.args());
+    interp.run();
+    ref = outputs(k);
+  } catch (const spindle::test::InterpreterError&) {
+    return "skipped";
+  }
+  try {
+    auto args = k.args();
+    if (engine == "cuda") {
+      run_cuda_emulated(completed, args);
+    } else {
+      sp::runtime::CompiledKernel ck(completed, *runtimes.at(engine));
+      ck.call(args);
+    }
+    return compare(k, ref, outputs(k));
+  } catch (const std::exception& ex) {
+    return std::string("threw: ") + ex.what();
+  }
+}
+
+// Greedy shrinking of a failing kernel: keep any single simplification that still fails.
+sp::ir::Function shrink(RandomKernel& k, const std::string& engine,
+                        std::map<std::string, std::unique_ptr<sp::runtime::Runtime>>& runtimes) {
+  sp::ir::Function cur = k.function;
+  for (int round = 0; round < 200; ++round) {
+    bool progress = false;
+    for (int t = 0;; ++t) {
+      ShrinkStep step(t);
+      sp::ir::Function cand = cur;
+      cand.body = step.mutate(cur.body);
+      if (!step.applied) break;
+      std::string why = check(k, cand, engine, runtimes);
+      if (!why.empty() && why != "rejected" && why != "skipped") {
+        cur = cand;
+        progress = true;
+        break;
+      }
+    }
+    if (!progress) break;
+  }
+  return cur;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -264,6 +356,9 @@ int main(int argc, char** argv) {
       if (!what.empty()) {
         ++st.failures;
         std::cout << "FAIL seed " << ks << " engine " << e << ": " << what << "\n" << describe(k, &completed);
+        sp::ir::Function small = shrink(k, e, runtimes);
+        std::cout << "--- shrunk to (still fails: " << check(k, small, e, runtimes) << "):\n"
+                  << sp::ir::to_string(small) << "\n";
       } else if (verbose) {
         std::cout << "seed " << ks << " " << e << ": ok\n";
       }
