@@ -275,3 +275,74 @@ TEST_CASE("fuzz regression: an out buffer written on its diagonal is the identit
       },
       a, o3);
 }
+
+// Found by spindle-kernel-fuzz (campaign seed 11, kernel 11000408), shrunk automatically to
+//   b[i1, j2, k3] = select(1 < 1, 1 + a[i1, 1, k3] - 1, 1 + a[i1, 0, k3] + 2)
+// Two reads whose J coordinates differ (0 and 1) made two searches J_pos that print alike;
+// the search of K under them was shared by its printed text, so a[i, 0, k] read the K
+// fiber of a[i, 1, k].
+TEST_CASE("fuzz regression: searches under different parent positions are not shared", "[correctness][rules][fuzz]") {
+  struct Jf : sp::sparse_fixed<I, sp::dynamic, std::int64_t> {};
+  struct Kf : sp::sparse_fixed<Jf, 2> {};
+  struct Ell3 {
+    std::int64_t rows = 3, jlen = 3, jnpr = 3, klen = 6;
+    std::vector<std::int64_t> jidx;
+    std::vector<std::int32_t> kidx;
+    std::vector<float> values;
+    const Ell3* structure = nullptr;  // share another Ell3's index arrays
+    sp::StorageView storage() const {
+      const Ell3& st = structure ? *structure : *this;
+      sp::StorageView s;
+      s.dtype = sp::DType::f32;
+      s.data = const_cast<float*>(values.data());
+      s.value_count = static_cast<std::int64_t>(values.size());
+      s.writable = true;
+      sp::LevelView l0, l1, l2;
+      l0.length = rows;
+      l1.kind = l2.kind = sp::LevelKind::sparse_fixed;
+      l1.length = jlen;
+      l1.nnz_per_row = jnpr;
+      l1.nnz = rows * jnpr;
+      l1.indices = st.jidx.data();
+      l1.index_dtype = sp::DType::i64;
+      l2.length = klen;
+      l2.nnz_per_row = 2;
+      l2.nnz = rows * jnpr * 2;
+      l2.indices = st.kidx.data();
+      s.levels.push_back(l0);
+      s.levels.push_back(l1);
+      s.levels.push_back(l2);
+      return s;
+    }
+  };
+  Ell3 a, b;
+  for (std::int64_t r = 0; r < a.rows; ++r)
+    for (std::int64_t q = 0; q < a.jnpr; ++q) a.jidx.push_back(q);
+  const std::int32_t kc[] = {1, 4, 0, 4, 0, 1, 4, 5, 1, 3, 0, 1, 1, 4, 2, 4, 4, 5};
+  a.kidx.assign(std::begin(kc), std::end(kc));
+  for (int q = 0; q < 18; ++q) a.values.push_back(static_cast<float>(q % 7 - 3));
+  b = a;
+  b.structure = &a;
+  auto k = sp::kernel("two_rows", [](sp::in<float, I, Jf, Kf> x, sp::out<float, I, Jf, Kf> y, sp::iter<I> i,
+                                     sp::iter<Jf> j, sp::iter<Kf> kk) { y(i, j, kk) = x(i, 1, kk) + x(i, 0, kk) * 10.0f; });
+  auto lookup = [&](std::int64_t r, std::int64_t jc, std::int64_t kcoord) -> float {
+    for (std::int64_t q = 0; q < a.jnpr; ++q)
+      if (a.jidx[static_cast<std::size_t>(r * a.jnpr + q)] == jc)
+        for (std::int64_t p = 0; p < 2; ++p) {
+          std::size_t at = static_cast<std::size_t>((r * a.jnpr + q) * 2 + p);
+          if (a.kidx[at] == kcoord) return a.values[at];
+        }
+    return 0.0f;
+  };
+  run_both(
+      k, [&] { std::fill(b.values.begin(), b.values.end(), nan_v<float>); },
+      [&] {
+        for (std::int64_t r = 0; r < a.rows; ++r)
+          for (std::int64_t q = 0; q < a.jnpr; ++q)
+            for (std::int64_t p = 0; p < 2; ++p) {
+              std::size_t at = static_cast<std::size_t>((r * a.jnpr + q) * 2 + p);
+              CHECK(b.values[at] == lookup(r, 1, a.kidx[at]) + lookup(r, 0, a.kidx[at]) * 10.0f);
+            }
+      },
+      a, b);
+}

@@ -10,7 +10,7 @@
 // A disagreement prints the seed, the engine, the first differing element and the kernel.
 //
 //   spindle-kernel-fuzz [--seed S] [--count N (0 = until --seconds)] [--seconds T]
-//                       [--engines orc,system,cuda] [--verbose] [--print SEED]
+//                       [--engines orc,system,cuda] [--verbose] [--print SEED] [--first N]
 // Exit status: 0 when no disagreement, 1 otherwise.
 #include <chrono>
 #include <cmath>
@@ -256,6 +256,7 @@ int main(int argc, char** argv) {
   double seconds = 0;
   bool verbose = false;
   long print = -1;
+  long first = 0;  // index of the first kernel of the batch (to rerun one: --first N --count 1)
   std::vector<std::string> engines{"orc", "system", "cuda"};
   for (int a = 1; a < argc; ++a) {
     std::string s = argv[a];
@@ -271,6 +272,7 @@ int main(int argc, char** argv) {
     else if (s == "--seconds") seconds = std::stod(next());
     else if (s == "--verbose") verbose = true;
     else if (s == "--print") print = std::stol(next());
+    else if (s == "--first") first = std::stol(next());
     else if (s == "--engines") {
       engines.clear();
       std::stringstream ss(next());
@@ -301,7 +303,7 @@ int main(int argc, char** argv) {
 
   Stats st;
   auto start = std::chrono::steady_clock::now();
-  for (long n = 0; count == 0 || n < count; ++n) {
+  for (long n = first; count == 0 || n < first + count; ++n) {
     if (seconds > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > seconds) break;
     const std::uint64_t ks = seed * 1000003ull + static_cast<std::uint64_t>(n);
     RandomKernel k = spindle::test::generate_kernel(ks);

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "spindle/ir/equal.hpp"
 #include "spindle/ir/function.hpp"
 #include "spindle/ir/functor.hpp"
 #include "spindle/ir/printer.hpp"
@@ -303,11 +304,13 @@ class SparseIterLowering : public ir::IRMutator {
     if (a->is_variable()) used_.insert(aux_.at(a.get()).indptr.get());
     ir::Expr fp = ir::find_pos(indices, std::move(prefix), c);
     if (guard.defined()) fp = ir::select(guard, fp, ir::int_imm(-1));
-    std::string key = ir::to_string(fp);
-    for (auto& [k, v] : pending_)
-      if (k == key) return v;
+    // One search per distinct (structurally equal, same variables) coordinate: two searches
+    // print alike when they use different variables of one name (J_pos of coordinate 0 and
+    // J_pos of coordinate 1), so compare the IR, not its text.
+    for (std::size_t q = 0; q < pending_.size(); ++q)
+      if (ir::equal(pending_values_[q], fp)) return pending_[q].second;
     ir::Var var(a->name + "_pos", DType::i64);
-    pending_.push_back({key, var});
+    pending_.push_back({std::string(), var});
     pending_values_.push_back(fp);
     return var;
   }
