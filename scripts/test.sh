@@ -5,7 +5,8 @@
 #   2. Clang 19 with AddressSanitizer + UndefinedBehaviorSanitizer: the whole suite again;
 #   3. g++ with ThreadSanitizer: the runtime tests (thread pool, kernel cache, engines);
 #   4. without LLVM (kernels compiled by the system C compiler + dlopen): the unit,
-#      correctness and error tests and a batch of random kernels.
+#      correctness and error tests and a batch of random kernels; then the libFuzzer
+#      targets once over their seed corpora.
 #   scripts/test.sh           all four
 #   scripts/test.sh --quick   the g++ build only
 set -euo pipefail
@@ -66,5 +67,10 @@ if ((full)); then
     SPINDLE_CACHE_DIR="$nollvm/kernel-cache" "$nollvm/tests/$t"
   done
   SPINDLE_CACHE_DIR="$nollvm/kernel-cache" "$nollvm/tests/spindle-kernel-fuzz" --seed 2 --count 200 --engines system
+  # libFuzzer targets (Matrix Market reader, CSR validator, cache-entry reader): built with
+  # Clang's fuzzer + ASan + UBSan and run once over their committed seed corpora. Long runs:
+  # tests/fuzz/run.sh fuzz TARGET SECONDS.
+  SPINDLE_FUZZ_DIR="$root/build-fuzz" bash "$root/tests/fuzz/run.sh" build
+  SPINDLE_FUZZ_DIR="$root/build-fuzz" bash "$root/tests/fuzz/run.sh" smoke
 fi
 echo "spindle: all tests passed"
