@@ -346,3 +346,39 @@ TEST_CASE("fuzz regression: searches under different parent positions are not sh
       },
       a, b);
 }
+
+TEST_CASE("a later for_each reads what an earlier one wrote in the same row (edge scores, then their sum)",
+          "[correctness][rules][order]") {
+  const Shape s = GENERATE(from_range(std::begin(kShapes), std::end(kShapes)));
+  INFO(s);
+  // GAT-style: scores e(i, j) = a(i, j) * x(j), then s(i) = sum_j e(i, j) read back.
+  auto k = sp::kernel("scores", sp::names{"A", "x", "e", "s"},
+                      [](sp::in<float, I, J> a, sp::in<float, sp::dense<J>> x, sp::out<float, I, J> e,
+                         sp::out<float, I> sum, sp::iter<I> i) {
+                        sp::for_each<J>([&](sp::iter<J> j) { e(i, j) = a(i, j) * x(j); });
+                        sp::for_each<J>([&](sp::iter<J> j2) { sum(i) += e(i, j2); });
+                      });
+  const auto a = random_csr<float>(s, 91);
+  const auto x = sp::Tensor<float>::random({s.cols}, 92, -1, 1);
+  auto e = same_structure(a, nan_v<float>);
+  auto sum = sp::Tensor<float>::full({s.rows}, nan_v<float>);
+  run_both(
+      k,
+      [&] {
+        e = same_structure(a, nan_v<float>);
+        sum = sp::Tensor<float>::full({s.rows}, nan_v<float>);
+      },
+      [&] {
+        for (std::int64_t r = 0; r < s.rows; ++r) {
+          double want = 0, mag = 0;
+          for (auto q = a.indptr()[r]; q < a.indptr()[r + 1]; ++q) {
+            float t = a.values()[q] * x(a.indices()[q]);
+            CHECK(e.values()[q] == t);
+            want += t;
+            mag += std::abs(t);
+          }
+          CHECK(std::abs(sum(r) - want) <= 1e-5 * (mag + 1));
+        }
+      },
+      a, x, e, sum);
+}

@@ -3,7 +3,12 @@
 // none of the caller's data (outputs keep their sentinel, inputs keep their bytes).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <span>
+
 #include "error/error_support.hpp"
+#include "spindle/driver/pipeline.hpp"
+#include "spindle/runtime/bind_args.hpp"
 #include "spindle/eigen.hpp"
 
 namespace {
@@ -273,6 +278,228 @@ TEST_CASE("an output that aliases an input is a UserError", "[error][alias]") {
     SPINDLE_EXPECT_ERROR(sp::ops::sddmm<float>()(a, x, x, a), sp::UserError, "overlaps");
     CHECK(snapshot(a) == before);
   }
+}
+
+// --- aliasing of written values with any array of the call -----------------------------------
+//
+// The values an out/inout argument receives must not overlap another argument's values, nor
+// any indptr/indices array (of any argument, its own included); read-only arrays may be
+// shared. The arguments below are StorageViews pointed into other arguments' arrays (the
+// binder compares addresses only; the kernel never runs), and each test checks that the
+// bytes behind every argument are what they were before the call.
+
+namespace {
+
+// Raw CSR arrays owned by the test (a copy of the fixture's matrix), so that views can point
+// anywhere into them.
+struct RawCsr {
+  std::int64_t rows = 0, cols = 0, nnz = 0;
+  std::vector<int> ptr, idx;
+  std::vector<float> val;
+  explicit RawCsr(const sp::Csr<float>& a)
+      : rows(a.rows()), cols(a.cols()), nnz(a.nnz()), ptr(a.indptr().begin(), a.indptr().end()),
+        idx(a.indices().begin(), a.indices().end()), val(a.values().begin(), a.values().end()) {}
+  sp::CsrView<float> view() { return sp::CsrView<float>(rows, cols, nnz, ptr.data(), idx.data(), val.data()); }
+  std::vector<unsigned char> bytes() const {
+    auto b = bytes_of(std::span<const int>(ptr));
+    auto i = bytes_of(std::span<const int>(idx));
+    auto v = bytes_of(std::span<const float>(val));
+    b.insert(b.end(), i.begin(), i.end());
+    b.insert(b.end(), v.begin(), v.end());
+    return b;
+  }
+};
+
+// A writable argument whose values live at `data` (any array of the test) and whose shape
+// and structure are those of `like`.
+sp::StorageView writable_at(sp::StorageView like, void* data) {
+  like.data = data;
+  like.writable = true;
+  like.kind = "TensorView";
+  return like;
+}
+
+}  // namespace
+
+TEST_CASE("an output whose values are an input's indptr array is a UserError", "[error][alias][binding]") {
+  Fixture f;
+  RawCsr a(f.a);
+  REQUIRE(a.ptr.size() * sizeof(int) >= 40 * sizeof(float));
+  const auto before = a.bytes();
+  // y (40 floats) written over the 41 row pointers of a: would corrupt a's structure
+  const Erased y{writable_at(f.y.storage(), a.ptr.data())};
+  SPINDLE_EXPECT_ERROR(sp::ops::spmv<float>()(a.view(), f.x, y), sp::UserError,
+                       "output argument 2 ('c') overlaps input argument 0 ('a') in memory");
+  SPINDLE_EXPECT_ERROR(sp::ops::spmv<float>()(a.view(), f.x, y), sp::UserError,
+                       "its values share 160 byte(s) with the indptr of axis J of 'a'; writing them would corrupt "
+                       "the sparsity structure of 'a'");
+  // the same over a's column indices, starting in the middle of them
+  const Erased y2{writable_at(f.y.storage(), a.idx.data() + 10)};
+  SPINDLE_EXPECT_ERROR(sp::ops::spmv<float>()(a.view(), f.x, y2), sp::UserError,
+                       "with the indices of axis J of 'a'");
+  CHECK(a.bytes() == before);  // the output's bytes are a's arrays: untouched
+  CHECK(snapshot(f.y) == snapshot(sp::Tensor<float>::full({40}, sentinel<float>())));
+}
+
+TEST_CASE("an output whose values are its own indices array is a UserError", "[error][alias][binding]") {
+  Fixture f;
+  const auto x = sp::Tensor<float>::random({40, 3}, 922);
+  RawCsr c(f.a);  // same structure as a, its own arrays
+  REQUIRE(c.idx.size() == c.val.size());
+  const auto before = c.bytes(), before_a = snapshot(f.a);
+  // c's values pointer aliases c's own column indices (nnz ints == nnz floats)
+  const Erased out{writable_at(c.view().storage(), c.idx.data())};
+  SPINDLE_EXPECT_ERROR(sp::ops::sddmm<float>()(f.a, x, x, out), sp::UserError,
+                       "output argument 3 ('d') overlaps itself in memory");
+  SPINDLE_EXPECT_ERROR(sp::ops::sddmm<float>()(f.a, x, x, out), sp::UserError,
+                       "with its own indices of axis J; writing them would corrupt its own sparsity structure");
+  // and over its own indptr
+  const Erased out2{writable_at(c.view().storage(), c.ptr.data())};
+  SPINDLE_EXPECT_ERROR(sp::ops::sddmm<float>()(f.a, x, x, out2), sp::UserError, "with its own indptr of axis J");
+  CHECK(c.bytes() == before);
+  CHECK(snapshot(f.a) == before_a);
+}
+
+TEST_CASE("an output partially overlapping an input's values is a UserError", "[error][alias][binding]") {
+  Fixture f;
+  // one block: a's values, then room for y; y starts 3 values before their end
+  const std::size_t nnz = static_cast<std::size_t>(f.a.nnz());
+  std::vector<float> block(nnz + 40, sentinel<float>());
+  std::copy(f.a.values().begin(), f.a.values().end(), block.begin());
+  const sp::CsrView<float> a(40, 40, f.a.nnz(), f.a.indptr().data(), f.a.indices().data(), block.data());
+  sp::TensorView<float> y(block.data() + nnz - 3, {40});
+  const std::vector<float> before = block;
+  SPINDLE_EXPECT_ERROR(sp::ops::spmv<float>()(a, f.x, y), sp::UserError,
+                       "output argument 2 ('c') overlaps input argument 0 ('a') in memory: its values share 12 "
+                       "byte(s) with the values of 'a'");
+  CHECK(block == before);
+  // one value further on, the two ranges only touch: fine (and y gets A x)
+  sp::TensorView<float> y_after(block.data() + nnz, {40});
+  sp::ops::spmv<float>()(a, f.x, y_after);
+  CHECK(std::equal(block.begin(), block.begin() + static_cast<std::ptrdiff_t>(nnz), f.a.values().begin()));
+  const auto dense = f.a.to_dense();
+  for (std::int64_t i = 0; i < 40; ++i) {
+    double s = 0;
+    for (std::int64_t j = 0; j < 40; ++j) s += static_cast<double>(dense(i, j)) * f.x(j);
+    CHECK(y_after.data()[i] == Approx(s).margin(1e-5));
+  }
+}
+
+TEST_CASE("two outputs whose values overlap are a UserError", "[error][alias][binding]") {
+  using sp::ops::I;
+  auto two = sp::kernel("two_outputs", [](sp::in<float, I> x, sp::out<float, I> y, sp::out<float, I> z,
+                                          sp::iter<I> i) {
+    y(i) = x(i);
+    z(i) = x(i) * 2.0f;
+  });
+  const auto x = sp::Tensor<float>::random({40}, 923);
+  std::vector<float> block(60, sentinel<float>());
+  sp::TensorView<float> y(block.data(), {40}), z(block.data() + 20, {40});
+  const std::vector<float> before = block;
+  const auto before_x = snapshot(x);
+  SPINDLE_EXPECT_ERROR(two(x, y, z), sp::UserError,
+                       "output argument 1 ('b') overlaps output argument 2 ('c') in memory");
+  SPINDLE_EXPECT_ERROR(two(x, y, z), sp::UserError,
+                       "its values share 80 byte(s) with the values of 'c'; two written arguments must not share");
+  // the same output passed twice
+  SPINDLE_EXPECT_ERROR(two(x, y, y), sp::UserError, "output argument 1 ('b') overlaps output argument 2 ('c')");
+  CHECK(block == before);
+  CHECK(snapshot(x) == before_x);
+  // disjoint outputs in one block: fine
+  sp::TensorView<float> z_after(block.data() + 40, {20});
+  auto x20 = sp::Tensor<float>::random({20}, 924);
+  sp::TensorView<float> y20(block.data() + 20, {20});
+  two(x20, y20, z_after);
+  for (std::size_t i = 0; i < 20; ++i) {
+    CHECK(block[20 + i] == x20.values()[i]);
+    CHECK(block[40 + i] == 2.0f * x20.values()[i]);
+    CHECK(block[i] == sentinel<float>());
+  }
+}
+
+TEST_CASE("an inout argument aliasing an input's values is a UserError", "[error][alias][binding]") {
+  using sp::ops::I;
+  using sp::ops::J;
+  Fixture f;
+  auto acc = sp::kernel("spmv_acc", [](sp::in<float, I, J> a, sp::in<float, sp::dense<J>> x, sp::inout<float, I> y,
+                                       sp::iter<I> i, sp::iter<J> j) { y(i) += a(i, j) * x(j); });
+  auto x = sp::Tensor<float>::random({40}, 925);
+  const auto before_x = snapshot(x), before_a = snapshot(f.a);
+  SPINDLE_EXPECT_ERROR(acc(f.a, x, x.view()), sp::UserError,
+                       "inout argument 2 ('c') overlaps input argument 1 ('b') in memory: its values share 160 "
+                       "byte(s) with the values of 'b'");
+  // an inout over the values of the sparse input
+  RawCsr a(f.a);
+  const auto before_raw = a.bytes();
+  const Erased y{writable_at(f.y.storage(), a.val.data())};
+  SPINDLE_EXPECT_ERROR(acc(a.view(), x, y), sp::UserError,
+                       "inout argument 2 ('c') overlaps input argument 0 ('a')");
+  CHECK(snapshot(x) == before_x);
+  CHECK(snapshot(f.a) == before_a);
+  CHECK(a.bytes() == before_raw);
+}
+
+TEST_CASE("inputs and outputs may share indptr and indices arrays", "[error][alias][binding]") {
+  using sp::ops::I;
+  using sp::ops::J;
+  Fixture f;
+  // two sparse inputs over the very same structure arrays, different values
+  auto dot = sp::kernel("row_dot", [](sp::in<float, I, J> a, sp::in<float, I, J> b, sp::out<float, I> y,
+                                      sp::iter<I> i, sp::iter<J> j) { y(i) += a(i, j) * b(i, j); });
+  std::vector<float> bval(static_cast<std::size_t>(f.a.nnz()));
+  for (std::size_t k = 0; k < bval.size(); ++k) bval[k] = 0.25f * static_cast<float>(k % 7) - 0.5f;
+  const sp::CsrView<const float> b(40, 40, f.a.nnz(), f.a.indptr().data(), f.a.indices().data(), bval.data());
+  const auto before_a = snapshot(f.a);
+  REQUIRE_NOTHROW(dot(f.a, b, f.y));
+  for (std::int64_t i = 0; i < 40; ++i) {
+    double s = 0;
+    for (auto k = f.a.indptr()[static_cast<std::size_t>(i)]; k < f.a.indptr()[static_cast<std::size_t>(i) + 1]; ++k)
+      s += static_cast<double>(f.a.values()[static_cast<std::size_t>(k)]) * bval[static_cast<std::size_t>(k)];
+    CHECK(f.y(i) == Approx(s).margin(1e-5));
+  }
+  // an sddmm output sharing a's structure arrays (its own values): fine too
+  const auto x = sp::Tensor<float>::random({40, 3}, 926);
+  std::vector<float> cval(static_cast<std::size_t>(f.a.nnz()), sentinel<float>());
+  const sp::CsrView<float> c(40, 40, f.a.nnz(), f.a.indptr().data(), f.a.indices().data(), cval.data());
+  REQUIRE_NOTHROW(sp::ops::sddmm<float>()(f.a, x, x, c));
+  const auto dense = f.a.to_dense();
+  for (std::int64_t i = 0; i < 40; ++i)
+    for (auto k = f.a.indptr()[static_cast<std::size_t>(i)]; k < f.a.indptr()[static_cast<std::size_t>(i) + 1]; ++k) {
+      const std::int64_t j = f.a.indices()[static_cast<std::size_t>(k)];
+      double s = 0;
+      for (std::int64_t q = 0; q < 3; ++q) s += static_cast<double>(x(i, q)) * x(j, q);
+      CHECK(cval[static_cast<std::size_t>(k)] == Approx(dense(i, j) * s).margin(1e-5));
+    }
+  CHECK(snapshot(f.a) == before_a);
+}
+
+TEST_CASE("device arguments get the same aliasing check on device addresses", "[error][alias][binding]") {
+  // A GPU binder over device-flagged views: addresses are compared, never dereferenced, so
+  // host arrays stand in for device memory here.
+  const auto kernel = sp::ops::spmv<float>();
+  sp::driver::PipelineOptions o;
+  o.context.kernel = kernel.name();
+  const auto prepared = sp::driver::lower_for_cuda(kernel.ir(), o);
+  const sp::runtime::ArgBinder binder(prepared.stage1, prepared.unscheduled, /*device=*/true);
+  std::vector<void*> bufs(prepared.unscheduled.buffers.size());
+  std::vector<std::int64_t> scalars(prepared.unscheduled.scalars.size());
+  Fixture f;
+  auto on_device = [](sp::StorageView v) {
+    v.on_device = true;
+    return v;
+  };
+  std::vector<sp::runtime::CallArg> call(3);
+  call[0].view = on_device(f.a.storage());
+  call[1].view = on_device(f.x.storage());
+  call[2].view = on_device(f.y.storage());
+  REQUIRE_NOTHROW(binder.bind(call, bufs.data(), scalars.data()));
+  call[2].view.data = const_cast<int*>(f.a.indptr().data());
+  SPINDLE_EXPECT_ERROR(binder.bind(call, bufs.data(), scalars.data()), sp::UserError,
+                       "output argument 2 ('c') overlaps input argument 0 ('a') in memory: its values share 160 "
+                       "byte(s) with the indptr of axis J of 'a'");
+  call[2].view.data = const_cast<float*>(f.x.values().data()) + 39;
+  SPINDLE_EXPECT_ERROR(binder.bind(call, bufs.data(), scalars.data()), sp::UserError,
+                       "its values share 4 byte(s) with the values of 'b'");
 }
 
 // --- runtime configuration ----------------------------------------------------------------

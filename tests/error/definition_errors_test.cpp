@@ -150,6 +150,31 @@ TEST_CASE("reading a buffer at another element than the iteration writes is a Us
                        sp::UserError, "depend on the order");
 }
 
+TEST_CASE("reading, inside a row, a buffer that every row accumulates into is a UserError",
+          "[error][definition][rules]") {
+  // c(j) sums column j over all rows; reading it while row i runs sees only rows before i
+  // (in whatever order they run).
+  SPINDLE_EXPECT_ERROR(sp::kernel("partial_column_sums",
+                                  [](sp::in<float, I, J> a, sp::out<float, sp::dense<J>> c, sp::out<float, I> z,
+                                     sp::iter<I> i) {
+                                    sp::for_each<J>([&](sp::iter<J> j) { c(j) += a(i, j); });
+                                    sp::for_each<J>([&](sp::iter<J> j2) { z(i) += c(j2); });
+                                  }),
+                       sp::UserError, "which differ in how they use iterator 'i'");
+  // reading row i after the row's own writes is fine; another row is not
+  REQUIRE_NOTHROW(sp::kernel("same_row", [](sp::in<float, I, J> a, sp::out<float, I, J> e, sp::out<float, I> z,
+                                            sp::iter<I> i) {
+    sp::for_each<J>([&](sp::iter<J> j) { e(i, j) = a(i, j) * 2.0f; });
+    sp::for_each<J>([&](sp::iter<J> j2) { z(i) += e(i, j2); });
+  }));
+  SPINDLE_EXPECT_ERROR(sp::kernel("next_row",
+                                  [](sp::in<float, I> x, sp::out<float, I> e, sp::out<float, I> z, sp::iter<I> i) {
+                                    e(i) = x(i);
+                                    z(i) = e(i + 1);
+                                  }),
+                       sp::UserError, "depend on the order");
+}
+
 TEST_CASE("a DSL object used outside a kernel body is a UserError", "[error][definition][outside]") {
   SPINDLE_EXPECT_ERROR(sp::local<float>(0.0f), sp::UserError, "outside a kernel body");
   SPINDLE_EXPECT_ERROR(sp::for_each<I>([](sp::iter<I>) {}), sp::UserError, "outside a kernel body");

@@ -72,13 +72,13 @@ class PassRunner {
     double us = t.micros();
     ir::verify(f, name);
     log_.push_back({name, us});
-    if (o_.debug) std::fprintf(stderr, "[spindle] %s: %-22s %8.1f us\n", o_.context.kernel.c_str(), name, us);
+    if (o_.debug) std::fprintf(stderr, "spindle: %s: %-22s %8.1f us\n", o_.context.kernel.c_str(), name, us);
     detail::dump(o_, ++step_, name, ir::to_string(f));
     return f;
   }
   void record(const char* name, double us, const std::string& text) {
     log_.push_back({name, us});
-    if (o_.debug) std::fprintf(stderr, "[spindle] %s: %-22s %8.1f us\n", o_.context.kernel.c_str(), name, us);
+    if (o_.debug) std::fprintf(stderr, "spindle: %s: %-22s %8.1f us\n", o_.context.kernel.c_str(), name, us);
     detail::dump(o_, ++step_, name, text);
   }
 

@@ -143,7 +143,6 @@ class IterationInference : public ir::IRMutator {
    protected:
     void visit_SparseIteration(const ir::SparseIterationNode* n) override {
       const std::size_t depth = scope_.size();
-      if (depth == 0) check_reads_of_written(n);
       for (std::size_t k = 0; k < n->axes.size(); ++k) {
         const ir::Axis& a = n->axes[k];
         for (std::size_t q = 0; q < k; ++q)
@@ -164,6 +163,7 @@ class IterationInference : public ir::IRMutator {
       visit(n->body);
       kinds_.pop_back();
       scope_.resize(depth);
+      if (depth == 0) check_reads_of_written(n);
     }
 
     void visit_Block(const ir::BlockNode* n) override {
@@ -179,6 +179,7 @@ class IterationInference : public ir::IRMutator {
 
     void visit_Load(const ir::LoadNode* n) override {
       if (n->buffer->role == ir::BufferRole::output) loaded.insert(n->buffer.get());
+      record(n->buffer, n->indices, false);
       ir::IRVisitor::visit_Load(n);
     }
 
@@ -186,6 +187,7 @@ class IterationInference : public ir::IRMutator {
       ir::IRVisitor::visit_Store(n);
       if (locals_.count(n->buffer.get()) || n->buffer->scope == ir::BufferScope::local) return;
       check_write(n->buffer, n->indices, "=");
+      record(n->buffer, n->indices, true);
       for (auto& b : scope_)
         SPINDLE_CHECK(uses(b.var, n->indices), UserError, "kernel '", kernel_, "': `=` into buffer '",
                       n->buffer->name, "' inside the iteration over ", b.axis->name, ", whose iterator '",
@@ -199,6 +201,7 @@ class IterationInference : public ir::IRMutator {
       ir::IRVisitor::visit_Reduce(n);
       if (locals_.count(n->buffer.get()) || n->buffer->scope == ir::BufferScope::local) return;
       check_write(n->buffer, n->indices, ir::reduce_op_name(n->op));
+      record(n->buffer, n->indices, true);
       if (n->buffer->role == ir::BufferRole::output) {
         auto [it, fresh] = reduce_op.emplace(n->buffer.get(), n->op);
         SPINDLE_CHECK(fresh || it->second == n->op, UserError, "kernel '", kernel_, "': `out` buffer '",
@@ -210,36 +213,48 @@ class IterationInference : public ir::IRMutator {
     }
 
    private:
-    // Inside one top-level iteration, a buffer that is written may only be read at the
-    // element being written (same index expressions): anything else would depend on the
-    // order in which the iterations run, which the language leaves to the schedule.
+    // Inside one top-level iteration, a read of a buffer that the iteration also writes must
+    // touch the written element in the same iterations of every loop the two share: for each
+    // iterator enclosing both, the read indexes a slot by it exactly where the write does.
+    // (e(i, j2) after e(i, j) = ... in an earlier for_each is fine; y(i + 1) while y(i) is
+    // written is not: it would depend on the order in which the iterations run, which the
+    // language leaves to the schedule.)
+    struct Access {
+      const ir::BufferNode* buffer;
+      std::vector<ir::Expr> indices;
+      std::vector<const ir::VarNode*> scope;
+      bool write;
+    };
+    void record(const ir::Buffer& b, const std::vector<ir::Expr>& idx, bool write) {
+      if (scope_.empty() || b->scope != ir::BufferScope::global || locals_.count(b.get())) return;
+      Access a{b.get(), idx, {}, write};
+      for (auto& x : scope_) a.scope.push_back(x.var);
+      accesses_.push_back(std::move(a));
+    }
     void check_reads_of_written(const ir::SparseIterationNode* n) {
-      struct Accesses : ir::IRVisitor {
-        std::map<const ir::BufferNode*, std::vector<std::vector<ir::Expr>>> writes, reads;
-        void visit_Store(const ir::StoreNode* x) override {
-          if (x->buffer->scope == ir::BufferScope::global) writes[x->buffer.get()].push_back(x->indices);
-          ir::IRVisitor::visit_Store(x);
+      for (auto& r : accesses_) {
+        if (r.write) continue;
+        for (auto& w : accesses_) {
+          if (!w.write || w.buffer != r.buffer) continue;
+          for (const ir::VarNode* v : r.scope) {
+            if (std::find(w.scope.begin(), w.scope.end(), v) == w.scope.end()) continue;
+            // A write that does not index by v accumulates across v's iterations: reading it
+            // inside one of them sees a partial state, unless it is the very element written.
+            bool ok = ir::equal(r.indices, w.indices);
+            if (!ok && std::any_of(w.indices.begin(), w.indices.end(), [&](const ir::Expr& e) { return e.get() == v; })) {
+              ok = r.indices.size() == w.indices.size();
+              for (std::size_t s = 0; ok && s < r.indices.size(); ++s)
+                ok = (r.indices[s].get() == v) == (w.indices[s].get() == v);
+            }
+            SPINDLE_CHECK(ok, UserError, "kernel '", kernel_, "': buffer '", r.buffer->name, "' is read at (",
+                          ir::IRPrinter().list(r.indices), ") and written at (", ir::IRPrinter().list(w.indices),
+                          ") in the same iteration '", n->name, "', which differ in how they use iterator '", v->name,
+                          "': the result would depend on the order in which the iterations run; hint: read "
+                          "it in a later statement, or from another buffer");
+          }
         }
-        void visit_Reduce(const ir::ReduceNode* x) override {
-          if (x->buffer->scope == ir::BufferScope::global) writes[x->buffer.get()].push_back(x->indices);
-          ir::IRVisitor::visit_Reduce(x);
-        }
-        void visit_Load(const ir::LoadNode* x) override {
-          if (x->buffer->scope == ir::BufferScope::global) reads[x->buffer.get()].push_back(x->indices);
-          ir::IRVisitor::visit_Load(x);
-        }
-      } acc;
-      acc.visit(n->body);
-      for (auto& [b, rs] : acc.reads) {
-        auto w = acc.writes.find(b);
-        if (w == acc.writes.end()) continue;
-        for (auto& r : rs)
-          for (auto& x : w->second)
-            SPINDLE_CHECK(ir::equal(r, x), UserError, "kernel '", kernel_, "': buffer '", b->name,
-                          "' is read at (", ir::IRPrinter().list(r), ") and written at (", ir::IRPrinter().list(x),
-                          ") in the same iteration '", n->name, "': the result would depend on the order in "
-                          "which the iterations run; hint: read it in a later statement, or from another buffer");
       }
+      accesses_.clear();
     }
 
     struct Binding {
@@ -340,6 +355,7 @@ class IterationInference : public ir::IRMutator {
     std::vector<Binding> scope_;
     std::vector<std::pair<const ir::SparseIterationNode*, std::vector<ir::IterKind>>> kinds_;
     std::set<const ir::BufferNode*> locals_;
+    std::vector<Access> accesses_;  // of the current top-level iteration
     int conditional_ = 0;
   };
 

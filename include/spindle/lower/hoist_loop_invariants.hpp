@@ -26,11 +26,15 @@ class LoopInvariantHoisting : public ir::IRMutator {
     ir::Stmt body = mutate(n->body);
     Written w;
     w.visit(body);
+    // Keep the peeled Let statements alive: `body` is reassigned to their bodies, and a
+    // freshly mutated Let is owned by `body` alone.
+    std::vector<ir::Stmt> let_owners;
     std::vector<const ir::LetStmtNode*> lets;
     std::vector<ir::Expr> guards;
     std::vector<ir::SourceLoc> guard_locs;
     while (true) {
       if (auto* l = body.as<ir::LetStmtNode>(); l && invariant(l->value, n, w)) {
+        let_owners.push_back(body);
         lets.push_back(l);
         body = l->body;
         continue;
@@ -38,7 +42,8 @@ class LoopInvariantHoisting : public ir::IRMutator {
       if (auto* c = body.as<ir::IfThenElseNode>(); c && !c->else_case.defined() && invariant(c->cond, n, w)) {
         guards.push_back(c->cond);
         guard_locs.push_back(c->loc);
-        body = c->then_case;
+        ir::Stmt then_case = c->then_case;
+        body = then_case;
         continue;
       }
       break;

@@ -5,8 +5,10 @@
 // binder checks the element dtype, the number and kinds of levels, writability of outputs,
 // and binds every axis from the first argument that carries it; later arguments must agree
 // (same length, and the same indptr/indices contents where two buffers share a sparse
-// axis). Kernels that search an axis require its indices sorted. Nothing the caller passed
-// is modified: errors are raised before the kernel runs.
+// axis). Kernels that search an axis require its indices sorted. The values an out/inout
+// argument receives must not overlap any other array of the call (another argument's values,
+// or any indptr/indices, its own included); read-only arrays may be shared. Nothing the
+// caller passed is modified: errors are raised before the kernel runs.
 #pragma once
 
 #include <cstdint>
@@ -68,7 +70,7 @@ class ArgBinder {
     Bindings axes;
     axes.reserve(axis_count_);
     for (auto& b : user_buffers_) bind_buffer(b, args, axes);
-    check_aliasing(args);
+    check_aliasing(args, axes);
     for (std::size_t k = 0; k < abi_buffers_.size(); ++k) {
       const auto& p = abi_buffers_[k];
       switch (p.origin.kind) {
@@ -256,26 +258,109 @@ class ArgBinder {
     }
   }
 
-  void check_aliasing(const std::vector<CallArg>& args) const {
+  // Aliasing: the kernel writes the values of its out/inout arguments, so those byte ranges
+  // must not overlap any other array of the call: another argument's values, or the indptr /
+  // indices of any level of any argument (its own included: writing would corrupt a sparsity
+  // pattern). Arrays that are only read may be shared freely (buffers sharing a structure pass
+  // the same indptr/indices). Runs after every buffer is bound, so the level sizes come from
+  // the axis bindings: indptr = (parent positions + 1) entries, indices = positions entries.
+  // Only pointer values are compared (device pointers too); nothing is allocated unless a
+  // check fails.
+  struct Extent {
+    std::uintptr_t lo = 0, hi = 0;  // [lo, hi) in bytes; empty when lo == hi
+    const char* what = "values";    // values, indptr or indices
+    const ir::AxisNode* axis = nullptr;
+  };
+
+  static Extent extent(const void* p, std::int64_t count, int elem_bytes, const char* what,
+                       const ir::AxisNode* axis) {
+    Extent e;
+    e.what = what;
+    e.axis = axis;
+    if (!p || count <= 0) return e;
+    e.lo = reinterpret_cast<std::uintptr_t>(p);
+    e.hi = e.lo + static_cast<std::uintptr_t>(count) * static_cast<std::uintptr_t>(elem_bytes);
+    return e;
+  }
+
+  static std::uintptr_t common_bytes(const Extent& a, const Extent& b) {
+    if (a.lo == a.hi || b.lo == b.hi) return 0;
+    std::uintptr_t lo = a.lo > b.lo ? a.lo : b.lo, hi = a.hi < b.hi ? a.hi : b.hi;
+    return lo < hi ? hi - lo : 0;
+  }
+
+  static bool is_written_arg(const ir::FuncBuffer& b) {
+    return b.buffer->role == ir::BufferRole::output || b.buffer->role == ir::BufferRole::inout;
+  }
+
+  std::string role_arg_name(const ir::FuncBuffer& b) const {
+    const char* role = b.buffer->role == ir::BufferRole::output  ? "output "
+                       : b.buffer->role == ir::BufferRole::inout ? "inout "
+                                                                  : "input ";
+    return role + arg_name(b);
+  }
+
+  // Calls f(extent) for every array of one bound buffer argument: its values (unless
+  // skip_values), then the indptr and indices of each structured level. Stops and returns
+  // true when f returns true.
+  template <class F>
+  bool for_each_extent(const ir::FuncBuffer& fb, const StorageView& v, const Bindings& axes, bool skip_values,
+                       F&& f) const {
+    if (!skip_values && f(extent(v.data, v.value_count, dtype_bytes(v.dtype), "values", nullptr))) return true;
+    const ir::BufferNode& b = *fb.buffer;
+    for (std::size_t s = 0; s < b.axes.size() && s < v.levels.size(); ++s) {
+      const ir::AxisNode* a = b.axes[s].get();
+      if (a->kind == ir::AxisKind::dense_fixed) continue;
+      const Binding* bd = axes.find(a);
+      if (!bd || !bd->structure) continue;
+      const LevelView& l = v.levels[s];
+      int ib = dtype_bytes(l.index_dtype);
+      if (a->is_variable() && f(extent(l.indptr, bd->parents + 1, ib, "indptr", a))) return true;
+      if (a->is_sparse()) {
+        std::int64_t positions = a->kind == ir::AxisKind::sparse_fixed ? bd->parents * bd->nnz_per_row : bd->nnz;
+        if (f(extent(l.indices, positions, ib, "indices", a))) return true;
+      }
+    }
+    return false;
+  }
+
+  void check_aliasing(const std::vector<CallArg>& args, const Bindings& axes) const {
     for (auto& w : user_buffers_) {
-      if (w.buffer->role != ir::BufferRole::output && w.buffer->role != ir::BufferRole::inout) continue;
+      if (!is_written_arg(w)) continue;
       const StorageView& wv = args[w.origin.arg].view;
+      const Extent values = extent(wv.data, wv.value_count, dtype_bytes(wv.dtype), "values", nullptr);
+      if (values.lo == values.hi) continue;
       for (auto& o : user_buffers_) {
-        if (&o == &w) continue;
-        const StorageView& ov = args[o.origin.arg].view;
-        if (overlaps(wv, ov))
-          throw UserError(message("kernel '", kernel_, "': output ", arg_name(w), " overlaps ", arg_name(o),
-                                  " in memory; hint: pass a separate output"));
+        Extent found;
+        std::uintptr_t shared = 0;
+        bool hit = for_each_extent(o, args[o.origin.arg].view, axes, /*skip_values=*/&o == &w, [&](const Extent& e) {
+          shared = common_bytes(values, e);
+          found = e;
+          return shared != 0;
+        });
+        if (hit) aliasing_error(w, o, found, shared);
       }
     }
   }
 
-  static bool overlaps(const StorageView& a, const StorageView& b) {
-    if (!a.data || !b.data || a.value_count == 0 || b.value_count == 0) return false;
-    auto lo1 = reinterpret_cast<std::uintptr_t>(a.data), lo2 = reinterpret_cast<std::uintptr_t>(b.data);
-    auto hi1 = lo1 + static_cast<std::uintptr_t>(a.value_count) * static_cast<std::uintptr_t>(dtype_bytes(a.dtype));
-    auto hi2 = lo2 + static_cast<std::uintptr_t>(b.value_count) * static_cast<std::uintptr_t>(dtype_bytes(b.dtype));
-    return lo1 < hi2 && lo2 < hi1;
+  // E.g. "kernel 'spmv': output argument 2 ('c') overlaps input argument 0 ('a') in memory:
+  // its values share 160 byte(s) with the indptr of axis J of 'a'; writing them would
+  // corrupt the sparsity structure of 'a'; hint: ...".
+  [[noreturn]] void aliasing_error(const ir::FuncBuffer& w, const ir::FuncBuffer& o, const Extent& e,
+                                   std::uintptr_t shared) const {
+    const bool self = &o == &w;
+    const std::string& on = o.buffer->name;
+    std::string array = e.axis ? message(e.what, " of axis ", e.axis->name) : std::string("values");
+    std::string text = message("kernel '", kernel_, "': ", role_arg_name(w), " overlaps ",
+                               self ? std::string("itself") : role_arg_name(o), " in memory: its values share ",
+                               shared, " byte(s) with ", self ? "its own " + array : "the " + array + " of '" + on + "'");
+    if (e.axis)
+      text += self ? std::string("; writing them would corrupt its own sparsity structure")
+                   : message("; writing them would corrupt the sparsity structure of '", on, "'");
+    else if (is_written_arg(o))
+      text += "; two written arguments must not share storage";
+    text += "; hint: pass an output with storage of its own";
+    throw UserError(text);
   }
 
   std::int64_t checked_mul(std::int64_t a, std::int64_t b) const {

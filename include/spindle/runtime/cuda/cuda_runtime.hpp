@@ -63,7 +63,8 @@ class CudaRuntime {
     std::lock_guard<std::mutex> lock(init_mutex_);
     if (!cache_) {
       engine_ = std::make_unique<NvrtcEngine>(cuda_, arch_);
-      cache_ = std::make_unique<runtime::KernelCache>(*engine_, options_.cache_dir, options_.disk_cache);
+      cache_ = std::make_unique<runtime::KernelCache>(*engine_, options_.cache_dir, options_.disk_cache,
+                                                      options_.debug);
       cache_ptr_.store(cache_.get(), std::memory_order_release);
     }
     return *cache_;
