@@ -382,3 +382,39 @@ TEST_CASE("a later for_each reads what an earlier one wrote in the same row (edg
       },
       a, x, e, sum);
 }
+
+TEST_CASE("fuzz regression: an out buffer written at two index patterns in one iteration is filled, not "
+          "initialised per element",
+          "[correctness][rules][init]") {
+  const Shape s = GENERATE(from_range(std::begin(kShapes), std::end(kShapes)));
+  INFO(s);
+  // For every column d: b(d) sums all of A, and b(j) counts the entries of column j. The
+  // second write reaches column j before (and after) d = j, so an init of b(d) at d's
+  // iteration would wipe what earlier iterations added (found by spindle-kernel-fuzz,
+  // seed 1001003899; the same with seed 1002003424 over a sparse_fixed axis).
+  auto k = sp::kernel("two_sites", sp::names{"A", "b"},
+                      [](sp::in<float, I, J> a, sp::out<float, sp::dense<J>> b, sp::iter<sp::dense<J>> d) {
+                        sp::for_each<I, J>([&](sp::iter<I> i, sp::iter<J> j) {
+                          b(d) += a(i, j);
+                          b(j) += 1.0f;
+                        });
+                      });
+  const auto a = random_csr<float>(s, 93);
+  auto b = sp::Tensor<float>::full({s.cols}, nan_v<float>);
+  run_both(
+      k, [&] { b = sp::Tensor<float>::full({s.cols}, nan_v<float>); },
+      [&] {
+        double total = 0, mag = 0;
+        std::vector<double> count(static_cast<std::size_t>(s.cols), 0.0);
+        for (std::int64_t q = 0; q < a.nnz(); ++q) {
+          total += a.values()[q];
+          mag += std::abs(a.values()[q]);
+          count[static_cast<std::size_t>(a.indices()[q])] += 1;
+        }
+        for (std::int64_t c = 0; c < s.cols; ++c) {
+          const double want = total + static_cast<double>(s.cols) * count[static_cast<std::size_t>(c)];
+          CHECK(std::abs(b(c) - want) <= 1e-4 * (mag + std::abs(want) + 1));
+        }
+      },
+      a, b);
+}

@@ -539,4 +539,24 @@ void write_matrix_market(const std::string& path, const Csr<T, Index>& csr,
   out.close();
 }
 
+
+// Under SPINDLE_SEPARATE_COMPILATION the reader's common instantiations (float and double
+// values, 32- and 64-bit indices) are compiled once in libspindle_runtime (impl/spindle.cpp),
+// not in every user file that reads a matrix.
+#define SPINDLE_MM_INSTANCES(EXTERN)                                                                    \
+  EXTERN template MatrixMarketTriplets<float> detail::parse_mm<float>(std::string_view, std::string_view, \
+                                                                       std::int64_t, const MatrixMarketLimits&); \
+  EXTERN template MatrixMarketTriplets<double> detail::parse_mm<double>(                                 \
+      std::string_view, std::string_view, std::int64_t, const MatrixMarketLimits&);                     \
+  SPINDLE_MM_CSR_INSTANCE(EXTERN, float, std::int32_t)                                                  \
+  SPINDLE_MM_CSR_INSTANCE(EXTERN, float, std::int64_t)                                                  \
+  SPINDLE_MM_CSR_INSTANCE(EXTERN, double, std::int32_t)                                                 \
+  SPINDLE_MM_CSR_INSTANCE(EXTERN, double, std::int64_t)
+#define SPINDLE_MM_CSR_INSTANCE(EXTERN, T, Index)                                                       \
+  EXTERN template Csr<T, Index> detail::parse_mm_csr<T, Index>(std::string_view, std::string_view, Duplicates, \
+                                                                const MatrixMarketLimits&);
+#ifdef SPINDLE_SEPARATE_COMPILATION
+SPINDLE_MM_INSTANCES(extern)
+#endif
+
 }  // namespace spindle

@@ -58,7 +58,8 @@ class IterationInference : public ir::IRMutator {
       auto op = a.reduce_op.find(b.get());
       ir::Expr fill = op != a.reduce_op.end() ? ir::reduce_identity(op->second, b->dtype) : ir::make_const(b->dtype, 0);
       auto first = a.first_write.find(b.get());
-      if (first != a.first_write.end() && !a.loaded.count(b.get()) && first->second.per_element) {
+      if (first != a.first_write.end() && !a.loaded.count(b.get()) && first->second.per_element &&
+          later_writes_follow_init(first->second, a.write_sites[b.get()])) {
         if (first->second.reduce) per_element_init_[first->second.iteration].push_back({b, first->second.indices, fill});
         continue;  // a store that writes every element once needs no initial value
       }
@@ -131,18 +132,43 @@ class IterationInference : public ir::IRMutator {
     std::vector<ir::Expr> indices;
     bool reduce = false;
     bool per_element = false;
+    int top = -1;  // which top-level statement (program order)
   };
+
+  // Every write into an `out` buffer: an init placed at the first write (per element) is
+  // right only if no other write can reach an element before that element's init runs.
+  struct WriteSite {
+    std::vector<ir::Expr> indices;
+    int top = -1;
+  };
+
+  // The init at the first write runs, for each element, before that element's reduction;
+  // another write is safe after it when it indexes by the very same iterators (so it runs
+  // inside the same element's scope, after its init) or comes in a later top-level
+  // statement (all inits have run). A write elsewhere in the same statement (b[j2] while
+  // b[d] is initialised per d) could reach an element before its init: fill instead.
+  static bool later_writes_follow_init(const FirstWrite& first, const std::vector<WriteSite>& sites) {
+    for (auto& w : sites) {
+      if (w.top > first.top) continue;
+      bool same = w.indices.size() == first.indices.size();
+      for (std::size_t s = 0; same && s < w.indices.size(); ++s) same = w.indices[s].same_as(first.indices[s]);
+      if (!same) return false;
+    }
+    return true;
+  }
 
   class Analysis : public ir::IRVisitor {
    public:
     explicit Analysis(const std::string& kernel) : kernel_(kernel) {}
     std::map<const ir::BufferNode*, FirstWrite> first_write;
+    std::map<const ir::BufferNode*, std::vector<WriteSite>> write_sites;
     std::map<const ir::BufferNode*, ir::ReduceOp> reduce_op;
     std::set<const ir::BufferNode*> loaded;
 
    protected:
     void visit_SparseIteration(const ir::SparseIterationNode* n) override {
       const std::size_t depth = scope_.size();
+      if (depth == 0) ++top_;
       for (std::size_t k = 0; k < n->axes.size(); ++k) {
         const ir::Axis& a = n->axes[k];
         for (std::size_t q = 0; q < k; ++q)
@@ -195,6 +221,7 @@ class IterationInference : public ir::IRMutator {
                       " coordinate would overwrite the same element (last write wins); hint: reduce with += "
                       "(or max_with/min_with), or index '", n->buffer->name, "' by '", b.var->name, "'");
       note_first(n->buffer, n->indices, false);
+      if (n->buffer->role == ir::BufferRole::output) write_sites[n->buffer.get()].push_back({n->indices, top_});
     }
 
     void visit_Reduce(const ir::ReduceNode* n) override {
@@ -210,6 +237,7 @@ class IterationInference : public ir::IRMutator {
                       "ambiguous; hint: declare it inout and initialise it yourself, or use two buffers");
       }
       note_first(n->buffer, n->indices, true);
+      if (n->buffer->role == ir::BufferRole::output) write_sites[n->buffer.get()].push_back({n->indices, top_});
     }
 
    private:
@@ -317,6 +345,7 @@ class IterationInference : public ir::IRMutator {
       w.reduce = reduce;
       w.iteration = kinds_.empty() ? nullptr : kinds_.back().first;
       w.per_element = per_element(buf, idx);
+      w.top = top_;
       first_write.emplace(buf.get(), std::move(w));
     }
 
@@ -357,6 +386,7 @@ class IterationInference : public ir::IRMutator {
     std::set<const ir::BufferNode*> locals_;
     std::vector<Access> accesses_;  // of the current top-level iteration
     int conditional_ = 0;
+    int top_ = -1;
   };
 
   // for every position of `b`'s axes: b[...] = value (spatial, no reduction).
