@@ -292,3 +292,24 @@ TEST_CASE("cuda fuzz regression: reductions across the threads of an outer reduc
   auto r0 = sp::Tensor<float>::zeros({0});
   run_cuda(empty, none, r0);
 }
+
+TEST_CASE("cuda fuzz regression: a reduction over a second sparse axis is not taken for SDDMM",
+          "[cuda][correctness][fuzz]") {
+  // c(i, k) sums row i of a for every stored k of row i: I, then K and J both under I. The
+  // J loop's length varies by row, so it is no feature loop; the SDDMM plan took it and its
+  // launch asked for a data-dependent feature size (InternalError in evaluate_int; found by
+  // spindle-kernel-fuzz, seed 1004003756).
+  struct I : sp::dense_fixed {};
+  struct J : sp::sparse_variable<I> {};
+  struct K : sp::sparse_variable<I> {};
+  auto k = sp::kernel("two_children", [](sp::in<float, I, J> a, sp::out<float, I, K> c, sp::iter<I> i,
+                                         sp::iter<K> kk, sp::iter<J> j) { c(i, kk) += a(i, j); });
+  const auto a = random_csr<float>({"irregular", 57, 45, 6, 0.2}, 83);
+  auto c = same_structure(random_csr<float>({"irregular", 57, 30, 3, 0.3}, 84), nan_v<float>);
+  run_cuda(k, a, c);
+  for (std::int64_t r = 0; r < 57; ++r) {
+    double sum = 0;
+    for (auto q = a.indptr()[r]; q < a.indptr()[r + 1]; ++q) sum += a.values()[q];
+    for (auto q = c.indptr()[r]; q < c.indptr()[r + 1]; ++q) CHECK(c.values()[q] == Approx(sum).margin(1e-4));
+  }
+}

@@ -418,3 +418,28 @@ TEST_CASE("fuzz regression: an out buffer written at two index patterns in one i
       },
       a, b);
 }
+
+TEST_CASE("fuzz regression: integer arithmetic wraps (no signed-overflow folding)", "[correctness][rules][int]") {
+  // INT_MAX + 1 wraps to INT_MIN, so the select picks -1. Clang folded `x + 1 > 0` to
+  // `x > -1` (signed overflow is undefined in C) until the engines compiled with -fwrapv
+  // (found by spindle-kernel-fuzz, seed 1009003193).
+  auto k = sp::kernel("wraps", sp::names{"x", "y"},
+                      [](sp::in<std::int32_t, I> x, sp::out<std::int32_t, I> y, sp::iter<I> i) {
+                        y(i) = sp::select(x(i) + 1 > 0, sp::Value<std::int32_t>(1), sp::Value<std::int32_t>(-1));
+                      });
+  auto x = sp::Tensor<std::int32_t>::zeros({4});
+  x.values()[0] = std::numeric_limits<std::int32_t>::max();
+  x.values()[1] = -5;
+  x.values()[2] = 7;
+  x.values()[3] = std::numeric_limits<std::int32_t>::max() - 1;
+  auto y = sp::Tensor<std::int32_t>::zeros({4});
+  run_both(
+      k, [&] { y = sp::Tensor<std::int32_t>::full({4}, 99); },
+      [&] {
+        CHECK(y(0) == -1);
+        CHECK(y(1) == -1);
+        CHECK(y(2) == 1);
+        CHECK(y(3) == 1);
+      },
+      x, y);
+}

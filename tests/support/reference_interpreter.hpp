@@ -58,11 +58,17 @@ class Interpreter {
 
   long long statements_executed() const { return steps_; }
 
+  // Whether some float operation had a result that is not exactly representable as a small
+  // integer (beyond 2^24 for f32, 2^53 for f64, or fractional): then another association
+  // or a fused multiply-add may round differently, and results are not expected bit-exact.
+  bool float_rounded() const { return rounded_; }
+
  private:
   struct RV {  // a runtime value
     DType t = DType::i64;
     double f = 0;
     std::int64_t i = 0;
+    bool unset = false;  // a local not written yet
   };
   struct AxisData {
     LevelView level;
@@ -212,6 +218,11 @@ class Interpreter {
   }
 
   // --- storage -----------------------------------------------------------------------
+  void note_rounding(DType t, double r) {
+    if (!std::isfinite(r)) return;
+    const double limit = t == DType::f32 ? 16777216.0 : 9007199254740992.0;
+    if (std::fabs(r) > limit || r != std::floor(r)) rounded_ = true;
+  }
   static double round_to(DType t, double x) { return t == DType::f32 ? static_cast<double>(static_cast<float>(x)) : x; }
 
   static RV load_value(const StorageView& v, std::int64_t k) {
@@ -339,7 +350,10 @@ class Interpreter {
       case ir::ExprKind::Call: return call(*e.as<ir::CallNode>());
       case ir::ExprKind::Load: {
         auto* n = e.as<ir::LoadNode>();
-        if (auto it = locals_.find(n->buffer.get()); it != locals_.end()) return it->second;
+        if (auto it = locals_.find(n->buffer.get()); it != locals_.end()) {
+          if (it->second.unset) throw InterpreterError("local '" + n->buffer->name + "' read before it is written");
+          return it->second;
+        }
         std::vector<std::int64_t> coords;
         for (auto& x : n->indices) coords.push_back(eval(x).i);
         std::int64_t k = locate(n->buffer.get(), coords);
@@ -412,6 +426,7 @@ class Interpreter {
         }
         r = fr;
       }
+      note_rounding(v.t, r);
       v.f = r;
       return v;
     }
@@ -452,6 +467,7 @@ class Interpreter {
       default: throw InterpreterError("intrinsic not in stage I");
     }
     v.f = round_to(v.t, v.f);
+    note_rounding(v.t, v.f);
     return v;
   }
 
@@ -470,7 +486,7 @@ class Interpreter {
           if (auto it = locals_.find(a.get()); it != locals_.end()) saved[a.get()] = it->second;
           RV v;
           v.t = a->dtype;
-          v.f = NAN;  // reading a local before its initialisation shows up as NaN
+          v.unset = true;  // the DSL always initialises a local; a shrunk kernel may not
           locals_[a.get()] = v;
         }
         exec(n->body);
@@ -529,6 +545,7 @@ class Interpreter {
         if (op == ir::ReduceOp::add) r.f = fx + fy;
         if (op == ir::ReduceOp::mul) r.f = fx * fy;
       }
+      note_rounding(r.t, r.f);
       return r;
     }
     std::int64_t x = old.i, y = v.i;
@@ -544,6 +561,7 @@ class Interpreter {
 
   void write(const ir::Buffer& b, const std::vector<ir::Expr>& idx, const RV& v, const ir::ReduceOp* op) {
     if (auto it = locals_.find(b.get()); it != locals_.end()) {
+      if (op && it->second.unset) throw InterpreterError("local '" + b->name + "' reduced into before it is written");
       it->second = op ? combine(*op, it->second, v) : convert(b->dtype, v);
       return;
     }
@@ -614,6 +632,7 @@ class Interpreter {
   std::map<const ir::BufferNode*, BufferData> buffers_;
   std::map<const ir::VarNode*, RV> vars_;
   std::map<const ir::BufferNode*, RV> locals_;
+  bool rounded_ = false;
   std::vector<Binding> scope_;
   long long steps_ = 0;
 };

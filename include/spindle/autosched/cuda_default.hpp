@@ -114,6 +114,25 @@ inline const ir::ForNode* single_top_loop(const ir::Stmt& body) {
   return f && f->iter_kind == ir::IterKind::spatial && starts_at_zero(f) ? f : nullptr;
 }
 
+// Whether `e` is computable at launch time: constants and the function's scalar parameters
+// only (no loads, no loop variables). The launch grid and the variant's feature size are.
+inline bool over_scalars(const ir::Expr& e, const ir::Function& f) {
+  struct Check : ir::IRVisitor {
+    const ir::Function* f;
+    bool ok = true;
+    void visit_Var(const ir::VarNode* v) override {
+      bool scalar = false;
+      for (auto& s : f->scalars) scalar = scalar || s.var.get() == v;
+      ok = ok && scalar;
+    }
+    void visit_Load(const ir::LoadNode*) override { ok = false; }
+    void visit_FindPos(const ir::FindPosNode*) override { ok = false; }
+  } c;
+  c.f = &f;
+  c.visit(e);
+  return c.ok;
+}
+
 inline bool indexes_row_and(const std::vector<ir::Expr>& idx, const ir::ForNode* row, const ir::ForNode* k) {
   return idx.size() == 2 && idx[0].get() == row->var.get() && idx[1].get() == k->var.get();
 }
@@ -141,6 +160,7 @@ inline std::optional<SpmmMatch> match_spmm(const ir::Function& f) {
     return std::nullopt;
   if (!ir::equal(m.init_loop->extent, m.k_loop->extent) || ir::uses_var(m.init->value, m.init_loop->var.get()))
     return std::nullopt;
+  if (!over_scalars(m.row->extent, f) || !over_scalars(m.k_loop->extent, f)) return std::nullopt;
   return m;
 }
 
@@ -162,6 +182,8 @@ inline std::optional<SddmmMatch> match_sddmm(const ir::Function& f) {
     return std::nullopt;
   for (auto& i : m.init->indices)
     if (ir::uses_var(i, m.k_loop->var.get())) return std::nullopt;
+  // A feature loop whose length varies by row (a second sparse axis) is not SDDMM-shaped.
+  if (!over_scalars(m.row->extent, f) || !over_scalars(m.k_loop->extent, f)) return std::nullopt;
   return m;
 }
 

@@ -89,9 +89,11 @@ HostTarget detect_host() {
 }
 
 // cc1 flags shared by every compile (the target part is appended per engine). math-errno
-// is off by default in cc1; the driver's -fno-math-errno has no cc1 spelling.
+// is off by default in cc1; the driver's -fno-math-errno has no cc1 spelling. -fwrapv:
+// integer arithmetic wraps (docs/language.md), so no signed overflow is UB the optimiser
+// may exploit (found by spindle-kernel-fuzz: INT_MAX + 1 > 0 folded to true).
 constexpr const char* kFlags[] = {
-    "-O3", "-vectorize-loops", "-vectorize-slp", "-ffp-contract=fast-honor-pragmas", "-std=c11",
+    "-O3", "-vectorize-loops", "-vectorize-slp", "-ffp-contract=fast-honor-pragmas", "-std=c11", "-fwrapv",
     "-mrelocation-model", "pic", "-pic-level", "2", "-funwind-tables=2",
     "-mframe-pointer=none", "-nostdsysteminc", "-nobuiltininc", "-discard-value-names",
     "-clear-ast-before-backend", "-disable-llvm-verifier", "-fno-ident"};

@@ -2,7 +2,7 @@
 // shared object in a private temporary directory; load() maps the bytes back through an
 // anonymous memfd (fallback: a private temporary file) and dlopen()s them.
 //
-//   cc -O3 -march=native -fPIC -shared -ffp-contract=fast -fno-math-errno -std=c11
+//   cc -O3 -march=native -fPIC -shared -ffp-contract=fast -fno-math-errno -fwrapv -std=c11
 //      -o kernel.so kernel.c
 //
 // system_cc may hold a launcher or options, e.g. "ccache cc" or "gcc -O0": it is split on
@@ -34,8 +34,9 @@ namespace spindle::runtime {
 
 namespace detail {
 
-inline constexpr const char* kSystemFlags[] = {"-O3", "-march=native", "-fPIC", "-shared",
-                                               "-ffp-contract=fast", "-fno-math-errno", "-std=c11"};
+// -fwrapv: integer arithmetic wraps, as docs/language.md defines it.
+inline constexpr const char* kSystemFlags[] = {"-O3", "-march=native", "-fPIC", "-shared", "-ffp-contract=fast",
+                                               "-fno-math-errno", "-fwrapv", "-std=c11"};
 
 inline std::vector<std::string> split_command(const std::string& command) {
   std::vector<std::string> words;
