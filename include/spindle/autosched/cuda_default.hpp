@@ -426,7 +426,7 @@ class GenericLaunches {
     ir::Var b(f->var.name() + "_block", DType::i64), t(f->var.name() + "_thread", DType::i64);
     // Across the threads of a reduction loop, updates of a shared element must stay
     // reductions (made atomic): no local accumulation that would end in a plain store.
-    ir::Stmt body = f->iter_kind == ir::IterKind::reduction ? atomic_updates(f->body, f->var.node())
+    ir::Stmt body = f->iter_kind == ir::IterKind::reduction ? atomic_updates(f->body)
                                                              : schedule::accumulate_locally(f->body);
     ir::Expr flat = b * i64(kThreads) + t;
     ir::Stmt inner = ir::let_stmt(f->var, ir::cast(f->var.dtype(), ir::cast(DType::i64, f->min) + flat),
@@ -439,27 +439,20 @@ class GenericLaunches {
     return ir::for_loop(b, i64(0), i64(1), ir::ForKind::gpu_block_x, ir::IterKind::spatial, "",
                         bound(t, 1, ir::ForKind::gpu_thread_x, "", s));
   }
-  // Reductions whose target does not depend on the loop variable: different threads update
-  // the same element.
-  static ir::Stmt atomic_updates(const ir::Stmt& s, const ir::VarNode* v) {
+  // A reduction loop's iterations may update one element from different threads: every
+  // reduction into a buffer that is not thread-local becomes atomic. (Using the loop
+  // variable in the target is not enough: c[i, i2] and c[i2, i] both use i, and the front
+  // end made i a reduction loop because two values of i can meet at one element.)
+  static ir::Stmt atomic_updates(const ir::Stmt& s) {
     struct Atomics : ir::IRMutator {
-      const ir::VarNode* v;
       ir::Stmt mutate_Reduce(const ir::ReduceNode* n, const ir::Stmt& self) override {
-        bool private_target = n->buffer->scope == ir::BufferScope::local;
-        for (auto& i : n->indices) private_target |= ir::uses_var(i, v);
-        if (private_target) return self;
+        if (n->buffer->scope == ir::BufferScope::local) return self;
         return ir::reduce(n->buffer, n->indices, n->op, n->value, n->loc, /*atomic=*/true);
       }
-      ir::Stmt mutate_Store(const ir::StoreNode* n, const ir::Stmt& self) override {
-        bool private_target = n->buffer->scope == ir::BufferScope::local;
-        for (auto& i : n->indices) private_target |= ir::uses_var(i, v);
-        SPINDLE_CHECK(private_target, UserError, "CUDA schedule: the store into '", n->buffer->name,
-                      "' inside reduction loop '", v->name,
-                      "' writes the same element from every iteration; it cannot run in parallel");
-        return self;
-      }
+      // Stores stay plain: the language (docs/language.md §4.2, §4.5) makes every `=` index
+      // its buffer by every enclosing iterator, in the same slots as every other write of
+      // that buffer in the iteration, so no two threads store to one element.
     } a;
-    a.v = v;
     return a.mutate(s);
   }
 };

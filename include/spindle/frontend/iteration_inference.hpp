@@ -29,6 +29,7 @@
 #pragma once
 
 #include <algorithm>
+#include <iterator>
 #include <map>
 #include <set>
 #include <string>
@@ -112,16 +113,32 @@ class IterationInference : public ir::IRMutator {
     }
   };
 
-  static bool indexes(const ir::Var& v, const ir::Axis& axis, const ir::Buffer& buf, const std::vector<ir::Expr>& idx) {
+  // The slots of a write that v indexes (over v's coordinate space), in increasing order.
+  static std::vector<std::size_t> slots_of(const ir::Var& v, const ir::Axis& axis, const ir::Buffer& buf,
+                                           const std::vector<ir::Expr>& idx) {
+    std::vector<std::size_t> slots;
     for (std::size_t s = 0; s < idx.size() && s < buf->axes.size(); ++s)
-      if (idx[s].same_as(v) && ir::coordinate_space(buf->axes[s]) == ir::coordinate_space(axis)) return true;
-    return false;
+      if (idx[s].same_as(v) && ir::coordinate_space(buf->axes[s]) == ir::coordinate_space(axis)) slots.push_back(s);
+    return slots;
   }
 
+  // Spatial: every write of each buffer indexes, in one common slot, the buffer by v (over
+  // v's coordinate space). Then iterations with different values of v write disjoint
+  // elements and may run concurrently. A buffer written at v in different slots
+  // (c(i, i2) and c(i2, i)) makes v a reduction: two iterations could update one element.
   static bool is_spatial(const ir::Var& v, const ir::Axis& axis, const Writes& w) {
+    std::map<const ir::BufferNode*, std::vector<std::size_t>> common;  // buffer -> slots of v in every write
     for (auto& [buf, idx] : w.writes) {
       if (w.private_locals.count(buf.get())) continue;
-      if (!indexes(v, axis, buf, idx)) return false;
+      std::vector<std::size_t> slots = slots_of(v, axis, buf, idx);
+      auto [it, first] = common.emplace(buf.get(), slots);
+      if (!first) {
+        std::vector<std::size_t> both;
+        std::set_intersection(it->second.begin(), it->second.end(), slots.begin(), slots.end(),
+                              std::back_inserter(both));
+        it->second = std::move(both);
+      }
+      if (it->second.empty()) return false;
     }
     return true;
   }
@@ -205,7 +222,7 @@ class IterationInference : public ir::IRMutator {
 
     void visit_Load(const ir::LoadNode* n) override {
       if (n->buffer->role == ir::BufferRole::output) loaded.insert(n->buffer.get());
-      record(n->buffer, n->indices, false);
+      record(n->buffer, n->indices, false, kRead);
       ir::IRVisitor::visit_Load(n);
     }
 
@@ -213,7 +230,7 @@ class IterationInference : public ir::IRMutator {
       ir::IRVisitor::visit_Store(n);
       if (locals_.count(n->buffer.get()) || n->buffer->scope == ir::BufferScope::local) return;
       check_write(n->buffer, n->indices, "=");
-      record(n->buffer, n->indices, true);
+      record(n->buffer, n->indices, true, kAssign);
       for (auto& b : scope_)
         SPINDLE_CHECK(uses(b.var, n->indices), UserError, "kernel '", kernel_, "': `=` into buffer '",
                       n->buffer->name, "' inside the iteration over ", b.axis->name, ", whose iterator '",
@@ -228,7 +245,7 @@ class IterationInference : public ir::IRMutator {
       ir::IRVisitor::visit_Reduce(n);
       if (locals_.count(n->buffer.get()) || n->buffer->scope == ir::BufferScope::local) return;
       check_write(n->buffer, n->indices, ir::reduce_op_name(n->op));
-      record(n->buffer, n->indices, true);
+      record(n->buffer, n->indices, true, static_cast<int>(n->op));
       if (n->buffer->role == ir::BufferRole::output) {
         auto [it, fresh] = reduce_op.emplace(n->buffer.get(), n->op);
         SPINDLE_CHECK(fresh || it->second == n->op, UserError, "kernel '", kernel_, "': `out` buffer '",
@@ -247,15 +264,30 @@ class IterationInference : public ir::IRMutator {
     // (e(i, j2) after e(i, j) = ... in an earlier for_each is fine; y(i + 1) while y(i) is
     // written is not: it would depend on the order in which the iterations run, which the
     // language leaves to the schedule.)
+    static constexpr int kRead = -2, kAssign = -1;  // else the ir::ReduceOp of a reduction
     struct Access {
       const ir::BufferNode* buffer;
       std::vector<ir::Expr> indices;
       std::vector<const ir::VarNode*> scope;
       bool write;
+      int op;
     };
-    void record(const ir::Buffer& b, const std::vector<ir::Expr>& idx, bool write) {
+    static const char* op_name(int op) {
+      return op == kAssign ? "=" : ir::reduce_op_name(static_cast<ir::ReduceOp>(op));
+    }
+    // Do the accesses index by v in exactly the same slots (and in at least one)?
+    static bool same_slots(const ir::VarNode* v, const std::vector<ir::Expr>& a, const std::vector<ir::Expr>& b) {
+      if (a.size() != b.size()) return false;
+      bool used = false;
+      for (std::size_t s = 0; s < a.size(); ++s) {
+        if ((a[s].get() == v) != (b[s].get() == v)) return false;
+        used = used || a[s].get() == v;
+      }
+      return used;
+    }
+    void record(const ir::Buffer& b, const std::vector<ir::Expr>& idx, bool write, int op) {
       if (scope_.empty() || b->scope != ir::BufferScope::global || locals_.count(b.get())) return;
-      Access a{b.get(), idx, {}, write};
+      Access a{b.get(), idx, {}, write, op};
       for (auto& x : scope_) a.scope.push_back(x.var);
       accesses_.push_back(std::move(a));
     }
@@ -279,6 +311,31 @@ class IterationInference : public ir::IRMutator {
                           ") in the same iteration '", n->name, "', which differ in how they use iterator '", v->name,
                           "': the result would depend on the order in which the iterations run; hint: read "
                           "it in a later statement, or from another buffer");
+          }
+        }
+      }
+      // Two writes of one buffer whose order matters (an assignment, or reductions with
+      // different operators) must meet only inside the same iterations of every loop they
+      // share: each shared iterator indexes both in exactly the same slots. Otherwise one
+      // element could get them from different iterations, in an order that the language
+      // leaves to the schedule (c(i, i2) = ... and c(i2, i) = ...).
+      for (std::size_t p = 0; p < accesses_.size(); ++p) {
+        const Access& w1 = accesses_[p];
+        if (!w1.write) continue;
+        for (std::size_t q = p + 1; q < accesses_.size(); ++q) {
+          const Access& w2 = accesses_[q];
+          if (!w2.write || w2.buffer != w1.buffer) continue;
+          if (w1.op == w2.op && w1.op != kAssign) continue;  // one commutative reduction
+          for (const ir::VarNode* v : w1.scope) {
+            if (std::find(w2.scope.begin(), w2.scope.end(), v) == w2.scope.end()) continue;
+            SPINDLE_CHECK(same_slots(v, w1.indices, w2.indices), UserError, "kernel '", kernel_, "': buffer '",
+                          w1.buffer->name, "' is written with ", op_name(w1.op), " at (",
+                          ir::IRPrinter().list(w1.indices), ") and with ", op_name(w2.op), " at (",
+                          ir::IRPrinter().list(w2.indices), ") in the same iteration '", n->name,
+                          "', which differ in how they use iterator '", v->name,
+                          "': one element could get both from different iterations, and the result would "
+                          "depend on the order in which the iterations run; hint: write the two patterns in "
+                          "separate statements (a later top-level iteration), or reduce with one operator");
           }
         }
       }
