@@ -10,6 +10,7 @@
 #include <set>
 #include <string>
 
+#include "spindle/codegen/identifiers.hpp"
 #include "spindle/ir/function.hpp"
 #include "spindle/ir/functor.hpp"
 #include "spindle/ir/printer.hpp"
@@ -88,14 +89,13 @@ class CFamilyPrinter : public ir::StrictExprFunctor<std::string>, public ir::Str
   }
 
  protected:
-  // --- identifiers: one C name per IR object, unique within the unit ------------------
+  // --- identifiers: one C name per IR object, legal and unique within the unit ----------
+  // (codegen/identifiers.hpp: never a keyword, a reserved name, or a name the generated
+  // code uses for something else). Every identifier the emitters print goes through here.
   std::string fresh(const std::string& base) {
-    std::string n = base;
-    for (char& c : n)
-      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) c = '_';
-    if (n.empty() || std::isdigit(static_cast<unsigned char>(n[0]))) n = "v_" + n;
+    std::string n = legal_identifier(base);
     std::string candidate = n;
-    for (int k = 1; used_.count(candidate); ++k) candidate = n + "_" + std::to_string(k);
+    for (int k = 1; used_.count(candidate); ++k) candidate = n + (n.back() == '_' ? "" : "_") + std::to_string(k);
     used_.insert(candidate);
     return candidate;
   }
@@ -135,7 +135,12 @@ class CFamilyPrinter : public ir::StrictExprFunctor<std::string>, public ir::Str
   // --- expressions ----------------------------------------------------------------------
   std::string paren(const std::string& s, int prec) { return prec < prec_ ? "(" + s + ")" : s; }
 
+  // Integer constants keep their C type: an i32 constant is an `int` (INT32_MIN is spelled
+  // as an int expression, since -2147483648 would be a long long), an i64 constant outside
+  // the int range is a long long.
   std::string on_IntImm(const ir::IntImmNode* n) override {
+    if (n->dtype == DType::i32 && n->value == INT32_MIN) return paren("-2147483647 - 1", 4);
+    if (n->value == INT64_MIN) return paren("-9223372036854775807LL - 1", 4);
     std::string s = std::to_string(n->value);
     if (n->value > 2147483647LL || n->value < -2147483647LL) s += "LL";
     return n->value < 0 ? paren(s, 10) : s;
@@ -154,15 +159,32 @@ class CFamilyPrinter : public ir::StrictExprFunctor<std::string>, public ir::Str
       return std::string("spindle_") + (n->op == ir::BinOp::min ? "min_" : "max_") + suffix(n->dtype) + "(" +
              expr(n->a) + ", " + expr(n->b) + ")";
     int p = ir::binop_precedence(n->op);
-    return paren(expr(n->a, p) + " " + ir::binop_symbol(n->op) + " " + expr(n->b, p + 1), p);
+    std::string a = expr(n->a, p);
+    // i64 arithmetic on two operands that C types as int (constants, selects of
+    // constants) would be done in int: make it long long.
+    if (n->dtype == DType::i64 && !ir::is_comparison(n->op) && int_in_c(n->a) && int_in_c(n->b))
+      a = "(long long)" + expr(n->a, 10);
+    return paren(a + " " + ir::binop_symbol(n->op) + " " + expr(n->b, p + 1), p);
   }
+  // Unary operators never touch their operand's first token: -(-t), not --t (a decrement).
   std::string on_Unary(const ir::UnaryNode* n) override {
-    return paren((n->op == ir::UnOp::neg ? "-" : "!") + expr(n->a, 10), 10);
+    std::string a = expr(n->a, 10);
+    if (!a.empty() && (a[0] == '-' || a[0] == '+' || a[0] == '!' || a[0] == '&' || a[0] == '*')) a = "(" + a + ")";
+    return paren((n->op == ir::UnOp::neg ? "-" : "!") + a, 10);
+  }
+  // Is e, of an integer type, an `int` in C (no long long operand anywhere at its top)?
+  static bool int_in_c(const ir::Expr& e) {
+    if (auto* k = e.as<ir::IntImmNode>()) return k->value >= -2147483647LL && k->value <= 2147483647LL;
+    if (auto* u = e.as<ir::UnaryNode>()) return u->op == ir::UnOp::neg && int_in_c(u->a);
+    if (auto* s = e.as<ir::SelectNode>()) return int_in_c(s->t) && int_in_c(s->f);
+    return false;
   }
   std::string on_Select(const ir::SelectNode* n) override {
     return "(" + expr(n->cond, 1) + " ? " + expr(n->t, 1) + " : " + expr(n->f, 1) + ")";
   }
   std::string on_Cast(const ir::CastNode* n) override {
+    if (n->dtype == DType::boolean)  // C's (int) would truncate 0.5 to 0; a bool is "nonzero"
+      return paren("(" + expr(n->value, 2) + " != 0)", 10);
     return paren(std::string("(") + ctype(n->dtype) + ")" + expr(n->value, 10), 10);
   }
   std::string on_Call(const ir::CallNode* n) override {
@@ -214,7 +236,7 @@ class CFamilyPrinter : public ir::StrictExprFunctor<std::string>, public ir::Str
     for (auto& s : n->stmts) dispatch(s);
   }
   void on_Block(const ir::BlockNode* n) override {
-    line() << "{ /* " << n->name << " */\n";
+    line() << "{ /* " << comment_text(n->name) << " */\n";
     ++indent_;
     for (auto& a : n->allocs) {
       std::int64_t elems = 1;

@@ -85,20 +85,37 @@ class Ref : public Value<T> {
     return *this;
   }
   const Ref& operator=(const Ref& r) const { return *this = static_cast<const Value<T>&>(r); }
-  template <Arithmetic S>
-  const Ref& operator=(S s) const {
-    return *this = Value<T>(static_cast<T>(s));
-  }
   const Ref& operator+=(const Value<T>& v) const { return reduce(ir::ReduceOp::add, v); }
   const Ref& operator-=(const Value<T>& v) const { return reduce(ir::ReduceOp::add, -v); }
   const Ref& operator*=(const Value<T>& v) const { return reduce(ir::ReduceOp::mul, v); }
+  // A C++ literal is converted to T as next to any Value<T> (frontend/value.hpp).
+  template <Arithmetic S>
+  const Ref& operator=(S s) const {
+    return *this = Value<T>(detail::literal_as<T>(s));
+  }
   template <Arithmetic S>
   const Ref& operator+=(S s) const {
-    return *this += Value<T>(static_cast<T>(s));
+    return *this += Value<T>(detail::literal_as<T>(s));
+  }
+  template <Arithmetic S>
+  const Ref& operator-=(S s) const {
+    return *this -= Value<T>(detail::literal_as<T>(s));
+  }
+  template <Arithmetic S>
+  const Ref& operator*=(S s) const {
+    return *this *= Value<T>(detail::literal_as<T>(s));
   }
   // Reductions with max / min: x.max_with(v) is x = max(x, v) as a reduction.
   const Ref& max_with(const Value<T>& v) const { return reduce(ir::ReduceOp::max, v); }
   const Ref& min_with(const Value<T>& v) const { return reduce(ir::ReduceOp::min, v); }
+  template <Arithmetic S>
+  const Ref& max_with(S s) const {
+    return max_with(Value<T>(detail::literal_as<T>(s)));
+  }
+  template <Arithmetic S>
+  const Ref& min_with(S s) const {
+    return min_with(Value<T>(detail::literal_as<T>(s)));
+  }
 
  private:
   const Ref& reduce(ir::ReduceOp op, const Value<T>& v) const {
@@ -183,7 +200,7 @@ class local : public Ref<T> {
     static_cast<const Ref<T>&>(*this) = init;
   }
   template <Arithmetic S>
-  explicit local(S init, std::string name = "t") : local(Value<T>(static_cast<T>(init)), std::move(name)) {}
+  explicit local(S init, std::string name = "t") : local(Value<T>(detail::literal_as<T>(init)), std::move(name)) {}
   using Ref<T>::operator=;
 };
 

@@ -101,7 +101,8 @@ class KernelBuilder {
   }
 
   // The user's names for the call arguments (spindle::names), checked: one per call
-  // argument, C identifiers, unique, not reserved by the generated code.
+  // argument, identifiers, unique. Names that C or CUDA reserve (`float`, `threadIdx`) are
+  // fine: the code generators rename them (codegen/identifiers.hpp).
   SPINDLE_DECL void set_names(std::vector<std::string> names, std::size_t call_args);
 
   // Names of the lambda's parameters: the names given with spindle::names, else a, b, c,
@@ -154,9 +155,15 @@ class KernelBuilder {
   SPINDLE_DECL ir::Stmt make_iteration(std::string name, std::vector<ir::Axis> axes, std::vector<ir::Var> vars,
                                        Frame body, ir::SourceLoc loc);
 
+  // A name not given out before in this kernel: base, else base1, base2, ... (skipping
+  // names that are taken, so an axis "i1" and the second iterator of "i" never share one).
   std::string fresh(const std::string& base) {
-    int& n = names_[base];
-    return n++ == 0 ? base : base + std::to_string(n - 1);
+    for (;;) {
+      int k = names_[base]++;
+      if (k == 0) return base;
+      std::string candidate = base + std::to_string(k);
+      if (names_.emplace(candidate, 1).second) return candidate;
+    }
   }
 
   std::string fresh_iteration_name() { return fresh(func_.name); }

@@ -30,11 +30,6 @@ SPINDLE_DECL void KernelBuilder::set_names(std::vector<std::string> names, std::
   if (names.empty()) return;
   SPINDLE_CHECK(names.size() == call_args, UserError, "kernel '", func_.name, "': ", names.size(),
                 " names given for ", call_args, " call arguments (one per in/out/inout/param parameter, in order)");
-  static const std::set<std::string> reserved{
-      "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern",
-      "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short", "signed",
-      "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void", "volatile", "while",
-      "rt", "buffers", "scalars", "bool", "true", "false"};
   std::set<std::string> seen;
   for (std::size_t k = 0; k < names.size(); ++k) {
     const std::string& n = names[k];
@@ -42,8 +37,6 @@ SPINDLE_DECL void KernelBuilder::set_names(std::vector<std::string> names, std::
     for (char c : n) ident = ident && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
     SPINDLE_CHECK(ident, UserError, "kernel '", func_.name, "': argument ", k, " name '", n,
                   "' is not an identifier (letters, digits and _, not starting with a digit, at most 64)");
-    SPINDLE_CHECK(!reserved.count(n) && n.rfind("spindle", 0) != 0 && n.rfind("__", 0) != 0, UserError,
-                  "kernel '", func_.name, "': argument ", k, " name '", n, "' is reserved by the generated code");
     SPINDLE_CHECK(seen.insert(n).second, UserError, "kernel '", func_.name, "': argument name '", n,
                   "' is given twice");
   }

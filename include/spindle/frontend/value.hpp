@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 #include <utility>
 
@@ -12,11 +13,24 @@
 
 namespace spindle {
 
+namespace detail {
+// The IR constant of a C++ value of type T (exact: 64-bit integers do not pass through a double).
+template <class T>
+ir::Expr constant_of(T v) {
+  if constexpr (std::is_same_v<T, bool>)
+    return ir::bool_imm(v);
+  else if constexpr (std::is_integral_v<T>)
+    return ir::int_imm(static_cast<std::int64_t>(v), dtype_v<T>);
+  else
+    return ir::float_imm(static_cast<double>(v), dtype_v<T>);
+}
+}  // namespace detail
+
 template <class T>
 class Value {
  public:
   using value_type = T;
-  Value(T literal) : expr_(ir::make_const(dtype_v<T>, static_cast<double>(literal))) {}  // NOLINT
+  Value(T literal) : expr_(detail::constant_of<T>(literal)) {}  // NOLINT
   explicit Value(ir::Expr e) : expr_(std::move(e)) {}
   const ir::Expr& expr() const { return expr_; }
 
@@ -74,9 +88,18 @@ template <class T>
 Value<T> make_value(ir::Expr e) {
   return Value<T>(std::move(e));
 }
+// A C++ literal next to a Value<T> is converted to T as static_cast<T> does (integers wrap,
+// floats round); a floating literal that no T can hold (NaN, or beyond T's range for an
+// integer T) is a UserError instead of C++'s undefined behaviour.
 template <class T, class S>
 ir::Expr literal_as(S s) {
-  return ir::make_const(dtype_v<T>, static_cast<double>(s));
+  if constexpr (std::is_integral_v<T> && std::is_floating_point_v<S>) {
+    SPINDLE_CHECK(s == s && s > -9.3e18 && s < 9.3e18 && static_cast<long double>(s) >= std::numeric_limits<T>::min() &&
+                      static_cast<long double>(s) < static_cast<long double>(std::numeric_limits<T>::max()) + 1,
+                  UserError, "the constant ", s, " next to an integer value of type ", dtype_name(dtype_v<T>),
+                  " is outside that type's range; hint: cast the value (spindle::cast<double>(x)) instead");
+  }
+  return constant_of<T>(static_cast<T>(s));
 }
 }  // namespace detail
 
@@ -110,6 +133,12 @@ Value<T> operator%(const Value<T>& a, S b) {
   return detail::make_value<T>(ir::binary(ir::BinOp::mod, a.expr(), detail::literal_as<T>(b)));
 }
 
+template <class T, Arithmetic S>
+  requires std::is_integral_v<T>
+Value<T> operator%(S a, const Value<T>& b) {
+  return detail::make_value<T>(ir::binary(ir::BinOp::mod, detail::literal_as<T>(a), b.expr()));
+}
+
 template <class T>
 Value<T> operator-(const Value<T>& a) {
   return detail::make_value<T>(ir::unary(ir::UnOp::neg, a.expr()));
@@ -123,6 +152,10 @@ Value<T> operator-(const Value<T>& a) {
   template <class T, Arithmetic S>                                                           \
   Value<bool> operator op(const Value<T>& a, S b) {                                          \
     return detail::make_value<bool>(ir::binary(ir::BinOp::fn, a.expr(), detail::literal_as<T>(b))); \
+  }                                                                                          \
+  template <class T, Arithmetic S>                                                           \
+  Value<bool> operator op(S a, const Value<T>& b) {                                          \
+    return detail::make_value<bool>(ir::binary(ir::BinOp::fn, detail::literal_as<T>(a), b.expr())); \
   }
 SPINDLE_VALUE_CMP(<, lt)
 SPINDLE_VALUE_CMP(<=, le)

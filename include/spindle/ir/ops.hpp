@@ -13,7 +13,11 @@
 
 namespace spindle::ir {
 
+// An integer constant of type t; the value is wrapped to t (two's complement) so that an
+// i32 constant always holds an int32 value.
 inline Expr int_imm(std::int64_t v, DType t = DType::i64) {
+  if (t == DType::i32) v = static_cast<std::int32_t>(static_cast<std::uint32_t>(static_cast<std::uint64_t>(v)));
+  if (t == DType::boolean) v = v != 0;
   return Expr(std::make_shared<IntImmNode>(v, t));
 }
 inline Expr float_imm(double v, DType t = DType::f32) {

@@ -84,7 +84,11 @@ class IRPrinter {
       std::string s = expr(n->a, p) + " " + binop_symbol(n->op) + " " + expr(n->b, p + 1);
       return p < parent_prec ? "(" + s + ")" : s;
     }
-    if (auto* n = e.as<UnaryNode>()) return (n->op == UnOp::neg ? "-" : "!") + expr(n->a, 10);
+    if (auto* n = e.as<UnaryNode>()) {
+      std::string a = expr(n->a, 10);
+      if (!a.empty() && (a[0] == '-' || a[0] == '!')) a = "(" + a + ")";  // -(-t), never --t
+      return (n->op == UnOp::neg ? "-" : "!") + a;
+    }
     if (auto* n = e.as<SelectNode>())
       return "select(" + expr(n->cond) + ", " + expr(n->t) + ", " + expr(n->f) + ")";
     if (auto* n = e.as<CastNode>()) return std::string(dtype_name(n->dtype)) + "(" + expr(n->value) + ")";

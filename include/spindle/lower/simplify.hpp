@@ -30,13 +30,20 @@ class Simplifier : public ir::IRMutator {
     return n && n->value == v;
   }
 
+  // Integer arithmetic of the kernel language wraps (docs/language.md §2): fold in 64-bit
+  // two's complement; int_imm then wraps an i32 result to 32 bits. Division by zero and the
+  // one overflowing division (INT64_MIN / -1) are left to run time.
+  static std::int64_t wrapping(std::uint64_t v) { return static_cast<std::int64_t>(v); }
   static std::optional<std::int64_t> fold(ir::BinOp op, std::int64_t a, std::int64_t b) {
+    const auto ua = static_cast<std::uint64_t>(a), ub = static_cast<std::uint64_t>(b);
     switch (op) {
-      case ir::BinOp::add: return a + b;
-      case ir::BinOp::sub: return a - b;
-      case ir::BinOp::mul: return a * b;
-      case ir::BinOp::div: return b == 0 ? std::nullopt : std::optional<std::int64_t>(a / b);
-      case ir::BinOp::mod: return b == 0 ? std::nullopt : std::optional<std::int64_t>(a % b);
+      case ir::BinOp::add: return wrapping(ua + ub);
+      case ir::BinOp::sub: return wrapping(ua - ub);
+      case ir::BinOp::mul: return wrapping(ua * ub);
+      case ir::BinOp::div:
+      case ir::BinOp::mod:
+        if (b == 0 || (b == -1 && a == INT64_MIN)) return std::nullopt;
+        return op == ir::BinOp::div ? a / b : a % b;
       case ir::BinOp::min: return a < b ? a : b;
       case ir::BinOp::max: return a > b ? a : b;
       case ir::BinOp::eq: return a == b;
@@ -59,7 +66,10 @@ class Simplifier : public ir::IRMutator {
     DType t = e.dtype();
     auto *cx = as_int(x), *cy = as_int(y);
     if (cx && cy) {
-      if (auto v = fold(b->op, cx->value, cy->value)) return ir::make_const(t, static_cast<double>(*v));
+      // An i32 division that overflows (INT32_MIN / -1) traps at run time in C: keep it.
+      const bool i32_overflow = t == DType::i32 && (b->op == ir::BinOp::div || b->op == ir::BinOp::mod) &&
+                                cx->value == INT32_MIN && cy->value == -1;
+      if (auto v = fold(b->op, cx->value, cy->value); v && !i32_overflow) return ir::int_imm(*v, t);
     }
     bool integer = is_int(t);
     switch (b->op) {
@@ -69,7 +79,8 @@ class Simplifier : public ir::IRMutator {
         if (cy && x.kind() == ir::ExprKind::Binary) {  // (z + c1) + c2
           auto* xb = x.as<ir::BinaryNode>();
           if (auto* c1 = as_int(xb->b); c1 && (xb->op == ir::BinOp::add || xb->op == ir::BinOp::sub)) {
-            std::int64_t c = xb->op == ir::BinOp::add ? c1->value + cy->value : cy->value - c1->value;
+            const auto u1 = static_cast<std::uint64_t>(c1->value), u2 = static_cast<std::uint64_t>(cy->value);
+            std::int64_t c = wrapping(xb->op == ir::BinOp::add ? u1 + u2 : u2 - u1);
             return mutate(xb->a + ir::int_imm(c, t));
           }
         }
@@ -78,7 +89,7 @@ class Simplifier : public ir::IRMutator {
       case ir::BinOp::sub:
         if (is_int_const(y, 0) || is_float_const(y, 0.0)) return x;
         if (integer && ir::equal(x, y)) return ir::int_imm(0, t);
-        if (integer && cy) return mutate(x + ir::int_imm(-cy->value, t));
+        if (integer && cy) return mutate(x + ir::int_imm(wrapping(0 - static_cast<std::uint64_t>(cy->value)), t));
         if (integer && x.kind() == ir::ExprKind::Binary) {  // (y + c) - y
           auto* xb = x.as<ir::BinaryNode>();
           if (xb->op == ir::BinOp::add && ir::equal(xb->a, y)) return xb->b;
@@ -109,7 +120,11 @@ class Simplifier : public ir::IRMutator {
 
   ir::Expr mutate_Cast(const ir::CastNode* n, const ir::Expr& self) override {
     ir::Expr v = mutate(n->value);
-    if (auto* c = as_int(v)) return ir::make_const(n->dtype, static_cast<double>(c->value));
+    if (auto* c = as_int(v)) {  // as C converts: integers wrap, floats round once
+      if (is_int(n->dtype) || n->dtype == DType::boolean) return ir::int_imm(c->value, n->dtype);
+      if (n->dtype == DType::f32) return ir::float_imm(static_cast<float>(c->value), n->dtype);
+      return ir::float_imm(static_cast<double>(c->value), n->dtype);
+    }
     if (auto* f = v.as<ir::FloatImmNode>(); f && is_float(n->dtype)) return ir::make_const(n->dtype, f->value);
     return v.same_as(n->value) ? self : ir::cast(n->dtype, v);
   }
