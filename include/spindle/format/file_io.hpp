@@ -5,8 +5,10 @@
 //
 // Resources are bounded: the decompressed size of gzip input is limited by
 // `max_decompressed_bytes` (default kDefaultMaxDecompressedBytes = 4 GiB; pass a larger
-// value for bigger files, a smaller one for untrusted input). Exceeding it, or running out
-// of memory while reading, throws ResourceError naming the file, the size and the limit.
+// value for bigger files, a smaller one for untrusted input); the raw bytes of a regular file
+// by max_file_bytes, and of anything else (pipes, devices, /proc) by max_stream_bytes
+// (FileReadLimits). Exceeding a bound, or running out of memory while reading, throws
+// ResourceError naming the file, the size and the limit.
 // gunzip() does the same for bytes already in memory.
 #pragma once
 
@@ -131,10 +133,20 @@ inline std::string gunzip(std::string_view compressed, std::string_view source,
   return out;
 }
 
-// The bytes of a file, gunzipped if it starts with the gzip magic bytes (the decompressed
-// size bounded by max_decompressed_bytes, see above).
-inline std::string read_file_bytes(const std::string& path,
-                                   std::uint64_t max_decompressed_bytes = kDefaultMaxDecompressedBytes) {
+// Bounds on the raw bytes read from one file (before any gunzip). A regular file may be
+// read up to max_file_bytes (default 4 GiB); anything else that can be opened — a pipe,
+// /dev/stdin, a device such as /dev/zero, a /proc file — has no size to check in advance
+// and is read as a bounded stream, up to max_stream_bytes (default 256 MiB). Beyond either
+// bound: ResourceError naming the file, before the memory is allocated.
+struct FileReadLimits {
+  std::uint64_t max_decompressed_bytes = kDefaultMaxDecompressedBytes;
+  std::uint64_t max_file_bytes = std::uint64_t{4} << 30;
+  std::uint64_t max_stream_bytes = std::uint64_t{256} << 20;
+};
+
+// The bytes of a file, gunzipped if it starts with the gzip magic bytes (sizes bounded by
+// `limits`, see above).
+inline std::string read_file_bytes(const std::string& path, const FileReadLimits& limits) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   SPINDLE_CHECK(f != nullptr, IOError, "cannot open '", path, "': ", std::strerror(errno));
   struct Close {
@@ -143,36 +155,53 @@ inline std::string read_file_bytes(const std::string& path,
       if (f) std::fclose(f);
     }
   } close_guard{f};
-  long long size = -1;  // known only for regular files
-  struct stat st;
-  if (::fstat(::fileno(f), &st) == 0) {
-    if (S_ISDIR(st.st_mode)) throw IOError(message("cannot read '", path, "': it is a directory"));
-    if (S_ISREG(st.st_mode)) size = static_cast<long long>(st.st_size);
-  }
+  struct stat st {};
+  SPINDLE_CHECK(::fstat(::fileno(f), &st) == 0, IOError, "cannot read '", path, "': ", std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) throw IOError(message("cannot read '", path, "': it is a directory"));
+  const bool regular = S_ISREG(st.st_mode);
+  const std::uint64_t limit = regular ? limits.max_file_bytes : limits.max_stream_bytes;
+  const char* limit_name = regular ? "max_file_bytes" : "max_stream_bytes";
+  const auto too_big = [&](std::uint64_t at_least) {
+    return ResourceError(message("'", path, "' is ", regular ? "" : "a stream (not a regular file) of ",
+                                 regular ? "" : "at least ", at_least, " bytes, more than the limit of ", limit,
+                                 " bytes (FileReadLimits::", limit_name, "); hint: raise the limit if the input is ",
+                                 "genuine"));
+  };
   std::string out;
-  if (size > 0) {
+  const auto grow_to = [&](std::uint64_t n) {
+    if (n <= out.capacity()) return;
     try {
-      out.reserve(static_cast<std::size_t>(size));
+      out.reserve(static_cast<std::size_t>(n));
     } catch (const std::exception&) {  // bad_alloc or length_error
-      throw ResourceError(message("cannot allocate ", size, " bytes to read '", path,
-                                  "': out of memory"));
+      throw ResourceError(message("cannot allocate ", n, " bytes to read '", path, "': out of memory"));
     }
+  };
+  if (regular) {
+    const auto size = static_cast<std::uint64_t>(st.st_size);
+    if (size > limit) throw too_big(size);
+    grow_to(size);
   }
   char buf[1 << 16];
   std::size_t got;
   while ((got = std::fread(buf, 1, sizeof buf, f)) > 0) {
-    try {
-      out.append(buf, got);
-    } catch (const std::exception&) {
-      throw ResourceError(message("cannot allocate ", out.size() + got, " bytes to read '", path,
-                                  "': out of memory"));
-    }
+    const std::uint64_t need = out.size() + got;
+    if (need > limit) throw too_big(need);  // also a regular file that grew while being read
+    // Grow geometrically but never past the limit, so a stream allocates at most its bound.
+    if (need > out.capacity()) grow_to(std::min<std::uint64_t>(limit, std::max<std::uint64_t>(need, 2 * out.capacity())));
+    out.append(buf, got);
   }
   const bool failed = std::ferror(f) != 0;
   const int saved = errno;
   SPINDLE_CHECK(!failed, IOError, "cannot read '", path, "': ", std::strerror(saved));
-  if (is_gzip(out)) return gunzip(out, path, max_decompressed_bytes);
+  if (is_gzip(out)) return gunzip(out, path, limits.max_decompressed_bytes);
   return out;
+}
+
+inline std::string read_file_bytes(const std::string& path,
+                                   std::uint64_t max_decompressed_bytes = kDefaultMaxDecompressedBytes) {
+  FileReadLimits limits;
+  limits.max_decompressed_bytes = max_decompressed_bytes;
+  return read_file_bytes(path, limits);
 }
 
 // Buffered writer to a plain or gzip-compressed file. close() reports errors; the

@@ -75,6 +75,11 @@ struct MatrixMarketLimits {
   // indices, which a size line can declare with a few bytes). Allowed up to the larger of
   // this and 8 bytes per byte of (decompressed) input; ResourceError beyond it.
   std::uint64_t max_unbacked_bytes = std::uint64_t{256} << 20;
+  // Raw size of a regular file, and of input that is not a regular file (a pipe, a device,
+  // /proc), read as a bounded stream (file_io.hpp, FileReadLimits; ResourceError beyond).
+  std::uint64_t max_file_bytes = FileReadLimits{}.max_file_bytes;
+  std::uint64_t max_stream_bytes = FileReadLimits{}.max_stream_bytes;
+  FileReadLimits file_limits() const { return {max_decompressed_bytes, max_file_bytes, max_stream_bytes}; }
 };
 
 namespace detail {
@@ -478,7 +483,7 @@ MatrixMarketTriplets<T> parse_matrix_market_triplets(
 template <class T>
 MatrixMarketTriplets<T> read_matrix_market_triplets(const std::string& path,
                                                     const MatrixMarketLimits& limits = {}) {
-  const std::string text = read_file_bytes(path, limits.max_decompressed_bytes);
+  const std::string text = read_file_bytes(path, limits.file_limits());
   return detail::parse_mm<T>(text, path, std::numeric_limits<std::int64_t>::max(), limits);
 }
 
@@ -486,7 +491,7 @@ MatrixMarketTriplets<T> read_matrix_market_triplets(const std::string& path,
 template <class T, class Index = std::int32_t>
 Csr<T, Index> read_matrix_market(const std::string& path, Duplicates policy = Duplicates::sum,
                                  const MatrixMarketLimits& limits = {}) {
-  const std::string text = read_file_bytes(path, limits.max_decompressed_bytes);
+  const std::string text = read_file_bytes(path, limits.file_limits());
   return detail::parse_mm_csr<T, Index>(text, path, policy, limits);
 }
 

@@ -2,8 +2,13 @@
 // writing round trips.
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdint>
+#include <cstdio>
 #include <string>
+#include <thread>
 
 #include "format_test_util.hpp"
 #include "spindle/format/matrix_market.hpp"
@@ -534,4 +539,47 @@ TEST_CASE("Matrix Market truncations and corruptions raise only spindle errors",
   }
   CHECK(inputs > 1000);
   CHECK(errors > 0);
+}
+
+TEST_CASE("Matrix Market from a device, a FIFO or /proc: a bounded stream, never beyond its limit",
+          "[format][hostile][stream]") {
+  // Issue 15 §4: /dev/zero allocated 2 GiB before failing (an allocator abort under ASan).
+  // Non-regular files are read as streams up to max_stream_bytes (default 256 MiB).
+  MatrixMarketLimits limits;
+  limits.max_stream_bytes = 1u << 20;
+  SPINDLE_CHECK_THROWS(read_matrix_market<float>("/dev/zero", Duplicates::sum, limits), ResourceError,
+                       Contains("'/dev/zero' is a stream (not a regular file) of at least") &&
+                           Contains("max_stream_bytes"));
+  // The default bound holds too (256 MiB read, then a clear error).
+  SPINDLE_CHECK_THROWS(read_matrix_market<float>("/dev/zero"), ResourceError,
+                       Contains("more than the limit of 268435456 bytes"));
+  SPINDLE_CHECK_THROWS(read_file_bytes("/dev/zero", FileReadLimits{kDefaultMaxDecompressedBytes, 1u << 30, 4096}),
+                       ResourceError, Contains("limit of 4096 bytes"));
+  // A small /proc file is a stream that fits: read, then rejected as not Matrix Market.
+  SPINDLE_CHECK_THROWS(read_matrix_market<float>("/proc/self/status"), FormatError,
+                       Contains("not a Matrix Market file"));
+  // /dev/null: an empty stream.
+  SPINDLE_CHECK_THROWS(read_matrix_market<float>("/dev/null"), FormatError, Contains("empty file"));
+  // A regular file larger than max_file_bytes is refused before it is read.
+  TempFile f(".mtx");
+  f.write(kGeneralReal);
+  MatrixMarketLimits small;
+  small.max_file_bytes = 16;
+  SPINDLE_CHECK_THROWS(read_matrix_market<float>(f.path(), Duplicates::sum, small), ResourceError,
+                       Contains("max_file_bytes"));
+  small.max_file_bytes = std::string(kGeneralReal).size();
+  CHECK(read_matrix_market<float>(f.path(), Duplicates::sum, small).nnz() == 4);
+  // A FIFO whose writer sends a whole matrix reads like a file.
+  const std::string fifo = f.path() + ".fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  std::thread writer([&] {
+    std::FILE* w = std::fopen(fifo.c_str(), "wb");
+    if (!w) return;
+    std::fputs(kGeneralReal, w);
+    std::fclose(w);
+  });
+  const auto a = read_matrix_market<double>(fifo);
+  writer.join();
+  ::unlink(fifo.c_str());
+  CHECK(a.nnz() == 4);
 }
