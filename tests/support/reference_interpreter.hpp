@@ -44,7 +44,9 @@ struct InterpreterError : std::runtime_error {
 
 class Interpreter {
  public:
-  Interpreter(const ir::Function& f, std::vector<runtime::CallArg> args) : f_(f), args_(std::move(args)) {
+  // `max_steps`: statements executed before InterpreterError "statement budget exceeded".
+  Interpreter(const ir::Function& f, std::vector<runtime::CallArg> args, long long max_steps = kMaxSteps)
+      : f_(f), args_(std::move(args)), max_steps_(max_steps) {
     for (auto& fb : f_.buffers)
       if (fb.origin.kind == ir::ParamOrigin::values) bind_buffer(fb);
     for (auto& s : f_.scalars) bind_scalar(s);
@@ -344,7 +346,15 @@ class Interpreter {
         v.t = e.dtype();
         if (is_float(v.t)) v.f = round_to(v.t, is_float(a.t) ? a.f : static_cast<double>(a.i));
         else if (v.t == DType::boolean) v.i = is_float(a.t) ? (a.f != 0) : (a.i != 0);
-        else v.i = wrap(v.t, is_float(a.t) ? static_cast<std::int64_t>(a.f) : a.i);
+        else {
+          if (is_float(a.t)) {  // C: undefined when the truncated value does not fit
+            const double lo = v.t == DType::i32 ? -2147483649.0 : -9223372036854777856.0;
+            const double hi = v.t == DType::i32 ? 2147483648.0 : 9223372036854775808.0;
+            if (!(a.f > lo && a.f < hi))
+              throw InterpreterError("undefined: float to integer conversion of a value out of range");
+          }
+          v.i = wrap(v.t, is_float(a.t) ? static_cast<std::int64_t>(a.f) : a.i);
+        }
         return v;
       }
       case ir::ExprKind::Call: return call(*e.as<ir::CallNode>());
@@ -437,7 +447,10 @@ class Interpreter {
       case ir::BinOp::mul: r = static_cast<std::int64_t>(static_cast<std::uint64_t>(x) * static_cast<std::uint64_t>(y)); break;
       case ir::BinOp::div:
       case ir::BinOp::mod:
-        if (y == 0) throw InterpreterError("integer division by zero");
+        if (y == 0) throw InterpreterError("undefined: integer division by zero");
+        // The quotient that does not fit (INT_MIN / -1) traps in C: undefined too.
+        if (y == -1 && x == (v.t == DType::i32 ? INT32_MIN : INT64_MIN))
+          throw InterpreterError("undefined: integer division overflow (INT_MIN / -1)");
         r = n.op == ir::BinOp::div ? x / y : x % y;
         break;
       case ir::BinOp::min: r = y < x ? y : x; break;
@@ -474,7 +487,7 @@ class Interpreter {
   // --- statements --------------------------------------------------------------------
   void exec(const ir::Stmt& s) {
     if (!s.defined()) return;
-    if (++steps_ > kMaxSteps) throw InterpreterError("statement budget exceeded");
+    if (++steps_ > max_steps_) throw InterpreterError("statement budget exceeded");
     switch (s.kind()) {
       case ir::StmtKind::Seq:
         for (auto& x : s.as<ir::SeqNode>()->stmts) exec(x);
@@ -635,6 +648,7 @@ class Interpreter {
   bool rounded_ = false;
   std::vector<Binding> scope_;
   long long steps_ = 0;
+  long long max_steps_ = kMaxSteps;
 };
 
 }  // namespace spindle::test
