@@ -1,0 +1,308 @@
+// The harness of a batch of generated C++ kernels (spindle-frontend-fuzz): the registry the
+// generated translation units fill (frontend_fuzz_registry.hpp) and main(). It is built
+// once as a static library and linked into every batch program, which also links the
+// installed Spindle package.
+//
+// For each registered kernel (seed, shrink steps):
+//   1. the model is regenerated (tests/support/random_frontend_kernel.hpp) and its expected
+//      stage-I IR built from it, independently of the front end;
+//   2. the kernel is defined through the public API (the generated define()): a UserError is
+//      a rejection, any other exception a failure;
+//   3. for each input size (small, edge, large) the reference interpreter runs the expected
+//      IR (and, as a cross-check of the front end alone, the IR the front end recorded);
+//   4. the kernel is called through its public call operator on every engine — ORC and the
+//      system compiler each with 1 and several pool threads, the CUDA emulator (its source
+//      also compiled by NVRTC) — and its out/inout arguments compared with the interpreter's
+//      (bit-exact for exact kernels, else relative 1e-3 / 1e-9); inputs must be unchanged.
+// One line per kernel on stdout:
+//   FEFUZZ <seed> <steps or -> <ok|rejected|skipped|fail> <engine or -> <message>
+//
+//   batch [--only SEED[:STEPS]] [--engines orc,system,cuda] [--threads 1,3] [--sizes small,edge,large]
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "differential/frontend_fuzz_registry.hpp"
+#include "support/emulated_cuda_call.hpp"
+#include "support/random_frontend_kernel.hpp"
+#include "support/reference_interpreter.hpp"
+
+namespace spindle::fefuzz {
+
+namespace {
+
+struct Entry {
+  std::uint64_t seed;
+  std::string steps;
+  DefineFn define;
+};
+
+std::vector<Entry>& registry() {
+  static std::vector<Entry> entries;
+  return entries;
+}
+
+}  // namespace
+
+Registration::Registration(std::uint64_t seed, const char* steps, DefineFn define) {
+  registry().push_back({seed, steps, define});
+}
+
+}  // namespace spindle::fefuzz
+
+namespace {
+
+namespace fe = spindle::test::fe;
+using spindle::test::RandomKernel;
+
+std::vector<int> parse_steps(const std::string& s) {
+  std::vector<int> out;
+  std::stringstream ss(s);
+  for (std::string x; std::getline(ss, x, ',');)
+    if (!x.empty()) out.push_back(std::stoi(x));
+  return out;
+}
+
+std::string one_line(std::string s) {
+  for (char& c : s)
+    if (c == '\n' || c == '\r') c = ' ';
+  if (s.size() > 600) s = s.substr(0, 600) + "...";
+  return s;
+}
+
+std::vector<std::vector<double>> values(RandomKernel& k) {
+  std::vector<std::vector<double>> out;
+  for (auto& b : k.buffers) {
+    std::vector<double> v;
+    for (std::int64_t q = 0; q < b.count; ++q) v.push_back(k.value_at(b, q));
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+// "" when `got` matches `ref` on the written buffers and the inputs are unchanged.
+std::string compare(const RandomKernel& k, bool exact, const std::vector<std::vector<double>>& ref,
+                    const std::vector<std::vector<double>>& got) {
+  for (std::size_t b = 0; b < ref.size(); ++b) {
+    const auto& buf = k.buffers[b];
+    const bool input = buf.buffer->role == spindle::ir::BufferRole::input;
+    const bool f32 = buf.buffer->dtype == spindle::DType::f32;
+    const double tol = exact || input ? 0 : (f32 ? 1e-3 : 1e-9);
+    for (std::size_t q = 0; q < ref[b].size(); ++q) {
+      double r = input ? buf.initial[q] : ref[b][q], g = got[b][q];
+      if (input && buf.buffer->dtype == spindle::DType::f32) r = static_cast<float>(r);
+      bool same = (std::isnan(r) && std::isnan(g)) || r == g || std::fabs(r - g) <= tol * std::max(1.0, std::fabs(r));
+      if (!same) {
+        std::ostringstream os;
+        os << (input ? "input" : "buffer") << " '" << buf.buffer->name << "' element " << q << " of " << ref[b].size()
+           << ": " << (input ? "was " : "interpreter ") << r << ", engine " << g;
+        return os.str();
+      }
+    }
+  }
+  return "";
+}
+
+struct Options {
+  std::string only;  // SEED[:STEPS]
+  std::vector<std::string> engines{"orc", "system", "cuda"};
+  std::vector<int> threads{1, 3};
+  std::vector<fe::Size> sizes{fe::Size::small, fe::Size::edge, fe::Size::large};
+};
+
+struct Result {
+  std::string status = "ok", engine = "-", message;
+};
+
+class Runner {
+ public:
+  explicit Runner(const Options& o) : o_(o) {
+#ifndef SPINDLE_WITH_ORC
+    o_.engines.erase(std::remove(o_.engines.begin(), o_.engines.end(), "orc"), o_.engines.end());
+#endif
+    for (auto& e : o_.engines) {
+      if (e == "cuda") continue;
+      spindle::Options opt = spindle::Options::from_env();
+      opt.engine = e;
+      opt.disk_cache = false;
+      runtimes_[e] = std::make_unique<spindle::runtime::Runtime>(opt);
+    }
+    nvrtc_.ptx_only = false;
+  }
+
+  Result run(const spindle::fefuzz::Entry& entry) {
+    Result res;
+    fe::Kernel model;
+    fe::IrBuilder::Result ir;
+    try {
+      model = fe::regenerate(entry.seed, parse_steps(entry.steps));
+      ir = fe::IrBuilder(model).build();
+    } catch (const std::exception& e) {
+      return {"fail", "-", std::string("the harness could not rebuild the model: ") + e.what()};
+    }
+    spindle::fefuzz::Defined def;
+    try {
+      def = entry.define();
+    } catch (const spindle::UserError& e) {
+      return {"rejected", "-", e.what()};
+    } catch (const std::exception& e) {
+      return {"fail", "definition", std::string("defining the kernel threw a non-UserError: ") + e.what()};
+    }
+    bool compared = false;
+    spindle::test::EmulatorCache emulators;  // this kernel's CUDA modules, compiled once
+    for (fe::Size size : o_.sizes) {
+      const std::uint64_t data_seed = entry.seed * 31 + static_cast<std::uint64_t>(size);
+      RandomKernel data;
+      std::vector<std::vector<double>> ref;
+      bool exact = model.exact;
+      std::string why;
+      auto ti = std::chrono::steady_clock::now();
+      // Large inputs are scaled down until the interpreter needs at most 3M statements.
+      for (double scale : {1.0, 0.5, 0.25, 0.1, 0.03}) {
+        data = fe::make_data(model, ir, size, data_seed, scale);
+        why = interpret(ir.function, data, ref, exact, size == fe::Size::large ? 3'000'000 : 20'000'000);
+        if (why != "budget" || size != fe::Size::large) break;
+      }
+      time_["interp"] += ms_since(ti);
+      if (why == "undefined" || why == "budget") continue;
+      if (!why.empty()) return {"fail", "interpreter", std::string(fe::size_name(size)) + " inputs: " + why};
+      // The front end alone: the IR it recorded must compute the same.
+      {
+        std::vector<std::vector<double>> fe_ref;
+        bool fe_exact = exact;
+        std::string fe_why = interpret(def.stage1, data, fe_ref, fe_exact, 6'000'000);
+        if (fe_why.empty()) {
+          std::string d = compare(data, exact && fe_exact, ref, fe_ref);
+          if (!d.empty()) return {"fail", "front-end-ir", std::string(fe::size_name(size)) + " inputs: " + d};
+        } else if (fe_why != "undefined" && fe_why != "budget") {
+          return {"fail", "front-end-ir", std::string(fe::size_name(size)) + " inputs: interpreting the recorded IR: " + fe_why};
+        }
+      }
+      compared = true;
+      for (const std::string& e : o_.engines) {
+        const std::vector<int> threads = e == "cuda" ? std::vector<int>{1} : o_.threads;
+        for (int t : threads) {
+          std::string name = e == "cuda" ? e : e + std::to_string(t);
+          std::string d;
+          auto te = std::chrono::steady_clock::now();
+          try {
+            auto args = data.args();
+            if (e == "cuda") {
+              spindle::test::run_cuda_emulated(def.stage1, args, &nvrtc_, &emulators);
+            } else {
+              auto& rt = *runtimes_.at(e);
+              rt.pool().set_num_threads(t);
+              def.call(rt, spindle::fefuzz::Call{args});
+            }
+            d = compare(data, exact, ref, values(data));
+          } catch (const std::exception& ex) {
+            d = std::string("threw: ") + ex.what();
+          }
+          time_[name] += ms_since(te);
+          ++runs_[name];
+          if (!d.empty()) return {"fail", name, std::string(fe::size_name(size)) + " inputs: " + d};
+        }
+      }
+    }
+    if (!compared) return {"skipped", "-", "every input size was undefined or over the interpreter's budget"};
+    for (auto& [k, v] : time_) res.message += k + "=" + std::to_string(static_cast<long>(v)) + "ms ";
+    time_.clear();
+    return res;
+  }
+
+  static double ms_since(std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+  }
+
+  const std::map<std::string, long>& runs() const { return runs_; }
+  long cubins() const { return nvrtc_.compiled; }
+
+ private:
+  // Runs f on fresh copies of data's arguments; "" on success (ref holds every buffer's
+  // values after the call), "undefined" / "budget" when the program has no defined result
+  // or is too long, else the interpreter's complaint.
+  static std::string interpret(const spindle::ir::Function& f, RandomKernel& data, std::vector<std::vector<double>>& ref,
+                               bool& exact, long long max_steps = 20'000'000) {
+    try {
+      spindle::test::Interpreter interp(f, data.args(), max_steps);
+      interp.run();
+      exact = exact && !interp.float_rounded();
+      ref = values(data);
+      return "";
+    } catch (const spindle::test::InterpreterError& e) {
+      std::string m = e.what();
+      if (m.find("budget") != std::string::npos) return "budget";
+      if (m.find("undefined:") != std::string::npos) return "undefined";
+      return m;
+    }
+  }
+
+  Options o_;
+  std::map<std::string, std::unique_ptr<spindle::runtime::Runtime>> runtimes_;
+  std::map<std::string, long> runs_;
+  std::map<std::string, double> time_;
+  spindle::test::NvrtcCheck nvrtc_;
+};
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string x; std::getline(ss, x, ',');)
+    if (!x.empty()) out.push_back(x);
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int a = 1; a < argc; ++a) {
+    std::string s = argv[a];
+    auto next = [&]() -> std::string {
+      if (a + 1 >= argc) {
+        std::fprintf(stderr, "missing value after %s\n", s.c_str());
+        std::exit(2);
+      }
+      return argv[++a];
+    };
+    if (s == "--only") o.only = next();
+    else if (s == "--engines") o.engines = split(next());
+    else if (s == "--threads") {
+      o.threads.clear();
+      for (auto& t : split(next())) o.threads.push_back(std::stoi(t));
+    } else if (s == "--sizes") {
+      o.sizes.clear();
+      for (auto& z : split(next())) o.sizes.push_back(z == "small" ? fe::Size::small : z == "edge" ? fe::Size::edge : fe::Size::large);
+    } else {
+      std::fprintf(stderr, "usage: batch [--only SEED[:STEPS]] [--engines orc,system,cuda] [--threads 1,3] [--sizes small,edge,large]\n");
+      return 2;
+    }
+  }
+  auto entries = spindle::fefuzz::registry();
+  std::sort(entries.begin(), entries.end(), [](const auto& x, const auto& y) {
+    return x.seed != y.seed ? x.seed < y.seed : x.steps < y.steps;
+  });
+  Runner runner(o);
+  int failures = 0;
+  for (const auto& e : entries) {
+    const std::string id = std::to_string(e.seed) + (e.steps.empty() ? "" : ":" + e.steps);
+    if (!o.only.empty() && o.only != id && o.only != std::to_string(e.seed)) continue;
+    auto t0 = std::chrono::steady_clock::now();
+    Result r = runner.run(e);
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    failures += r.status == "fail";
+    std::cout << "FEFUZZ " << e.seed << " " << (e.steps.empty() ? "-" : e.steps) << " " << r.status << " " << r.engine
+              << " " << static_cast<long>(ms) << "ms " << one_line(r.message) << std::endl;
+  }
+  std::cout << "FEFUZZ-RUNS";
+  for (auto& [e, n] : runner.runs()) std::cout << " " << e << "=" << n;
+  std::cout << " cubins=" << runner.cubins() << std::endl;
+  return failures ? 1 : 0;
+}

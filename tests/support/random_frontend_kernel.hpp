@@ -1,0 +1,1586 @@
+// A random-kernel generator that writes kernels the way users write them: C++ source
+// through the public API (axis tag types, in/out/inout/param buffers, lambdas, nested
+// for_each, locals, named Values, every compound assignment and max_with/min_with, unary
+// and binary operators nested in every combination, abs/min/max/select, casts, C++
+// literals of every sign and type, user names that C or CUDA reserve or that collide with
+// generated ones). Each kernel is a *model* (Kernel below) printed two ways:
+//
+//   cpp_source(k)   the C++ definition (a namespace with the axis types and a function that
+//                   defines the kernel with spindle::kernel and calls it), compiled by the
+//                   front-end fuzzer against the installed package;
+//   expected_ir(k)  stage-I IR built directly from the model, by the semantics of
+//                   docs/language.md, without the front end: what the reference
+//                   interpreter runs to get the expected outputs.
+//
+// A disagreement between the compiled kernel and the interpreter is a bug in the front
+// end, the lowering, the schedules or a backend. Data come in three sizes (small random
+// shapes, edge cases with empty axes, and large inputs of thousands of rows so that every
+// parallel schedule splits its loops), from make_data(k, size, seed).
+//
+// Kernels are reproducible from (seed, shrink steps): generate(seed) then shrink(k, step)
+// for each step, so a disagreement can be printed as a minimal C++ kernel.
+#pragma once
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "spindle/ir/function.hpp"
+#include "spindle/ir/ops.hpp"
+#include "support/random_kernel.hpp"
+
+namespace spindle::test::fe {
+
+// --- the model ---------------------------------------------------------------------------
+
+struct Axis {
+  std::string type;        // C++ tag type name ("" for a dense<X> view, printed sp::dense<X>)
+  std::string axis_name;   // static axis_name given in the tag ("" = none)
+  bool has_axis_name = false;
+  ir::AxisKind kind = ir::AxisKind::dense_fixed;
+  int parent = -1;
+  int dense_of = -1;       // a dense<X> view of axis X
+  std::int64_t fixed_npr = -1;  // sparse_fixed<P, N>: N >= 0, else dynamic
+  DType index_dtype = DType::i32;
+};
+
+struct Buffer {
+  std::string var;        // C++ lambda parameter name
+  ir::BufferRole role = ir::BufferRole::input;
+  DType dtype = DType::f32;
+  std::vector<int> axes;
+  bool const_ref = false;  // declared `const sp::in<...>& x`
+  bool index = false;      // an integer buffer used for indirect read indices
+};
+
+struct Param {
+  std::string var;
+  DType dtype = DType::f32;
+  double value = 0;
+};
+
+enum class Op : std::uint8_t {
+  Const, Read, Param, Local, Iter, Named,  // leaves
+  Neg, Not, Add, Sub, Mul, Div, Mod, Min, Max, Lt, Le, Gt, Ge, Eq, Ne, And, Or, Select, Cast, Abs, Exp, Log, Sqrt,
+  Tanh, Pow
+};
+
+struct Expr;
+using ExprP = std::shared_ptr<const Expr>;
+
+// A read index: an iterator, an iterator plus a constant, a literal, or a value loaded from
+// an integer buffer (cast to int64_t or not).
+struct Index {
+  enum Kind : std::uint8_t { Iter, IterPlus, Literal, Indirect, IndirectCast } kind = Iter;
+  int iter = -1;
+  std::int64_t k = 0;
+  ExprP indirect;
+};
+
+struct Expr {
+  Op op = Op::Const;
+  DType t = DType::f32;       // boolean for comparisons, &&, ||, !
+  // Const: the C++ literal and the value it converts to (static_cast<T>)
+  std::string literal;        // e.g. "-2", "2.5f", "3000000000LL"
+  double fvalue = 0;          // the converted value of a float T
+  std::int64_t ivalue = 0;    // ... of an integer T
+  int id = -1;                // Read: buffer; Param; Local; Iter: iterator; Named: named value
+  std::vector<Index> idx;     // Read
+  DType cast_to = DType::f32; // Cast
+  std::vector<ExprP> kids;
+};
+
+enum class WriteOp : std::uint8_t { assign, add, sub, mul, max, min };
+
+struct Stmt;
+using StmtP = std::shared_ptr<const Stmt>;
+
+struct Iterator {
+  int axis = -1;
+  std::string var;  // C++ name
+};
+
+struct Stmt {
+  enum Kind : std::uint8_t { Write, LocalDecl, LocalWrite, ForEach, Named } kind = Write;
+  int target = -1;               // Write: buffer; LocalDecl/LocalWrite: local; Named: named value
+  std::vector<int> iters;        // Write: one iterator per buffer axis; ForEach: the iterators
+  WriteOp op = WriteOp::assign;
+  ExprP value;                   // Write/LocalWrite value, LocalDecl init, Named expression
+  bool via_ref = false;          // Write through `auto r = b(...); r += v;`
+  bool auto_params = false;      // ForEach lambda takes `auto` parameters
+  std::vector<StmtP> body;       // ForEach
+  std::string local_name;        // LocalDecl: the name string given to local<T> ("" = none)
+  bool local_named = false;
+  int named_style = 0;           // Named: 0 auto, 1 sp::Value<T>, 2 const auto&
+};
+
+struct Local {
+  std::string var;
+  DType dtype = DType::f32;
+};
+
+struct Named {
+  std::string var;
+  DType dtype = DType::f32;
+};
+
+// One lambda parameter, in order: a buffer, a scalar parameter or an iterator.
+struct LambdaParam {
+  enum Kind : std::uint8_t { buffer, param, iter } kind = buffer;
+  int id = -1;
+};
+
+struct Kernel {
+  std::uint64_t seed = 0;
+  std::vector<int> steps;     // shrink steps applied after generation
+  std::string ns;             // C++ namespace of the kernel
+  std::string name;           // kernel name string
+  std::vector<std::string> given_names;  // spindle::names (empty = none)
+  DType T = DType::f32;
+  bool exact = true;
+  std::vector<Axis> axes;
+  std::vector<Buffer> buffers;
+  std::vector<Param> params;
+  std::vector<Iterator> iterators;  // every iterator of the kernel (lambda ones and for_each ones)
+  std::vector<Local> locals;
+  std::vector<Named> named;
+  std::vector<LambdaParam> lambda;  // the kernel lambda's parameters in order
+  std::vector<StmtP> body;          // the lambda body
+  bool expect_reject = false;       // the generator broke a language rule on purpose
+};
+
+inline bool is_leaf(Op op) { return op <= Op::Named; }
+
+// --- helpers -------------------------------------------------------------------------------
+
+inline const char* cpp_type(DType t, int style = 0) {
+  switch (t) {
+    case DType::f32: return "float";
+    case DType::f64: return "double";
+    case DType::i32: return style == 1 ? "int" : "std::int32_t";
+    case DType::i64: return style == 1 ? "long" : "std::int64_t";
+    case DType::boolean: return "bool";
+    default: return "?";
+  }
+}
+
+inline std::string float_text(double v, bool f32) {
+  char buf[64];
+  auto r = f32 ? std::to_chars(buf, buf + sizeof buf, static_cast<float>(v)) : std::to_chars(buf, buf + sizeof buf, v);
+  std::string s(buf, r.ptr);
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  return s + (f32 ? "f" : "");
+}
+
+// A C++ string literal for any bytes.
+inline std::string string_literal(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c >= 32 && c < 127) {
+      out += static_cast<char>(c);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\%03o", c);
+      out += buf;
+    }
+  }
+  return out + "\"";
+}
+
+// The value a C++ literal of type S converts to in T (static_cast<T>, integers wrapping).
+inline void convert_literal(Expr& e, double value, bool s_is_float) {
+  if (is_float(e.t)) {
+    e.fvalue = e.t == DType::f32 ? static_cast<double>(static_cast<float>(value)) : value;
+  } else {
+    std::int64_t v = s_is_float ? static_cast<std::int64_t>(value) : static_cast<std::int64_t>(value);
+    if (e.t == DType::i32) v = static_cast<std::int32_t>(static_cast<std::uint32_t>(static_cast<std::uint64_t>(v)));
+    e.ivalue = v;
+  }
+}
+
+// --- C++ printing ------------------------------------------------------------------------------
+
+class CppPrinter {
+ public:
+  explicit CppPrinter(const Kernel& k, std::uint64_t style_seed) : k_(k), rng_(style_seed) {}
+
+  std::string source() {
+    std::ostringstream os;
+    os << "// kernel seed " << k_.seed;
+    if (!k_.steps.empty()) {
+      os << ", shrink steps";
+      for (int s : k_.steps) os << " " << s;
+    }
+    os << "\nnamespace " << k_.ns << " {\n";
+    for (const Axis& a : k_.axes) {
+      if (a.dense_of >= 0) continue;
+      os << "struct " << a.type << " : " << axis_base(a) << " {";
+      if (a.has_axis_name) os << " static constexpr const char* axis_name = " << string_literal(a.axis_name) << "; ";
+      os << "};\n";
+    }
+    os << "spindle::fefuzz::Defined define() {\n";
+    os << "  auto kernel = sp::kernel(" << string_literal(k_.name);
+    if (!k_.given_names.empty()) {
+      os << ", sp::names{";
+      for (std::size_t q = 0; q < k_.given_names.size(); ++q) os << (q ? ", " : "") << string_literal(k_.given_names[q]);
+      os << "}";
+    }
+    os << ", [](";
+    for (std::size_t q = 0; q < k_.lambda.size(); ++q) {
+      const LambdaParam& p = k_.lambda[q];
+      os << (q ? ", " : "");
+      if (p.kind == LambdaParam::buffer) {
+        const Buffer& b = k_.buffers[static_cast<std::size_t>(p.id)];
+        std::string t = std::string(b.role == ir::BufferRole::input ? "sp::in<" : b.role == ir::BufferRole::output
+                                                                                    ? "sp::out<"
+                                                                                    : "sp::inout<") +
+                        cpp_type(b.dtype, style(0.3)) ;
+        for (int a : b.axes) t += ", " + axis_type(a);
+        t += ">";
+        os << (b.const_ref ? "const " + t + "& " : t + " ") << b.var;
+      } else if (p.kind == LambdaParam::param) {
+        const Param& s = k_.params[static_cast<std::size_t>(p.id)];
+        os << "sp::param<" << cpp_type(s.dtype) << "> " << s.var;
+      } else {
+        const Iterator& it = k_.iterators[static_cast<std::size_t>(p.id)];
+        os << "sp::iter<" << axis_type(it.axis) << "> " << it.var;
+      }
+    }
+    os << ") {\n";
+    indent_ = 2;
+    for (auto& s : k_.body) stmt(os, *s);
+    os << "  });\n";
+    // The call: arguments in order, scalars converted to the parameter's type.
+    os << "  return spindle::fefuzz::make_defined(kernel, [](auto& k, const spindle::fefuzz::Call& c) { k(";
+    int arg = 0;
+    for (const LambdaParam& p : k_.lambda) {
+      if (p.kind == LambdaParam::iter) continue;
+      os << (arg ? ", " : "");
+      if (p.kind == LambdaParam::buffer) os << "c.arg(" << arg << ")";
+      else os << "c.scalar<" << cpp_type(k_.params[static_cast<std::size_t>(p.id)].dtype) << ">(" << arg << ")";
+      ++arg;
+    }
+    os << "); });\n}\n";
+    os << "const spindle::fefuzz::Registration registration(" << k_.seed << "ull, " << string_literal(steps_text(k_.steps))
+       << ", &define);\n}  // namespace " << k_.ns << "\n";
+    return os.str();
+  }
+
+  static std::string steps_text(const std::vector<int>& steps) {
+    std::string s;
+    for (int x : steps) s += (s.empty() ? "" : ",") + std::to_string(x);
+    return s;
+  }
+
+ private:
+  bool style(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
+
+  std::string axis_base(const Axis& a) const {
+    std::string idx = a.index_dtype == DType::i64 ? ", std::int64_t" : "";
+    switch (a.kind) {
+      case ir::AxisKind::dense_fixed: return "sp::dense_fixed";
+      case ir::AxisKind::dense_variable: return "sp::dense_variable<" + axis_type(a.parent) + idx + ">";
+      case ir::AxisKind::sparse_variable: return "sp::sparse_variable<" + axis_type(a.parent) + idx + ">";
+      case ir::AxisKind::sparse_fixed:
+        return "sp::sparse_fixed<" + axis_type(a.parent) + ", " +
+               (a.fixed_npr >= 0 ? std::to_string(a.fixed_npr) : std::string("sp::dynamic")) + idx + ">";
+    }
+    return "?";
+  }
+  std::string axis_type(int a) const {
+    const Axis& x = k_.axes[static_cast<std::size_t>(a)];
+    return x.dense_of >= 0 ? "sp::dense<" + axis_type(x.dense_of) + ">" : x.type;
+  }
+
+  std::ostream& line(std::ostream& os) { return os << std::string(static_cast<std::size_t>(indent_), ' '); }
+
+  std::string target(const Stmt& s) {
+    const Buffer& b = k_.buffers[static_cast<std::size_t>(s.target)];
+    std::string t = b.var + "(";
+    for (std::size_t q = 0; q < s.iters.size(); ++q)
+      t += (q ? ", " : "") + k_.iterators[static_cast<std::size_t>(s.iters[q])].var;
+    return t + ")";
+  }
+
+  void write_op(std::ostream& os, const std::string& lhs, WriteOp op, const Expr& v) {
+    // A literal may stand alone on the right of =, +=, -=, *= and in max_with/min_with.
+    std::string rhs = v.op == Op::Const && style(0.7) ? v.literal : value(v);
+    switch (op) {
+      case WriteOp::assign: line(os) << lhs << " = " << rhs << ";\n"; break;
+      case WriteOp::add: line(os) << lhs << " += " << rhs << ";\n"; break;
+      case WriteOp::sub: line(os) << lhs << " -= " << rhs << ";\n"; break;
+      case WriteOp::mul: line(os) << lhs << " *= " << rhs << ";\n"; break;
+      case WriteOp::max: line(os) << lhs << ".max_with(" << rhs << ");\n"; break;
+      case WriteOp::min: line(os) << lhs << ".min_with(" << rhs << ");\n"; break;
+    }
+  }
+
+  void stmt(std::ostream& os, const Stmt& s) {
+    switch (s.kind) {
+      case Stmt::Write:
+        if (s.via_ref) {
+          std::string r = "ref" + std::to_string(refs_++);
+          line(os) << "auto " << r << " = " << target(s) << ";\n";
+          write_op(os, r, s.op, *s.value);
+        } else {
+          write_op(os, target(s), s.op, *s.value);
+        }
+        return;
+      case Stmt::LocalDecl: {
+        const Local& l = k_.locals[static_cast<std::size_t>(s.target)];
+        line(os) << "sp::local<" << cpp_type(l.dtype) << "> " << l.var << "("
+                 << (s.value->op == Op::Const && style(0.6) ? s.value->literal : value(*s.value));
+        if (s.local_named) os << ", " << string_literal(s.local_name);
+        os << ");\n";
+        return;
+      }
+      case Stmt::LocalWrite:
+        write_op(os, k_.locals[static_cast<std::size_t>(s.target)].var, s.op, *s.value);
+        return;
+      case Stmt::Named: {
+        const Named& n = k_.named[static_cast<std::size_t>(s.target)];
+        const char* decl = s.named_style == 0 ? "auto" : s.named_style == 1 ? nullptr : "const auto&";
+        std::string v = value(*s.value);
+        if (s.value->op == Op::Const || s.value->op == Op::Local) decl = nullptr;  // auto would not be a Value
+        if (decl) line(os) << decl << " " << n.var << " = " << v << ";\n";
+        else line(os) << "sp::Value<" << cpp_type(n.dtype) << "> " << n.var << " = " << v << ";\n";
+        return;
+      }
+      case Stmt::ForEach: {
+        line(os) << "sp::for_each<";
+        for (std::size_t q = 0; q < s.iters.size(); ++q)
+          os << (q ? ", " : "") << axis_type(k_.iterators[static_cast<std::size_t>(s.iters[q])].axis);
+        os << ">([&](";
+        for (std::size_t q = 0; q < s.iters.size(); ++q) {
+          const Iterator& it = k_.iterators[static_cast<std::size_t>(s.iters[q])];
+          os << (q ? ", " : "") << (s.auto_params ? std::string("auto") : "sp::iter<" + axis_type(it.axis) + ">") << " "
+             << it.var;
+        }
+        os << ") {\n";
+        indent_ += 2;
+        for (auto& c : s.body) stmt(os, *c);
+        indent_ -= 2;
+        line(os) << "});\n";
+        return;
+      }
+    }
+  }
+
+  // C++ precedence levels (higher binds tighter).
+  static int prec(Op op) {
+    switch (op) {
+      case Op::Neg: case Op::Not: return 90;
+      case Op::Mul: case Op::Div: case Op::Mod: return 80;
+      case Op::Add: case Op::Sub: return 70;
+      case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge: return 60;
+      case Op::Eq: case Op::Ne: return 50;
+      case Op::And: return 40;
+      case Op::Or: return 30;
+      default: return 100;
+    }
+  }
+  static const char* symbol(Op op) {
+    switch (op) {
+      case Op::Add: return "+"; case Op::Sub: return "-"; case Op::Mul: return "*"; case Op::Div: return "/";
+      case Op::Mod: return "%"; case Op::Lt: return "<"; case Op::Le: return "<="; case Op::Gt: return ">";
+      case Op::Ge: return ">="; case Op::Eq: return "=="; case Op::Ne: return "!="; case Op::And: return "&&";
+      case Op::Or: return "||"; default: return "?";
+    }
+  }
+
+  std::string wrap_const(const Expr& e) {
+    return std::string("sp::Value<") + cpp_type(e.t, style(0.3)) + ">(" + e.literal + ")";
+  }
+
+  // An expression that is a Value<T> (constants wrapped), printed at precedence >= p.
+  std::string value(const Expr& e, int p = 0) {
+    if (e.op == Op::Const) return wrap_const(e);
+    return expr(e, p);
+  }
+
+  std::string index(const Index& x) {
+    switch (x.kind) {
+      case Index::Iter: return k_.iterators[static_cast<std::size_t>(x.iter)].var;
+      case Index::IterPlus: {
+        const std::string& v = k_.iterators[static_cast<std::size_t>(x.iter)].var;
+        if (x.k < 0) return v + " - " + std::to_string(-x.k);
+        return style(0.5) ? v + " + " + std::to_string(x.k) : std::to_string(x.k) + " + " + v;
+      }
+      case Index::Literal: return std::to_string(x.k);
+      case Index::Indirect: return expr(*x.indirect, 0);
+      case Index::IndirectCast: return "sp::cast<std::int64_t>(" + expr(*x.indirect, 0) + ")";
+    }
+    return "?";
+  }
+
+  std::string expr(const Expr& e, int p) {
+    std::string s;
+    int mine = prec(e.op);
+    switch (e.op) {
+      case Op::Const: return wrap_const(e);
+      case Op::Read: {
+        s = k_.buffers[static_cast<std::size_t>(e.id)].var + "(";
+        for (std::size_t q = 0; q < e.idx.size(); ++q) s += (q ? ", " : "") + index(e.idx[q]);
+        return s + ")";
+      }
+      case Op::Param: return k_.params[static_cast<std::size_t>(e.id)].var;
+      case Op::Local: return k_.locals[static_cast<std::size_t>(e.id)].var;
+      case Op::Named: return k_.named[static_cast<std::size_t>(e.id)].var;
+      case Op::Iter: {
+        const std::string& v = k_.iterators[static_cast<std::size_t>(e.id)].var;
+        if (e.t == DType::i64 && style(0.5)) return v;
+        return std::string("sp::cast<") + cpp_type(e.t, style(0.3)) + ">(" + v + ")";
+      }
+      case Op::Neg:
+      case Op::Not: {
+        // A negative literal operand is a Value here (bare it would be a plain C++ number).
+        std::string a = value(*e.kids[0], 90);
+        if (!a.empty() && (a[0] == '-' || a[0] == '!' || a[0] == '+')) a = style(0.5) ? "(" + a + ")" : " " + a;
+        s = std::string(e.op == Op::Neg ? "-" : "!") + a;
+        break;
+      }
+      case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Mod:
+      case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge: case Op::Eq: case Op::Ne:
+      case Op::And: case Op::Or: {
+        const Expr &a = *e.kids[0], &b = *e.kids[1];
+        // A literal next to a Value may stay a bare C++ literal (converted as static_cast<T>).
+        std::string sa = a.op == Op::Const && b.op != Op::Const && style(0.7) ? a.literal : value(a, mine);
+        std::string sb = b.op == Op::Const && a.op != Op::Const && style(0.7) ? b.literal : value(b, mine + 1);
+        if (sa.size() && sa[0] == '-' && a.op == Op::Const && mine > 90) sa = "(" + sa + ")";
+        s = sa + " " + symbol(e.op) + " " + sb;
+        break;
+      }
+      case Op::Min:
+      case Op::Max: {
+        const Expr &a = *e.kids[0], &b = *e.kids[1];
+        std::string sb = b.op == Op::Const && a.op != Op::Const && style(0.6) ? b.literal : value(b);
+        return std::string(e.op == Op::Min ? "sp::min(" : "sp::max(") + value(a) + ", " + sb + ")";
+      }
+      case Op::Select:
+        return "sp::select(" + value(*e.kids[0]) + ", " + value(*e.kids[1]) + ", " + value(*e.kids[2]) + ")";
+      case Op::Cast: return std::string("sp::cast<") + cpp_type(e.cast_to, style(0.3)) + ">(" + value(*e.kids[0]) + ")";
+      case Op::Abs: return "sp::abs(" + value(*e.kids[0]) + ")";
+      case Op::Exp: return "sp::exp(" + value(*e.kids[0]) + ")";
+      case Op::Log: return "sp::log(" + value(*e.kids[0]) + ")";
+      case Op::Sqrt: return "sp::sqrt(" + value(*e.kids[0]) + ")";
+      case Op::Tanh: return "sp::tanh(" + value(*e.kids[0]) + ")";
+      case Op::Pow: return "sp::pow(" + value(*e.kids[0]) + ", " + value(*e.kids[1]) + ")";
+    }
+    if (mine < p || (mine < 100 && style(0.1))) return "(" + s + ")";
+    return s;
+  }
+
+  const Kernel& k_;
+  std::mt19937_64 rng_;
+  int indent_ = 2;
+  int refs_ = 0;
+};
+
+inline std::string cpp_source(const Kernel& k) { return CppPrinter(k, k.seed * 7919 + k.steps.size()).source(); }
+
+// --- the expected stage-I IR -------------------------------------------------------------
+
+class IrBuilder {
+ public:
+  explicit IrBuilder(const Kernel& k) : k_(k) {}
+
+  struct Result {
+    ir::Function function;
+    std::vector<ir::Axis> axes;  // per model axis
+    std::vector<ir::Buffer> buffers;
+  };
+
+  Result build() {
+    Result r;
+    ir::Function& f = r.function;
+    f.name = "expected";
+    f.stage = ir::Stage::coordinate;
+    for (std::size_t a = 0; a < k_.axes.size(); ++a) r.axes.push_back(make_axis(static_cast<int>(a), r, f));
+    axes_ = r.axes;
+    int arg = 0;
+    std::vector<ir::FuncScalar> user;
+    for (const LambdaParam& p : k_.lambda) {
+      if (p.kind == LambdaParam::iter) continue;
+      if (p.kind == LambdaParam::buffer) {
+        const Buffer& b = k_.buffers[static_cast<std::size_t>(p.id)];
+        ir::BufferNode n;
+        n.name = b.var;
+        n.dtype = b.dtype;
+        for (int a : b.axes) n.axes.push_back(r.axes[static_cast<std::size_t>(a)]);
+        n.role = b.role;
+        ir::Buffer buf = ir::make_buffer(std::move(n));
+        buffers_[p.id] = buf;
+        f.buffers.push_back({buf, {ir::ParamOrigin::values, arg, nullptr}});
+      } else {
+        const Param& s = k_.params[static_cast<std::size_t>(p.id)];
+        ir::Var v(s.var, s.dtype);
+        params_[p.id] = v;
+        user.push_back({v, {ir::ParamOrigin::scalar, arg, nullptr}});
+      }
+      ++arg;
+    }
+    for (auto& s : user) f.scalars.push_back(s);
+    for (std::size_t b = 0; b < k_.buffers.size(); ++b) r.buffers.push_back(buffers_.at(static_cast<int>(b)));
+    for (std::size_t i = 0; i < k_.iterators.size(); ++i)
+      iters_.push_back(ir::Var(k_.iterators[i].var, DType::i64));
+    // The body: one iteration over the lambda's iterators, or the statements themselves.
+    std::vector<ir::Axis> axes;
+    std::vector<ir::Var> vars;
+    for (const LambdaParam& p : k_.lambda)
+      if (p.kind == LambdaParam::iter) {
+        axes.push_back(r.axes[static_cast<std::size_t>(k_.iterators[static_cast<std::size_t>(p.id)].axis)]);
+        vars.push_back(iters_[static_cast<std::size_t>(p.id)]);
+      }
+    ir::Stmt body = scope(k_.body);
+    if (!axes.empty()) body = iteration(axes, vars, body);
+    f.body = body;
+    // As the front end does: the kernel declares the axes its buffers use, parents and view bases.
+    std::set<const ir::AxisNode*> used;
+    for (auto& fb : f.buffers)
+      for (auto& a : fb.buffer->axes)
+        for (ir::Axis x = a; x; x = x->dense_of ? x->dense_of : x->parent) used.insert(x.get());
+    for (auto& a : r.axes)
+      if (used.count(a.get())) f.axes.push_back(a);
+    std::vector<ir::FuncScalar> kept;
+    for (auto& s : f.scalars)
+      if (s.origin.kind == ir::ParamOrigin::scalar || used.count(s.origin.axis.get())) kept.push_back(s);
+    f.scalars = std::move(kept);
+    return r;
+  }
+
+ private:
+  ir::Axis make_axis(int id, Result& r, ir::Function& f) {
+    const Axis& a = k_.axes[static_cast<std::size_t>(id)];
+    auto n = std::make_shared<ir::AxisNode>();
+    n->name = "axis" + std::to_string(id);
+    if (a.dense_of >= 0) {
+      const ir::Axis& base = r.axes[static_cast<std::size_t>(a.dense_of)];
+      n->kind = ir::AxisKind::dense_fixed;
+      n->length = base->length;
+      n->dense_of = base;
+      return n;
+    }
+    n->kind = a.kind;
+    if (a.parent >= 0) n->parent = r.axes[static_cast<std::size_t>(a.parent)];
+    n->index_dtype = a.index_dtype;
+    ir::Var len(n->name + "_len", DType::i64);
+    n->length = len;
+    ir::Var nnz, npr;
+    if (n->is_variable()) n->nnz = nnz = ir::Var(n->name + "_nnz", DType::i64);
+    if (n->kind == ir::AxisKind::sparse_fixed) {
+      if (a.fixed_npr >= 0) n->nnz_per_row = ir::int_imm(a.fixed_npr);
+      else n->nnz_per_row = npr = ir::Var(n->name + "_npr", DType::i64);
+    }
+    ir::Axis ax = n;
+    f.scalars.push_back({len, {ir::ParamOrigin::length, -1, ax}});
+    if (nnz.defined()) f.scalars.push_back({nnz, {ir::ParamOrigin::nnz, -1, ax}});
+    if (npr.defined()) f.scalars.push_back({npr, {ir::ParamOrigin::nnz_per_row, -1, ax}});
+    return ax;
+  }
+
+  ir::Stmt iteration(std::vector<ir::Axis> axes, std::vector<ir::Var> vars, ir::Stmt body) {
+    std::vector<ir::IterKind> kinds(axes.size(), ir::IterKind::spatial);
+    return ir::Stmt(std::make_shared<ir::SparseIterationNode>("it" + std::to_string(counter_++), std::move(axes),
+                                                              std::move(vars), std::move(kinds), ir::Stmt(),
+                                                              body.defined() ? body : ir::seq({}), ir::SourceLoc{}));
+  }
+
+  // The statements of one lambda body; its locals live in a block around them (a fresh
+  // local per visit of the body).
+  ir::Stmt scope(const std::vector<StmtP>& stmts) {
+    std::vector<ir::Buffer> allocs;
+    std::vector<ir::Stmt> out;
+    for (auto& s : stmts) out.push_back(stmt(*s, allocs));
+    ir::Stmt b = ir::seq(std::move(out));
+    if (!allocs.empty()) b = ir::block("locals" + std::to_string(counter_++), allocs, b.defined() ? b : ir::seq({}));
+    return b;
+  }
+
+  static ir::ReduceOp reduce_op(WriteOp op) {
+    switch (op) {
+      case WriteOp::mul: return ir::ReduceOp::mul;
+      case WriteOp::max: return ir::ReduceOp::max;
+      case WriteOp::min: return ir::ReduceOp::min;
+      default: return ir::ReduceOp::add;
+    }
+  }
+
+  ir::Stmt write(const ir::Buffer& b, std::vector<ir::Expr> idx, WriteOp op, const Expr& v) {
+    ir::Expr x = expr(v);
+    if (op == WriteOp::assign) return ir::store(b, std::move(idx), x);
+    if (op == WriteOp::sub) x = ir::unary(ir::UnOp::neg, x);  // x -= v adds -v
+    return ir::reduce(b, std::move(idx), reduce_op(op), x);
+  }
+
+  ir::Stmt stmt(const Stmt& s, std::vector<ir::Buffer>& allocs) {
+    switch (s.kind) {
+      case Stmt::Write: {
+        std::vector<ir::Expr> idx;
+        for (int i : s.iters) idx.push_back(iters_[static_cast<std::size_t>(i)]);
+        return write(buffers_.at(s.target), std::move(idx), s.op, *s.value);
+      }
+      case Stmt::LocalDecl: {
+        const Local& l = k_.locals[static_cast<std::size_t>(s.target)];
+        ir::BufferNode n;
+        n.name = l.var;
+        n.dtype = l.dtype;
+        n.scope = ir::BufferScope::local;
+        n.role = ir::BufferRole::temp;
+        ir::Buffer buf = ir::make_buffer(std::move(n));
+        locals_[s.target] = buf;
+        allocs.push_back(buf);
+        return ir::store(buf, {}, expr(*s.value));
+      }
+      case Stmt::LocalWrite: return write(locals_.at(s.target), {}, s.op, *s.value);
+      case Stmt::Named: named_[s.target] = expr(*s.value); return ir::Stmt();
+      case Stmt::ForEach: {
+        std::vector<ir::Axis> axes;
+        std::vector<ir::Var> vars;
+        for (int i : s.iters) {
+          axes.push_back(axes_[static_cast<std::size_t>(k_.iterators[static_cast<std::size_t>(i)].axis)]);
+          vars.push_back(iters_[static_cast<std::size_t>(i)]);
+        }
+        return iteration(axes, vars, scope(s.body));
+      }
+    }
+    return ir::Stmt();
+  }
+
+  ir::Expr index(const Index& x) {
+    switch (x.kind) {
+      case Index::Iter: return iters_[static_cast<std::size_t>(x.iter)];
+      case Index::IterPlus: return ir::binary(ir::BinOp::add, iters_[static_cast<std::size_t>(x.iter)], ir::int_imm(x.k));
+      case Index::Literal: return ir::int_imm(x.k);
+      case Index::Indirect: return expr(*x.indirect);
+      case Index::IndirectCast: return ir::cast(DType::i64, expr(*x.indirect));
+    }
+    return ir::Expr();
+  }
+
+  static ir::Intrinsic intrinsic(Op op) {
+    switch (op) {
+      case Op::Exp: return ir::Intrinsic::exp;
+      case Op::Log: return ir::Intrinsic::log;
+      case Op::Sqrt: return ir::Intrinsic::sqrt;
+      case Op::Tanh: return ir::Intrinsic::tanh;
+      case Op::Pow: return ir::Intrinsic::pow;
+      default: return ir::Intrinsic::abs;
+    }
+  }
+
+  static ir::BinOp binop(Op op) {
+    switch (op) {
+      case Op::Add: return ir::BinOp::add; case Op::Sub: return ir::BinOp::sub; case Op::Mul: return ir::BinOp::mul;
+      case Op::Div: return ir::BinOp::div; case Op::Mod: return ir::BinOp::mod; case Op::Min: return ir::BinOp::min;
+      case Op::Max: return ir::BinOp::max; case Op::Lt: return ir::BinOp::lt; case Op::Le: return ir::BinOp::le;
+      case Op::Gt: return ir::BinOp::gt; case Op::Ge: return ir::BinOp::ge; case Op::Eq: return ir::BinOp::eq;
+      case Op::Ne: return ir::BinOp::ne; case Op::And: return ir::BinOp::land; default: return ir::BinOp::lor;
+    }
+  }
+
+  ir::Expr expr(const Expr& e) {
+    switch (e.op) {
+      case Op::Const:
+        if (is_float(e.t)) return ir::float_imm(e.fvalue, e.t);
+        return ir::int_imm(e.ivalue, e.t);
+      case Op::Read: {
+        std::vector<ir::Expr> idx;
+        for (auto& x : e.idx) idx.push_back(index(x));
+        return ir::load(buffers_.at(e.id), std::move(idx));
+      }
+      case Op::Param: return params_.at(e.id);
+      case Op::Local: return ir::load(locals_.at(e.id), {});
+      case Op::Iter: return ir::cast(e.t, iters_[static_cast<std::size_t>(e.id)]);
+      case Op::Named: return named_.at(e.id);
+      case Op::Neg: return ir::unary(ir::UnOp::neg, expr(*e.kids[0]));
+      case Op::Not: return ir::unary(ir::UnOp::lnot, expr(*e.kids[0]));
+      case Op::Select: return ir::select(expr(*e.kids[0]), expr(*e.kids[1]), expr(*e.kids[2]));
+      case Op::Cast: return ir::cast(e.cast_to, expr(*e.kids[0]));
+      case Op::Abs: {
+        ir::Expr a = expr(*e.kids[0]);
+        if (is_float(e.t)) return ir::call(ir::Intrinsic::abs, {a});
+        // |x| of an integer: x < 0 ? -x : x (wrapping: |INT_MIN| is INT_MIN)
+        return ir::select(ir::binary(ir::BinOp::lt, a, ir::int_imm(0, e.t)), ir::unary(ir::UnOp::neg, a), a);
+      }
+      case Op::Exp: case Op::Log: case Op::Sqrt: case Op::Tanh: {
+        return ir::call(intrinsic(e.op), {expr(*e.kids[0])});
+      }
+      case Op::Pow: return ir::call(ir::Intrinsic::pow, {expr(*e.kids[0]), expr(*e.kids[1])});
+      default: return ir::binary(binop(e.op), expr(*e.kids[0]), expr(*e.kids[1]));
+    }
+  }
+
+  const Kernel& k_;
+  std::vector<ir::Axis> axes_;
+  std::map<int, ir::Buffer> buffers_, locals_;
+  std::map<int, ir::Var> params_;
+  std::map<int, ir::Expr> named_;
+  std::vector<ir::Var> iters_;
+  int counter_ = 0;
+};
+
+// --- the generator -----------------------------------------------------------------------------
+
+namespace detail {
+
+class Generator {
+ public:
+  explicit Generator(std::uint64_t seed) : rng_(seed) { k_.seed = seed; }
+
+  Kernel make() {
+    k_.ns = "k" + std::to_string(k_.seed);
+    k_.name = kernel_name();
+    k_.T = pick({DType::f32, DType::f32, DType::f64, DType::i32, DType::i64});
+    k_.exact = !(is_float(k_.T) && chance(0.2));
+    make_axes();
+    make_arguments();
+    // The lambda's own iterators: none (top-level for_each), or 1-3 axes.
+    std::vector<int> top;
+    if (chance(0.75)) top = choose_axes(static_cast<int>(range(1, 3)));
+    for (int it : top) k_.lambda.push_back({LambdaParam::iter, it});
+    std::shuffle(k_.lambda.begin(), k_.lambda.end(), rng_);
+    // Buffers before their use is not required: keep the shuffle, but make sure iterators of
+    // the same lambda come in parent-first order (they are iterated in declaration order).
+    order_iterators();
+    k_.body = body(0, 1 + static_cast<int>(range(0, 3)), top.empty());
+    return std::move(k_);
+  }
+
+ private:
+  bool chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
+  std::int64_t range(std::int64_t lo, std::int64_t hi) { return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng_); }
+  template <class X>
+  X pick(std::initializer_list<X> xs) {
+    auto it = xs.begin();
+    std::advance(it, range(0, static_cast<std::int64_t>(xs.size()) - 1));
+    return *it;
+  }
+  template <class X>
+  const X& pick_from(const std::vector<X>& xs) {
+    return xs[static_cast<std::size_t>(range(0, static_cast<std::int64_t>(xs.size()) - 1))];
+  }
+
+  std::string kernel_name() {
+    static const char* names[] = {"k",         "spmm",     "if",      "for */ x", "",        "spindle", "__global__",
+                                  "main",      "a b",      "x\"y",    "J_pos",    "int",     "threadIdx", "K1",
+                                  "\xc3\xa4x", "kernel\\", "restrict", "_Bool",   "the kernel with a rather long name "
+                                                                                  "that goes on and on past any limit"};
+    std::string n = names[range(0, std::size(names) - 1)];
+    return chance(0.5) ? n + std::to_string(k_.seed % 1000) : n;
+  }
+
+  // --- names ---------------------------------------------------------------------------
+  std::string type_name() {
+    static const char* pool[] = {"I",    "J",     "K",        "L",         "M",        "N",      "P",       "Q",
+                                 "If",   "For",   "While",    "Int",       "Float",    "Double", "Restrict", "Register",
+                                 "Main", "Rt",    "Buffers",  "Scalars",   "ThreadIdx", "BlockIdx", "Float4", "J_pos",
+                                 "I_len", "J_indptr", "K_dense", "Spindle_rt", "Auto", "Goto", "Static", "Exp", "Min",
+                                 "Max", "A__B", "Xy_", "i", "j", "t", "s0", "X_dense"};
+    for (;;) {
+      std::string n = pool[range(0, std::size(pool) - 1)];
+      if (used_cpp_.insert(n).second) return n;
+    }
+  }
+  std::string var_name(const char* base) {
+    static const char* tricky[] = {"restrict", "threadIdx", "float4", "main", "rt", "buffers", "scalars", "Bool_",
+                                   "spindle_rt", "blockDim", "expf", "atomicAdd", "select_", "min_", "I_len_"};
+    for (;;) {
+      std::string n = chance(0.15) ? std::string(tricky[range(0, std::size(tricky) - 1)])
+                                   : std::string(base) + std::to_string(var_counter_++);
+      if (used_cpp_.insert(n).second) return n;
+    }
+  }
+  std::string axis_name_string() {
+    static const char* pool[] = {"if", "my axis", "J-2", "*/", "x y", "I", "J", "i", "", "int", "float4", "J_len",
+                                 "rt */ int z; /*", "\xe2\x82\xac", "_X", "A__B", "0lead"};
+    return pool[range(0, std::size(pool) - 1)];
+  }
+
+  // --- axes ----------------------------------------------------------------------------
+  static int depth_of(const Kernel& k, int a) {
+    int d = 0;
+    for (int x = a; x >= 0; x = k.axes[static_cast<std::size_t>(x)].parent) ++d;
+    return d;
+  }
+
+  void make_axes() {
+    int roots = static_cast<int>(range(1, 3)), total = roots + static_cast<int>(range(0, 3));
+    for (int r = 0; r < total; ++r) {
+      Axis a;
+      a.type = type_name();
+      if (chance(0.15)) {
+        a.has_axis_name = true;
+        a.axis_name = axis_name_string();
+      }
+      a.index_dtype = chance(0.2) ? DType::i64 : DType::i32;
+      std::vector<int> parents;
+      for (std::size_t x = 0; x < k_.axes.size(); ++x)
+        if (k_.axes[x].dense_of < 0 && depth_of(k_, static_cast<int>(x)) < 3) parents.push_back(static_cast<int>(x));
+      if (r < roots || parents.empty()) {
+        a.kind = ir::AxisKind::dense_fixed;
+      } else {
+        a.kind = pick({ir::AxisKind::dense_variable, ir::AxisKind::sparse_variable, ir::AxisKind::sparse_variable,
+                       ir::AxisKind::sparse_fixed});
+        a.parent = pick_from(parents);
+        if (a.kind == ir::AxisKind::sparse_fixed && chance(0.5)) a.fixed_npr = range(0, 3);
+      }
+      k_.axes.push_back(a);
+    }
+    std::size_t n = k_.axes.size();
+    for (std::size_t x = 0; x < n; ++x)
+      if (k_.axes[x].kind != ir::AxisKind::dense_fixed && chance(0.5)) {
+        Axis v;
+        v.dense_of = static_cast<int>(x);
+        k_.axes.push_back(v);
+      }
+    // dense<X> of a root axis too, sometimes (a second pass over its coordinates)
+    for (std::size_t x = 0; x < n; ++x)
+      if (k_.axes[x].kind == ir::AxisKind::dense_fixed && chance(0.25)) {
+        Axis v;
+        v.dense_of = static_cast<int>(x);
+        k_.axes.push_back(v);
+      }
+  }
+
+  std::vector<int> chain_of(int a) const {
+    std::vector<int> c;
+    for (int x = a; x >= 0; x = k_.axes[static_cast<std::size_t>(x)].parent) c.insert(c.begin(), x);
+    return c;
+  }
+
+  std::vector<int> random_chain() {
+    std::vector<int> views, real;
+    for (std::size_t x = 0; x < k_.axes.size(); ++x)
+      (k_.axes[x].dense_of >= 0 ? views : real).push_back(static_cast<int>(x));
+    if (!views.empty() && chance(0.25)) return {pick_from(views)};
+    return chain_of(pick_from(real));
+  }
+
+  // --- buffers and parameters --------------------------------------------------------------
+  int add_buffer(ir::BufferRole role, DType t, bool index = false) {
+    Buffer b;
+    b.var = var_name(role == ir::BufferRole::input ? "in" : role == ir::BufferRole::output ? "out" : "io");
+    b.role = role;
+    b.dtype = t;
+    b.index = index;
+    b.const_ref = chance(0.2);
+    b.axes = random_chain();
+    if (b.axes.size() < 4 && chance(0.35)) {
+      auto more = random_chain();
+      if (b.axes.size() + more.size() <= 4) b.axes.insert(b.axes.end(), more.begin(), more.end());
+    }
+    for (int a : b.axes) in_buffers_.insert(a);
+    k_.buffers.push_back(b);
+    int id = static_cast<int>(k_.buffers.size()) - 1;
+    k_.lambda.push_back({LambdaParam::buffer, id});
+    return id;
+  }
+
+  void make_arguments() {
+    int ins = static_cast<int>(range(1, 3)), outs = static_cast<int>(range(1, 3));
+    for (int q = 0; q < ins; ++q) inputs_.push_back(add_buffer(ir::BufferRole::input, k_.T));
+    if (chance(0.3)) index_buffers_.push_back(add_buffer(ir::BufferRole::input, chance(0.7) ? DType::i32 : DType::i64, true));
+    int params = chance(0.4) ? static_cast<int>(range(1, 2)) : 0;
+    for (int q = 0; q < params; ++q) {
+      Param p;
+      p.var = var_name("s");
+      p.dtype = chance(0.85) ? k_.T : pick({DType::f32, DType::f64, DType::i32, DType::i64});
+      p.value = static_cast<double>(range(-2, 3));
+      k_.params.push_back(p);
+      k_.lambda.push_back({LambdaParam::param, static_cast<int>(k_.params.size()) - 1});
+    }
+    for (int q = 0; q < outs; ++q) {
+      ir::BufferRole role = chance(0.3) ? ir::BufferRole::inout : ir::BufferRole::output;
+      int b = add_buffer(role, k_.T);
+      outputs_.push_back(b);
+      ops_[b] = pick({WriteOp::add, WriteOp::add, WriteOp::add, WriteOp::sub, WriteOp::max, WriteOp::min, WriteOp::mul});
+    }
+    // Names for the call arguments, sometimes: keyword-like, colliding with generated names.
+    if (chance(0.25)) {
+      static const char* pool[] = {"float", "if", "threadIdx", "spindle_x", "I_len", "a", "b", "rt", "J_indptr",
+                                   "A", "x", "y", "main", "restrict", "_Bool", "out", "t", "i"};
+      std::set<std::string> seen;
+      for (const LambdaParam& p : k_.lambda) {
+        if (p.kind == LambdaParam::iter) continue;
+        std::string n;
+        do n = chance(0.6) ? pool[range(0, std::size(pool) - 1)] : "arg" + std::to_string(range(0, 99));
+        while (!seen.insert(n).second);
+        k_.given_names.push_back(n);
+      }
+    }
+  }
+
+  // --- iterators -------------------------------------------------------------------------
+  bool bound(int axis) const {
+    for (int it : scope_)
+      if (k_.iterators[static_cast<std::size_t>(it)].axis == axis) return true;
+    return false;
+  }
+
+  // Up to `want` axes iterable here (parents bound or chosen first); registers iterators.
+  std::vector<int> choose_axes(int want) {
+    std::vector<int> chosen_axes, its;
+    auto can = [&](int a) {
+      if (!in_buffers_.count(a)) return false;  // no argument would give its extent
+      if (bound(a) || std::count(chosen_axes.begin(), chosen_axes.end(), a)) return false;
+      int p = k_.axes[static_cast<std::size_t>(a)].parent;
+      if (p < 0) return true;
+      return bound(p) || std::count(chosen_axes.begin(), chosen_axes.end(), p) > 0;
+    };
+    for (int tries = 0; tries < 12 && static_cast<int>(chosen_axes.size()) < want; ++tries) {
+      std::vector<int> options;
+      for (std::size_t a = 0; a < k_.axes.size(); ++a)
+        if (can(static_cast<int>(a))) options.push_back(static_cast<int>(a));
+      if (options.empty()) break;
+      chosen_axes.push_back(pick_from(options));
+    }
+    for (int a : chosen_axes) {
+      Iterator it;
+      it.axis = a;
+      it.var = var_name("i");
+      k_.iterators.push_back(it);
+      its.push_back(static_cast<int>(k_.iterators.size()) - 1);
+    }
+    return its;
+  }
+
+  void order_iterators() {
+    // The lambda's iterators are iterated in the order they appear: keep that order.
+    std::vector<std::size_t> slots;
+    std::vector<int> its;
+    for (std::size_t q = 0; q < k_.lambda.size(); ++q)
+      if (k_.lambda[q].kind == LambdaParam::iter) {
+        slots.push_back(q);
+        its.push_back(k_.lambda[q].id);
+      }
+    std::sort(its.begin(), its.end());  // creation order is parent-first
+    for (std::size_t q = 0; q < slots.size(); ++q) {
+      k_.lambda[slots[q]].id = its[q];
+      scope_.push_back(its[q]);
+    }
+  }
+
+  // --- statements ----------------------------------------------------------------------------
+  std::vector<StmtP> body(int nest, int n, bool top_without_iterators) {
+    std::vector<StmtP> out;
+    const std::size_t locals0 = visible_locals_.size(), named0 = visible_named_.size();
+    if (chance(0.35) || (top_without_iterators && chance(0.3))) out.push_back(local_decl());
+    for (int s = 0; s < n; ++s) {
+      double r = std::uniform_real_distribution<double>(0, 1)(rng_);
+      if ((top_without_iterators && s == 0) || (nest < 3 && r < 0.25)) {
+        if (auto f = for_each(nest)) out.push_back(f);
+        continue;
+      }
+      if (r < 0.35 && !visible_locals_.empty()) {
+        out.push_back(local_write());
+        continue;
+      }
+      if (r < 0.45) {
+        out.push_back(named_value());
+        continue;
+      }
+      if (r < 0.5) {
+        out.push_back(local_decl());
+        continue;
+      }
+      if (auto w = write()) out.push_back(w);
+    }
+    visible_locals_.resize(locals0);
+    visible_named_.resize(named0);
+    return out;
+  }
+
+  StmtP for_each(int nest) {
+    std::vector<int> its = choose_axes(static_cast<int>(range(1, 2)));
+    if (its.empty()) return nullptr;
+    auto s = std::make_shared<Stmt>();
+    s->kind = Stmt::ForEach;
+    s->iters = its;
+    s->auto_params = chance(0.25);
+    const std::size_t depth0 = scope_.size();
+    for (int it : its) scope_.push_back(it);
+    s->body = body(nest + 1, static_cast<int>(range(1, 3)), false);
+    scope_.resize(depth0);
+    if (s->body.empty()) return nullptr;
+    return s;
+  }
+
+  StmtP local_decl() {
+    Local l;
+    l.var = var_name("t");
+    l.dtype = k_.T;
+    k_.locals.push_back(l);
+    auto s = std::make_shared<Stmt>();
+    s->kind = Stmt::LocalDecl;
+    s->target = static_cast<int>(k_.locals.size()) - 1;
+    s->value = value(2);
+    if (chance(0.4)) {
+      static const char* pool[] = {"t", "if", "acc", "", "a b", "J_len", "row_max", "spindle_t", "__x", "float"};
+      s->local_named = true;
+      s->local_name = pool[range(0, std::size(pool) - 1)];
+    }
+    visible_locals_.push_back(s->target);
+    return s;
+  }
+
+  StmtP local_write() {
+    auto s = std::make_shared<Stmt>();
+    s->kind = Stmt::LocalWrite;
+    s->target = pick_from(visible_locals_);
+    s->op = pick({WriteOp::assign, WriteOp::add, WriteOp::add, WriteOp::sub, WriteOp::mul, WriteOp::max, WriteOp::min});
+    s->value = s->op == WriteOp::mul ? sign_value() : value(2);
+    return s;
+  }
+
+  StmtP named_value() {
+    Named n;
+    n.var = var_name("v");
+    n.dtype = k_.T;
+    k_.named.push_back(n);
+    auto s = std::make_shared<Stmt>();
+    s->kind = Stmt::Named;
+    s->target = static_cast<int>(k_.named.size()) - 1;
+    s->value = value(2);
+    s->named_style = static_cast<int>(range(0, 2));
+    visible_named_.push_back(s->target);
+    return s;
+  }
+
+  // The iterator in scope over the coordinate space of axis a (for a root slot), or of a
+  // itself (for a slot with a parent).
+  int iterator_for_slot(const Buffer& b, std::size_t slot) {
+    const int a = b.axes[slot];
+    const Axis& ax = k_.axes[static_cast<std::size_t>(a)];
+    const bool exact = ax.parent >= 0 || (slot + 1 < b.axes.size() && k_.axes[static_cast<std::size_t>(b.axes[slot + 1])].parent >= 0);
+    std::vector<int> c;
+    for (int it : scope_) {
+      int x = k_.iterators[static_cast<std::size_t>(it)].axis;
+      if (exact ? x == a : coord_space(x) == coord_space(a)) c.push_back(it);
+    }
+    return c.empty() ? -1 : pick_from(c);
+  }
+  int coord_space(int a) const {
+    while (k_.axes[static_cast<std::size_t>(a)].dense_of >= 0) a = k_.axes[static_cast<std::size_t>(a)].dense_of;
+    return a;
+  }
+
+  StmtP write() {
+    std::vector<int> options = outputs_;
+    std::shuffle(options.begin(), options.end(), rng_);
+    for (int b : options) {
+      const Buffer& buf = k_.buffers[static_cast<std::size_t>(b)];
+      std::vector<int> idx;
+      bool ok = true;
+      for (std::size_t s = 0; s < buf.axes.size() && ok; ++s) {
+        int it = iterator_for_slot(buf, s);
+        ok = it >= 0;
+        idx.push_back(it);
+      }
+      if (!ok) continue;
+      auto s = std::make_shared<Stmt>();
+      s->kind = Stmt::Write;
+      s->target = b;
+      s->iters = idx;
+      s->via_ref = chance(0.08);
+      bool all = true;
+      for (int it : scope_) all = all && std::count(idx.begin(), idx.end(), it) > 0;
+      WriteOp op = ops_.at(b);
+      if (buf.role == ir::BufferRole::inout && chance(0.15))
+        op = pick({WriteOp::add, WriteOp::sub, WriteOp::mul, WriteOp::max, WriteOp::min});
+      if (op == WriteOp::sub && chance(0.5)) op = WriteOp::add;
+      if (all && chance(0.35)) op = WriteOp::assign;
+      s->op = op;
+      s->value = op == WriteOp::mul ? sign_value() : value(3);
+      return s;
+    }
+    // No output can be written here: accumulate into a local if there is one.
+    if (!visible_locals_.empty()) return local_write();
+    return nullptr;
+  }
+
+  // --- expressions --------------------------------------------------------------------------
+  ExprP make(Op op, DType t, std::vector<ExprP> kids) {
+    auto e = std::make_shared<Expr>();
+    e->op = op;
+    e->t = t;
+    e->kids = std::move(kids);
+    return e;
+  }
+
+  // A C++ literal of some type whose value converts to T: small numbers of both signs,
+  // sometimes large ones (integers wrap), written as int, long long, unsigned, float, double.
+  ExprP constant(DType t, bool small = false) {
+    auto e = std::make_shared<Expr>();
+    e->op = Op::Const;
+    e->t = t;
+    double v = static_cast<double>(range(-3, 3));
+    int form = static_cast<int>(range(0, is_float(t) ? 3 : 2));
+    if (!small && !is_float(t) && chance(0.08)) {
+      static const long long big[] = {2147483647LL, -2147483647LL, 3000000000LL, 4294967296LL, 9007199254740993LL,
+                                      -9223372036854775807LL};
+      long long b = big[range(0, std::size(big) - 1)];
+      e->literal = std::to_string(b) + "LL";
+      e->ivalue = t == DType::i32 ? static_cast<std::int32_t>(static_cast<std::uint32_t>(static_cast<std::uint64_t>(b))) : b;
+      return e;
+    }
+    if (is_float(t) && chance(0.3)) v = pick({0.5, -0.5, 1.5, -2.5, 0.25, -0.0});
+    switch (form) {
+      case 0: e->literal = std::to_string(static_cast<long long>(v)); convert_literal(*e, static_cast<long long>(v), false); break;
+      case 1: e->literal = std::to_string(static_cast<long long>(v)) + "LL"; convert_literal(*e, static_cast<long long>(v), false); break;
+      case 2: e->literal = float_text(v, false); convert_literal(*e, v, true); break;
+      default: e->literal = float_text(v, true); convert_literal(*e, static_cast<float>(v), true); break;
+    }
+    if (e->literal == "-0.0" && !is_float(t)) e->literal = "0";
+    return e;
+  }
+
+  // A value whose magnitude is 1: the factor of a *= reduction (no overflow over thousands).
+  ExprP sign_value() {
+    ExprP v = value(1);
+    ExprP one = constant_exact(k_.T, 1), minus = constant_exact(k_.T, -1);
+    return make(Op::Select, k_.T, {make(Op::Gt, DType::boolean, {v, constant_exact(k_.T, 0)}), one, minus});
+  }
+  ExprP constant_exact(DType t, long long v) {
+    auto e = std::make_shared<Expr>();
+    e->op = Op::Const;
+    e->t = t;
+    e->literal = std::to_string(v);
+    convert_literal(*e, static_cast<double>(v), false);
+    return e;
+  }
+
+  Index read_index(int slot_axis, int depth) {
+    Index x;
+    double r = std::uniform_real_distribution<double>(0, 1)(rng_);
+    if (r < 0.72) {
+      std::vector<int> c;
+      const Axis& ax = k_.axes[static_cast<std::size_t>(slot_axis)];
+      for (int it : scope_) {
+        int a = k_.iterators[static_cast<std::size_t>(it)].axis;
+        if ((ax.parent >= 0 && a == slot_axis) || coord_space(a) == coord_space(slot_axis)) c.push_back(it);
+      }
+      if (!c.empty()) {
+        x.kind = Index::Iter;
+        x.iter = pick_from(c);
+        return x;
+      }
+    }
+    if (r < 0.82 && !scope_.empty()) {
+      x.kind = Index::IterPlus;
+      x.iter = pick_from(scope_);
+      x.k = pick({-1, 1, 2});
+      return x;
+    }
+    if (r < 0.92 && !index_buffers_.empty() && depth < 2) {
+      x.kind = chance(0.5) ? Index::IndirectCast : Index::Indirect;
+      x.indirect = read(pick_from(index_buffers_), depth + 1);
+      return x;
+    }
+    x.kind = Index::Literal;
+    x.k = range(0, 3);
+    return x;
+  }
+
+  ExprP read(int b, int depth = 0) {
+    auto e = std::make_shared<Expr>();
+    e->op = Op::Read;
+    e->id = b;
+    e->t = k_.buffers[static_cast<std::size_t>(b)].dtype;
+    for (int a : k_.buffers[static_cast<std::size_t>(b)].axes) e->idx.push_back(read_index(a, depth));
+    return e;
+  }
+
+  ExprP leaf() {
+    double r = std::uniform_real_distribution<double>(0, 1)(rng_);
+    if (r < 0.5) {
+      std::vector<int> readable = inputs_;
+      if (chance(0.05)) readable.insert(readable.end(), outputs_.begin(), outputs_.end());
+      return read(pick_from(readable));
+    }
+    if (r < 0.58) {
+      std::vector<int> same;
+      for (std::size_t p = 0; p < k_.params.size(); ++p)
+        if (k_.params[p].dtype == k_.T) same.push_back(static_cast<int>(p));
+      if (!same.empty()) {
+        auto e = make(Op::Param, k_.T, {});
+        const_cast<Expr&>(*e).id = pick_from(same);
+        return e;
+      }
+      for (std::size_t p = 0; p < k_.params.size(); ++p) {  // another type: cast it
+        auto e = make(Op::Param, k_.params[p].dtype, {});
+        const_cast<Expr&>(*e).id = static_cast<int>(p);
+        auto c = make(Op::Cast, k_.T, {e});
+        const_cast<Expr&>(*c).cast_to = k_.T;
+        return c;
+      }
+    }
+    if (r < 0.68 && !visible_locals_.empty()) {
+      auto e = make(Op::Local, k_.T, {});
+      const_cast<Expr&>(*e).id = pick_from(visible_locals_);
+      return e;
+    }
+    if (r < 0.74 && !visible_named_.empty()) {
+      auto e = make(Op::Named, k_.T, {});
+      const_cast<Expr&>(*e).id = pick_from(visible_named_);
+      return e;
+    }
+    if (r < 0.84 && !scope_.empty()) {
+      auto e = make(Op::Iter, k_.T, {});
+      const_cast<Expr&>(*e).id = pick_from(scope_);
+      return e;
+    }
+    return constant(k_.T);
+  }
+
+  ExprP condition(int d) {
+    double r = std::uniform_real_distribution<double>(0, 1)(rng_);
+    if (d > 0 && r < 0.15) return make(Op::And, DType::boolean, {condition(d - 1), condition(d - 1)});
+    if (d > 0 && r < 0.25) return make(Op::Or, DType::boolean, {condition(d - 1), condition(d - 1)});
+    if (d > 0 && r < 0.33) return make(Op::Not, DType::boolean, {condition(d - 1)});
+    Op op = pick({Op::Lt, Op::Le, Op::Gt, Op::Ge, Op::Eq, Op::Ne});
+    ExprP a = value(d - 1), b = chance(0.4) ? constant(k_.T, true) : value(d - 1);
+    if (a->op == Op::Const && b->op == Op::Const) b = leaf();
+    return chance(0.5) ? make(op, DType::boolean, {a, b}) : make(op, DType::boolean, {b, a});
+  }
+
+  ExprP value(int d) {
+    const DType T = k_.T;
+    if (d <= 0 || chance(0.3)) return leaf();
+    double r = std::uniform_real_distribution<double>(0, 1)(rng_);
+    if (r < 0.18) return make(Op::Add, T, {value(d - 1), chance(0.3) ? constant(T, true) : value(d - 1)});
+    if (r < 0.3) return make(Op::Sub, T, {chance(0.2) ? constant(T, true) : value(d - 1), value(d - 1)});
+    if (r < 0.38 && muls_ < 2) {
+      ++muls_;
+      ExprP e = make(Op::Mul, T, {value(d - 1), chance(0.4) ? constant(T, true) : leaf()});
+      --muls_;
+      return e;
+    }
+    if (r < 0.46) return make(Op::Neg, T, {chance(0.2) ? make(Op::Neg, T, {value(d - 1)}) : value(d - 1)});
+    if (r < 0.52) return make(Op::Max, T, {value(d - 1), chance(0.3) ? constant(T, true) : value(d - 1)});
+    if (r < 0.57) return make(Op::Min, T, {value(d - 1), chance(0.3) ? constant(T, true) : value(d - 1)});
+    if (r < 0.67) return make(Op::Select, T, {condition(d - 1), value(d - 1), value(d - 1)});
+    if (r < 0.72) return make(Op::Abs, T, {value(d - 1)});
+    if (r < 0.78) {  // a round trip through another type (exact for the small values here)
+      DType u = is_float(T) ? pick({DType::f64, DType::i64, DType::i32}) : pick({DType::f64, DType::f32, DType::i64, DType::i32});
+      if (u == T) u = DType::f64 == T ? DType::i64 : DType::f64;
+      auto inner = make(Op::Cast, u, {value(d - 1)});
+      const_cast<Expr&>(*inner).cast_to = u;
+      auto outer = make(Op::Cast, T, {inner});
+      const_cast<Expr&>(*outer).cast_to = T;
+      return outer;
+    }
+    if (r < 0.84 && !is_float(T)) {  // division and remainder by something never 0 (nor -1)
+      ExprP den = constant_exact(T, pick({2, 3, -3, 5, -7}));
+      if (chance(0.5)) {
+        auto pos = make(Op::Add, T, {make(Op::Abs, T, {make(Op::Max, T, {value(d - 1), constant_exact(T, -100)})}),
+                                     constant_exact(T, 2)});
+        den = pos;
+      }
+      return make(chance(0.5) ? Op::Div : Op::Mod, T, {value(d - 1), den});
+    }
+    if (r < 0.84 && !k_.exact) {
+      switch (range(0, 5)) {
+        case 0: return make(Op::Div, T, {value(d - 1), make(Op::Add, T, {make(Op::Abs, T, {value(d - 1)}), constant_exact(T, 1)})});
+        case 1: return make(Op::Exp, T, {make(Op::Neg, T, {make(Op::Abs, T, {value(d - 1)})})});
+        case 2: return make(Op::Sqrt, T, {make(Op::Abs, T, {value(d - 1)})});
+        case 3: return make(Op::Tanh, T, {value(d - 1)});
+        case 4: return make(Op::Log, T, {make(Op::Add, T, {make(Op::Abs, T, {value(d - 1)}), constant_exact(T, 1)})});
+        default: return make(Op::Pow, T, {make(Op::Add, T, {make(Op::Abs, T, {value(d - 1)}), constant_exact(T, 1)}),
+                                          constant(T, true)});
+      }
+    }
+    if (r < 0.84 && is_float(T)) {  // exact float division by a power of two
+      auto den = std::make_shared<Expr>();
+      den->op = Op::Const;
+      den->t = T;
+      double dv = pick({2.0, -4.0, 0.5});
+      den->literal = float_text(dv, chance(0.5));
+      convert_literal(*den, dv, true);
+      return make(Op::Div, T, {value(d - 1), den});
+    }
+    return make(Op::Add, T, {value(d - 1), leaf()});
+  }
+
+  std::mt19937_64 rng_;
+  Kernel k_;
+  std::set<std::string> used_cpp_{"sp", "spindle", "std", "kernel", "k", "c", "define", "registration"};
+  int var_counter_ = 0, muls_ = 0;
+  std::vector<int> inputs_, outputs_, index_buffers_;
+  std::map<int, WriteOp> ops_;
+  std::set<int> in_buffers_;
+  std::vector<int> scope_;  // iterators in scope
+  std::vector<int> visible_locals_, visible_named_;
+};
+
+}  // namespace detail
+
+// --- shrinking -----------------------------------------------------------------------------
+// Step t: drop the t-th statement (pre-order over all bodies, a for_each with its body), or
+// replace the t-th non-leaf expression (after the statements) by its first operand of the
+// same type, or by a constant. Returns false when t is past the last candidate.
+namespace detail {
+
+class Shrinker {
+ public:
+  explicit Shrinker(int target) : target_(target) {}
+  bool applied = false;
+
+  std::vector<StmtP> stmts(const std::vector<StmtP>& in) {
+    std::vector<StmtP> out;
+    for (auto& s : in) {
+      if (phase_ == 0 && !applied && hit()) continue;  // drop it
+      out.push_back(stmt(s));
+    }
+    return out;
+  }
+
+  void exprs_phase() { phase_ = 1; }
+
+ private:
+  bool hit() {
+    if (count_++ != target_) return false;
+    applied = true;
+    return true;
+  }
+  StmtP stmt(const StmtP& s) {
+    if (applied) return s;
+    auto c = std::make_shared<Stmt>(*s);
+    if (s->kind == Stmt::ForEach) c->body = stmts(s->body);
+    else if (phase_ == 1 && s->value) c->value = expr(s->value);
+    return c;
+  }
+  ExprP expr(const ExprP& e) {
+    if (applied || !e) return e;
+    if (phase_ == 1 && !is_leaf(e->op) && e->t != DType::boolean && hit()) {
+      for (auto& k : e->kids)
+        if (k->t == e->t) return k;
+      auto c = std::make_shared<Expr>();
+      c->op = Op::Const;
+      c->t = e->t;
+      c->literal = "1";
+      convert_literal(*c, 1, false);
+      return c;
+    }
+    auto c = std::make_shared<Expr>(*e);
+    for (auto& k : c->kids) k = expr(k);
+    return c;
+  }
+  int target_, count_ = 0, phase_ = 0;
+};
+
+}  // namespace detail
+
+inline Kernel generate(std::uint64_t seed) { return detail::Generator(seed).make(); }
+
+// Does every use of a local or a named value follow its declaration in an enclosing body?
+// (Shrinking can drop a declaration; such a candidate is not a C++ program.)
+inline bool well_formed(const Kernel& k) {
+  std::vector<std::set<int>> locals(1), named(1);
+  std::function<bool(const Expr&)> expr_ok = [&](const Expr& e) {
+    auto visible = [&](const std::vector<std::set<int>>& scopes, int id) {
+      for (auto& sc : scopes)
+        if (sc.count(id)) return true;
+      return false;
+    };
+    if (e.op == Op::Local && !visible(locals, e.id)) return false;
+    if (e.op == Op::Named && !visible(named, e.id)) return false;
+    for (auto& x : e.idx)
+      if (x.indirect && !expr_ok(*x.indirect)) return false;
+    for (auto& c : e.kids)
+      if (!expr_ok(*c)) return false;
+    return true;
+  };
+  std::function<bool(const std::vector<StmtP>&)> body_ok = [&](const std::vector<StmtP>& b) {
+    locals.emplace_back();
+    named.emplace_back();
+    bool ok = true;
+    for (auto& s : b) {
+      if (s->value && !expr_ok(*s->value)) ok = false;
+      if (s->kind == Stmt::LocalWrite) {
+        bool seen = false;
+        for (auto& sc : locals) seen = seen || sc.count(s->target);
+        ok = ok && seen;
+      }
+      if (s->kind == Stmt::LocalDecl) locals.back().insert(s->target);
+      if (s->kind == Stmt::Named) named.back().insert(s->target);
+      if (s->kind == Stmt::ForEach && !body_ok(s->body)) ok = false;
+    }
+    locals.pop_back();
+    named.pop_back();
+    return ok;
+  };
+  return body_ok(k.body);
+}
+
+// Applies shrink step `t` (see above); false when there is no such candidate.
+inline bool shrink(Kernel& k, int t) {
+  {
+    detail::Shrinker s(t);
+    auto body = s.stmts(k.body);
+    if (s.applied) {
+      k.body = body;
+      k.steps.push_back(t);
+      return true;
+    }
+  }
+  // Expressions are counted after every statement.
+  int statements = 0;
+  std::function<void(const std::vector<StmtP>&)> count = [&](const std::vector<StmtP>& b) {
+    for (auto& s : b) {
+      ++statements;
+      if (s->kind == Stmt::ForEach) count(s->body);
+    }
+  };
+  count(k.body);
+  detail::Shrinker s(t - statements);
+  s.exprs_phase();
+  auto body = s.stmts(k.body);
+  if (!s.applied) return false;
+  k.body = body;
+  k.steps.push_back(t);
+  return true;
+}
+
+inline Kernel regenerate(std::uint64_t seed, const std::vector<int>& steps) {
+  Kernel k = generate(seed);
+  for (int t : steps) shrink(k, t);
+  return k;
+}
+
+// --- data ----------------------------------------------------------------------------------------
+
+enum class Size : std::uint8_t { small, edge, large };
+inline const char* size_name(Size s) { return s == Size::small ? "small" : s == Size::edge ? "edge" : "large"; }
+
+// Arguments for one call of k: host data of every axis and buffer, in a RandomKernel (its
+// `function` is the expected IR). `scale` < 1 shrinks the large sizes (see the harness).
+inline RandomKernel make_data(const Kernel& k, const IrBuilder::Result& ir, Size size, std::uint64_t seed,
+                              double scale = 1.0) {
+  std::mt19937_64 rng(seed);
+  auto range = [&](std::int64_t lo, std::int64_t hi) { return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng); };
+  auto chance = [&](double p) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; };
+  RandomKernel r;
+  r.seed = seed;
+  r.function = ir.function;
+  r.exact = k.exact;
+  r.axes = ir.axes;
+  auto big = [&](std::int64_t v) { return std::max<std::int64_t>(1, static_cast<std::int64_t>(static_cast<double>(v) * scale)); };
+  for (std::size_t a = 0; a < k.axes.size(); ++a) {
+    const Axis& ax = k.axes[a];
+    const ir::Axis& node = ir.axes[a];
+    AxisArrays d;
+    if (ax.dense_of >= 0) {
+      d.length = r.data.at(ir.axes[static_cast<std::size_t>(ax.dense_of)].get()).length;
+      d.positions = d.length;
+      d.finish();
+      r.data[node.get()] = d;
+      continue;
+    }
+    d.index_dtype = ax.index_dtype;
+    const std::int64_t parents = ax.parent >= 0 ? r.data.at(ir.axes[static_cast<std::size_t>(ax.parent)].get()).positions : 1;
+    switch (ax.kind) {
+      case ir::AxisKind::dense_fixed:
+        if (size == Size::small) d.length = std::vector<std::int64_t>{0, 1, 2, 3, 4, 5, 7, 9}[static_cast<std::size_t>(range(0, 7))];
+        else if (size == Size::edge) d.length = range(0, 1);
+        else d.length = ax.parent < 0 && a == 0 ? big(std::vector<std::int64_t>{997, 1531, 2048, 2999, 3001}[static_cast<std::size_t>(range(0, 4))])
+                                                : big(std::vector<std::int64_t>{3, 17, 64, 129, 1000}[static_cast<std::size_t>(range(0, 4))]);
+        d.positions = d.length;
+        break;
+      case ir::AxisKind::dense_variable: {
+        d.indptr.push_back(0);
+        std::int64_t longest = 0;
+        for (std::int64_t p = 0; p < parents; ++p) {
+          std::int64_t n = size == Size::edge ? (chance(0.7) ? 0 : 1) : chance(0.25) ? 0 : range(1, size == Size::large ? 6 : 4);
+          longest = std::max(longest, n);
+          d.indptr.push_back(d.indptr.back() + n);
+        }
+        d.length = longest;
+        d.positions = d.indptr.back();
+        break;
+      }
+      case ir::AxisKind::sparse_variable: {
+        d.length = size == Size::small ? range(0, 9) : size == Size::edge ? range(0, 1) : big(range(40, 3000));
+        d.indptr.push_back(0);
+        for (std::int64_t p = 0; p < parents; ++p) {
+          std::vector<std::int64_t> fiber;
+          if (size == Size::large) {
+            std::int64_t n = std::min<std::int64_t>(d.length, chance(0.15) ? 0 : range(1, 8));
+            std::set<std::int64_t> picked;
+            while (static_cast<std::int64_t>(picked.size()) < n) picked.insert(range(0, d.length - 1));
+            fiber.assign(picked.begin(), picked.end());
+          } else {
+            double density = size == Size::edge ? 0.5 : chance(0.2) ? 0.0 : (chance(0.5) ? 0.3 : 0.7);
+            for (std::int64_t c = 0; c < d.length; ++c)
+              if (chance(density)) fiber.push_back(c);
+          }
+          d.indices.insert(d.indices.end(), fiber.begin(), fiber.end());
+          d.indptr.push_back(static_cast<std::int64_t>(d.indices.size()));
+        }
+        d.positions = d.indptr.back();
+        break;
+      }
+      case ir::AxisKind::sparse_fixed: {
+        d.nnz_per_row = ax.fixed_npr >= 0 ? ax.fixed_npr : size == Size::edge ? range(0, 1) : range(0, 3);
+        d.length = d.nnz_per_row + (size == Size::large ? big(range(0, 1000)) : size == Size::edge ? 0 : range(0, 4));
+        for (std::int64_t p = 0; p < parents; ++p) {
+          std::set<std::int64_t> picked;
+          while (static_cast<std::int64_t>(picked.size()) < d.nnz_per_row) picked.insert(range(0, d.length - 1));
+          d.indices.insert(d.indices.end(), picked.begin(), picked.end());
+        }
+        d.positions = parents * d.nnz_per_row;
+        break;
+      }
+    }
+    d.finish();
+    r.data[node.get()] = d;
+  }
+  int arg = 0;
+  for (const LambdaParam& p : k.lambda) {
+    if (p.kind == LambdaParam::iter) continue;
+    if (p.kind == LambdaParam::param) {
+      r.arg_buffer.push_back(-1);
+      r.arg_is_scalar.push_back(static_cast<int>(r.scalar_values.size()));
+      r.scalar_values.push_back(k.params[static_cast<std::size_t>(p.id)].value);
+      ++arg;
+      continue;
+    }
+    const Buffer& b = k.buffers[static_cast<std::size_t>(p.id)];
+    const ir::Buffer& buf = ir.buffers[static_cast<std::size_t>(p.id)];
+    std::int64_t count = 1;
+    std::vector<ir::Axis> chain;
+    for (std::size_t s = 0; s < buf->axes.size(); ++s) {
+      chain.push_back(buf->axes[s]);
+      if (s + 1 == buf->axes.size() || !buf->axes[s + 1]->parent) {
+        count *= r.data.at(chain.back().get()).positions;
+        chain.clear();
+      }
+    }
+    BufferData d;
+    d.buffer = buf;
+    d.count = count;
+    for (std::int64_t q = 0; q < count; ++q) {
+      double v = b.role == ir::BufferRole::output ? -777 : static_cast<double>(range(-2, 2));
+      if (b.index) v = static_cast<double>(range(-1, size == Size::large ? 40 : 6));
+      d.initial.push_back(v);
+    }
+    r.arg_buffer.push_back(static_cast<int>(r.buffers.size()));
+    r.arg_is_scalar.push_back(-1);
+    r.buffers.push_back(std::move(d));
+    ++arg;
+  }
+  return r;
+}
+
+}  // namespace spindle::test::fe
