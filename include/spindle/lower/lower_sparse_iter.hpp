@@ -242,7 +242,9 @@ class SparseIterLowering : public ir::IRMutator {
     if (a->is_sparse()) {
       std::vector<ir::Expr> idx = ancestor_positions(a);
       idx.push_back(pos);
-      coord = use(aux_.at(a.get()).indices, std::move(idx));
+      // An iterator's value is its coordinate as an int64_t (docs/language.md §3), whatever
+      // the index type: `j * j` or a store of `j` into an int64 local must not be int32.
+      coord = ir::cast(DType::i64, use(aux_.at(a.get()).indices, std::move(idx)));
     }
     scope_.push_back({iter.node(), a, pos, coord});
   }
