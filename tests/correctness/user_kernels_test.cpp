@@ -284,3 +284,27 @@ TEST_CASE("literals: C++ constants next to Values convert as static_cast does, 6
                   }),
                   sp::UserError);
 }
+
+TEST_CASE("a Value is evaluated where it is used; a local keeps a value", "[correctness][user][values]") {
+  auto k = sp::kernel("value_vs_local", [](sp::in<float, I> a, sp::out<float, I> y, sp::out<float, I> z, sp::iter<I> i) {
+    sp::local<float> t(a(i));
+    sp::Value<float> expr = t;  // an expression: reads t where it is used
+    sp::local<float> kept(t);   // a copy of t now (a new local, not an alias)
+    auto kept2 = t;             // the same
+    t += 1.0f;
+    kept2 += 2.0f;              // changes the copy only
+    y(i) = t - expr;            // 0
+    z(i) = (t - kept) + (kept2 - t);  // 1 + 1
+  });
+  const std::int64_t m = 37;
+  auto a = sp::Tensor<float>::random({m}, 9, -3, 3);
+  auto y = sp::Tensor<float>::full({m}, nan_v<float>);
+  auto z = sp::Tensor<float>::full({m}, nan_v<float>);
+  on_every_engine([&](sp::runtime::Runtime& rt) { k.with_runtime(rt)(a, y, z); },
+                  [&] {
+                    for (std::int64_t r = 0; r < m; ++r) {
+                      CHECK(y(r) == 0.0f);
+                      CHECK(z(r) == ((a(r) + 1.0f) - a(r)) + ((a(r) + 2.0f) - (a(r) + 1.0f)));
+                    }
+                  });
+}

@@ -201,6 +201,14 @@ class local : public Ref<T> {
   }
   template <Arithmetic S>
   explicit local(S init, std::string name = "t") : local(Value<T>(detail::literal_as<T>(init)), std::move(name)) {}
+  // A copy is a new local holding the other's current value (`local<float> kept(t);`,
+  // `auto kept = t;`), as a copied C++ variable is; it never aliases the other.
+  local(const local& other) : local(static_cast<const Value<T>&>(other)) {}
+  // Assignment stores the other's value (t = u).
+  const local& operator=(const local& other) const {
+    static_cast<const Ref<T>&>(*this) = static_cast<const Value<T>&>(other);
+    return *this;
+  }
   using Ref<T>::operator=;
 };
 
