@@ -88,6 +88,8 @@ class Fuzzer {
       long end = c_.count == 0 ? n + c_.batch : std::min<long>(n + c_.batch, c_.count);
       for (long q = n; q < end; ++q) kernels.push_back(fe::generate(c_.seed * 1000003ull + static_cast<std::uint64_t>(q)));
       batch(kernels);
+      std::cout << "spindle-frontend-fuzz: " << generated_ << " kernels, " << compared_ << " compared, " << rejected_
+                << " rejected, " << failures_ << " failures, " << static_cast<long>(elapsed()) << " s" << std::endl;
     }
     std::cout << "spindle-frontend-fuzz: seed " << c_.seed << ": " << generated_ << " C++ kernels generated, "
               << compiled_ << " compiled in " << batches_ << " batches (" << compile_seconds_ << " s of C++ compilation), "

@@ -340,6 +340,12 @@ class CppPrinter {
         return;
       case Stmt::LocalDecl: {
         const Local& l = k_.locals[static_cast<std::size_t>(s.target)];
+        if (s.value->op == Op::Local && !s.local_named && style(0.6)) {  // a copy of a local is a new local
+          const std::string& from = k_.locals[static_cast<std::size_t>(s.value->id)].var;
+          if (style(0.5)) line(os) << "auto " << l.var << " = " << from << ";\n";
+          else line(os) << "sp::local<" << cpp_type(l.dtype) << "> " << l.var << "(" << from << ");\n";
+          return;
+        }
         line(os) << "sp::local<" << cpp_type(l.dtype) << "> " << l.var << "("
                  << (s.value->op == Op::Const && style(0.6) ? s.value->literal : value(*s.value));
         if (s.local_named) os << ", " << string_literal(s.local_name);
@@ -879,7 +885,12 @@ class Generator {
     b.axes = random_chain();
     if (b.axes.size() < 4 && chance(0.35)) {
       auto more = random_chain();
-      if (b.axes.size() + more.size() <= 4) b.axes.insert(b.axes.end(), more.begin(), more.end());
+      // An out buffer that lists an axis twice with a child after the first ([I, J, I])
+      // is rejected (Spindle cannot fill it); generate one only now and then.
+      bool repeats = false;
+      for (int a : more) repeats = repeats || std::count(b.axes.begin(), b.axes.end(), a) > 0;
+      if (b.axes.size() + more.size() <= 4 && (!repeats || role == ir::BufferRole::input || chance(0.1)))
+        b.axes.insert(b.axes.end(), more.begin(), more.end());
     }
     for (int a : b.axes) in_buffers_.insert(a);
     k_.buffers.push_back(b);
@@ -1026,6 +1037,11 @@ class Generator {
     s->kind = Stmt::LocalDecl;
     s->target = static_cast<int>(k_.locals.size()) - 1;
     s->value = value(2);
+    if (!visible_locals_.empty() && chance(0.2)) {  // a copy of another local
+      auto e = make(Op::Local, k_.T, {});
+      const_cast<Expr&>(*e).id = pick_from(visible_locals_);
+      s->value = e;
+    }
     if (chance(0.4)) {
       static const char* pool[] = {"t", "if", "acc", "", "a b", "J_len", "row_max", "spindle_t", "__x", "float"};
       s->local_named = true;

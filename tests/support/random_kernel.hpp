@@ -58,6 +58,7 @@ struct BufferData {
   std::vector<double> initial;  // values in position order
   std::vector<unsigned char> bytes;
   std::int64_t count = 0;
+  bool index = false;  // holds read indices (values -1..6 for small inputs)
 };
 
 struct RandomKernel {
@@ -365,6 +366,7 @@ class Generator {
     BufferData d;
     d.buffer = buf;
     d.count = count;
+    d.index = t == DType::i32 && role == ir::BufferRole::input && is_index_buffer_;
     for (std::int64_t k = 0; k < count; ++k) {
       double v = role == ir::BufferRole::output ? -777 : static_cast<double>(range(-2, 2));
       if (t == DType::i32 && role == ir::BufferRole::input && is_index_buffer_) v = static_cast<double>(range(-1, 6));
@@ -620,5 +622,90 @@ class Generator {
 }  // namespace detail_gen
 
 inline RandomKernel generate_kernel(std::uint64_t seed) { return detail_gen::Generator(seed).make(); }
+
+// New data for k's program, of thousands of rows: the first root axis gets an awkward
+// length around 1000-3000 (times `scale`), the other roots up to 129, sparse fibers up to 8
+// coordinates among up to 3000, so that every parallel schedule splits its loops across
+// threads. The program is unchanged.
+inline void make_large_data(RandomKernel& k, std::uint64_t seed, double scale) {
+  std::mt19937_64 rng(seed);
+  auto range = [&](std::int64_t lo, std::int64_t hi) { return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng); };
+  auto chance = [&](double p) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; };
+  auto big = [&](std::int64_t v) { return std::max<std::int64_t>(1, static_cast<std::int64_t>(static_cast<double>(v) * scale)); };
+  bool first_root = true;
+  for (auto& a : k.axes) {
+    AxisArrays d;
+    if (a->dense_of) {
+      d.length = k.data.at(a->dense_of.get()).length;
+      d.positions = d.length;
+      d.finish();
+      k.data[a.get()] = d;
+      continue;
+    }
+    d.index_dtype = a->index_dtype;
+    const std::int64_t parents = a->parent ? k.data.at(a->parent.get()).positions : 1;
+    switch (a->kind) {
+      case ir::AxisKind::dense_fixed:
+        d.length = first_root ? big(std::vector<std::int64_t>{997, 1531, 2048, 2999, 3001}[static_cast<std::size_t>(range(0, 4))])
+                              : big(std::vector<std::int64_t>{3, 17, 64, 129}[static_cast<std::size_t>(range(0, 3))]);
+        first_root = false;
+        d.positions = d.length;
+        break;
+      case ir::AxisKind::dense_variable:
+        d.indptr.push_back(0);
+        for (std::int64_t p = 0; p < parents; ++p) {
+          std::int64_t n = chance(0.2) ? 0 : range(1, 6);
+          d.length = std::max(d.length, n);
+          d.indptr.push_back(d.indptr.back() + n);
+        }
+        d.positions = d.indptr.back();
+        break;
+      case ir::AxisKind::sparse_variable:
+        d.length = big(range(40, 3000));
+        d.indptr.push_back(0);
+        for (std::int64_t p = 0; p < parents; ++p) {
+          std::set<std::int64_t> fiber;
+          std::int64_t n = std::min<std::int64_t>(d.length, chance(0.15) ? 0 : range(1, 8));
+          while (static_cast<std::int64_t>(fiber.size()) < n) fiber.insert(range(0, d.length - 1));
+          d.indices.insert(d.indices.end(), fiber.begin(), fiber.end());
+          d.indptr.push_back(static_cast<std::int64_t>(d.indices.size()));
+        }
+        d.positions = d.indptr.back();
+        break;
+      case ir::AxisKind::sparse_fixed: {
+        auto* fixed = a->nnz_per_row.as<ir::IntImmNode>();
+        d.nnz_per_row = fixed ? fixed->value : range(0, 3);
+        d.length = d.nnz_per_row + big(range(0, 1000));
+        for (std::int64_t p = 0; p < parents; ++p) {
+          std::set<std::int64_t> picked;
+          while (static_cast<std::int64_t>(picked.size()) < d.nnz_per_row) picked.insert(range(0, d.length - 1));
+          d.indices.insert(d.indices.end(), picked.begin(), picked.end());
+        }
+        d.positions = parents * d.nnz_per_row;
+        break;
+      }
+    }
+    d.finish();
+    k.data[a.get()] = d;
+  }
+  for (auto& b : k.buffers) {
+    std::int64_t count = 1;
+    std::vector<ir::Axis> chain;
+    for (std::size_t s = 0; s < b.buffer->axes.size(); ++s) {
+      chain.push_back(b.buffer->axes[s]);
+      if (s + 1 == b.buffer->axes.size() || !b.buffer->axes[s + 1]->parent) {
+        count *= k.data.at(chain.back().get()).positions;
+        chain.clear();
+      }
+    }
+    b.count = count;
+    b.initial.clear();
+    for (std::int64_t q = 0; q < count; ++q) {
+      double v = b.buffer->role == ir::BufferRole::output ? -777 : static_cast<double>(range(-2, 2));
+      if (b.index) v = static_cast<double>(range(-1, 40));
+      b.initial.push_back(v);
+    }
+  }
+}
 
 }  // namespace spindle::test
