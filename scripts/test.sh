@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Install what is missing, build everything, and run the whole test suite in four stages:
-#   1. g++ (Release): the whole suite, including the fixed-seed batch of random kernels
-#      compared with the reference interpreter on every engine (differential.random_kernels);
-#   2. Clang 19 with AddressSanitizer + UndefinedBehaviorSanitizer: the whole suite again;
-#   3. g++ with ThreadSanitizer: the runtime tests (thread pool, kernel cache, engines);
+#   1. g++ (Release): the whole suite, including the fixed-seed batches of random IR kernels
+#      (differential.random_kernels) and of random C++ kernels written through the public
+#      API and compiled against the installed package (differential.frontend_kernels),
+#      compared with the reference interpreter on every engine, 1 and 3 threads;
+#   2. Clang 19 with AddressSanitizer + UndefinedBehaviorSanitizer (the runtime library
+#      instrumented too): the whole suite again, with smaller fuzz batches;
+#   3. g++ with ThreadSanitizer (runtime library instrumented): the runtime tests (thread
+#      pool, kernel cache, engines);
 #   4. without LLVM (kernels compiled by the system C compiler + dlopen): the unit,
 #      correctness and error tests and a batch of random kernels; then the libFuzzer
 #      targets once over their seed corpora.
@@ -46,7 +50,8 @@ if ((full)); then
     # OPERATION_FAILURE); the sm_70 compile checks run in the plain stage only.
     unset SPINDLE_TEST_NVRTC12
     CC=clang-19 CXX=clang++-19 run_suite "${SPINDLE_ASAN_BUILD_DIR:-$root/build-clang-asan}" \
-      -DSPINDLE_SANITIZE=ON -DSPINDLE_BUILD_BENCHMARKS=OFF -DSPINDLE_FUZZ_BATCH=200
+      -DSPINDLE_SANITIZE=ON -DSPINDLE_BUILD_BENCHMARKS=OFF -DSPINDLE_FUZZ_BATCH=200 \
+      -DSPINDLE_FRONTEND_FUZZ_BATCH=40
   )
   # ThreadSanitizer over the thread pool, the kernel cache (threads and processes) and engines.
   tsan="${SPINDLE_TSAN_BUILD_DIR:-$root/build-tsan}"

@@ -155,6 +155,8 @@ class Runner {
     } catch (const std::exception& e) {
       return {"fail", "definition", std::string("defining the kernel threw a non-UserError: ") + e.what()};
     }
+    // A write the generator indexed by a non-iterator (docs/language.md §4.1) must be rejected.
+    if (fe::has_bad_write(model.body)) return {"fail", "definition", "accepted a write indexed by a non-iterator (rule 4.1)"};
     bool compared = false;
     spindle::test::EmulatorCache emulators;  // this kernel's CUDA modules, compiled once
     for (fe::Size size : o_.sizes) {

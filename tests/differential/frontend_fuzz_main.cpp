@@ -115,16 +115,24 @@ class Fuzzer {
 
   fs::path project() const { return c_.work / "batch"; }
 
+  // The harness library and the registry header are copied into the work directory, so
+  // that rebuilding the project during a long campaign does not change them under it.
   void configure() {
     fs::create_directories(project());
+    const fs::path harness = c_.work / "harness";
+    fs::create_directories(harness / "differential");
+    fs::copy_file(SPINDLE_FEFUZZ_HARNESS, harness / "libharness.a", fs::copy_options::overwrite_existing);
+    fs::copy_file(fs::path(SPINDLE_FEFUZZ_TESTS_DIR) / "differential" / "frontend_fuzz_registry.hpp",
+                  harness / "differential" / "frontend_fuzz_registry.hpp", fs::copy_options::overwrite_existing);
     std::ofstream cm(project() / "CMakeLists.txt");
     cm << "cmake_minimum_required(VERSION 3.25)\n"
           "project(spindle_frontend_fuzz_batch LANGUAGES CXX)\n"
           "find_package(spindle REQUIRED)\n"
           "file(GLOB sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/kernels_*.cpp)\n"
           "add_executable(batch ${sources})\n"
-          "target_include_directories(batch PRIVATE \"" SPINDLE_FEFUZZ_TESTS_DIR "\")\n"
-          "target_link_libraries(batch PRIVATE \"" SPINDLE_FEFUZZ_HARNESS "\" spindle::spindle)\n";
+          "target_include_directories(batch PRIVATE \""
+       << harness.string() << "\")\ntarget_link_libraries(batch PRIVATE \"" << (harness / "libharness.a").string()
+       << "\" spindle::spindle)\n";
     cm.close();
     write_sources({});
     std::string launcher = SPINDLE_FEFUZZ_LAUNCHER;
@@ -169,7 +177,9 @@ class Fuzzer {
   }
 
   std::map<std::string, Outcome> execute(const std::string& only = "") {
-    std::string cmd = quote((project() / "build" / "batch").string()) + " --engines " + c_.engines + " --threads " +
+    // A kernel that hangs must not hang the campaign: a batch gets 20 minutes, one kernel 5.
+    std::string cmd = std::string(only.empty() ? "timeout 1200 " : "timeout 300 ") +
+                      quote((project() / "build" / "batch").string()) + " --engines " + c_.engines + " --threads " +
                       c_.threads + " --sizes " + c_.sizes + (only.empty() ? "" : " --only " + only);
     std::string out;
     last_rc_ = run(cmd, &out);

@@ -113,6 +113,8 @@ struct Stmt {
   enum Kind : std::uint8_t { Write, LocalDecl, LocalWrite, ForEach, Named } kind = Write;
   int target = -1;               // Write: buffer; LocalDecl/LocalWrite: local; Named: named value
   std::vector<int> iters;        // Write: one iterator per buffer axis; ForEach: the iterators
+  int bad_slot = -1;             // Write: this slot is indexed by bad_index instead (the
+  Index bad_index;               //   language must reject it: "which is not an iterator")
   WriteOp op = WriteOp::assign;
   ExprP value;                   // Write/LocalWrite value, LocalDecl init, Named expression
   bool via_ref = false;          // Write through `auto r = b(...); r += v;`
@@ -155,7 +157,6 @@ struct Kernel {
   std::vector<Named> named;
   std::vector<LambdaParam> lambda;  // the kernel lambda's parameters in order
   std::vector<StmtP> body;          // the lambda body
-  bool expect_reject = false;       // the generator broke a language rule on purpose
 };
 
 inline bool is_leaf(Op op) { return op <= Op::Named; }
@@ -310,7 +311,8 @@ class CppPrinter {
     const Buffer& b = k_.buffers[static_cast<std::size_t>(s.target)];
     std::string t = b.var + "(";
     for (std::size_t q = 0; q < s.iters.size(); ++q)
-      t += (q ? ", " : "") + k_.iterators[static_cast<std::size_t>(s.iters[q])].var;
+      t += (q ? ", " : "") + (static_cast<int>(q) == s.bad_slot ? index(s.bad_index)
+                                                                 : k_.iterators[static_cast<std::size_t>(s.iters[q])].var);
     return t + ")";
   }
 
@@ -634,7 +636,8 @@ class IrBuilder {
     switch (s.kind) {
       case Stmt::Write: {
         std::vector<ir::Expr> idx;
-        for (int i : s.iters) idx.push_back(iters_[static_cast<std::size_t>(i)]);
+        for (std::size_t q = 0; q < s.iters.size(); ++q)
+          idx.push_back(static_cast<int>(q) == s.bad_slot ? index(s.bad_index) : ir::Expr(iters_[static_cast<std::size_t>(s.iters[q])]));
         return write(buffers_.at(s.target), std::move(idx), s.op, *s.value);
       }
       case Stmt::LocalDecl: {
@@ -1119,6 +1122,12 @@ class Generator {
       if (all && chance(0.35)) op = WriteOp::assign;
       s->op = op;
       s->value = op == WriteOp::mul ? sign_value() : value(3);
+      if (chance(0.03) && !s->iters.empty()) {  // break rule 4.1 on purpose: must be rejected
+        s->bad_slot = static_cast<int>(range(0, static_cast<std::int64_t>(s->iters.size()) - 1));
+        s->bad_index.kind = chance(0.5) ? Index::IterPlus : Index::Literal;
+        s->bad_index.iter = s->iters[static_cast<std::size_t>(s->bad_slot)];
+        s->bad_index.k = s->bad_index.kind == Index::IterPlus ? pick({-1, 1}) : range(0, 2);
+      }
       return s;
     }
     // No output can be written here: accumulate into a local if there is one.
@@ -1399,6 +1408,13 @@ class Shrinker {
 }  // namespace detail
 
 inline Kernel generate(std::uint64_t seed) { return detail::Generator(seed).make(); }
+
+// Does the kernel contain a write that breaks rule 4.1 on purpose (a non-iterator index)?
+inline bool has_bad_write(const std::vector<StmtP>& body) {
+  for (auto& s : body)
+    if ((s->kind == Stmt::Write && s->bad_slot >= 0) || (s->kind == Stmt::ForEach && has_bad_write(s->body))) return true;
+  return false;
+}
 
 // Does every use of a local or a named value follow its declaration in an enclosing body?
 // (Shrinking can drop a declaration; such a candidate is not a C++ program.)

@@ -43,7 +43,7 @@ TEST_CASE("emit_c: self-contained unit with the documented entry point", "[codeg
   CHECK(src.find("SPINDLE_VECTORIZE\n") != std::string::npos);
   // The feature loop is register-tiled: a local tile accumulates over the row's nonzeros.
   CHECK(src.find("float c_tile[64];") != std::string::npos);
-  CHECK(src.find("c_tile[k_1] += a[J_indptr[i] + j] * b[(J_indices[J_indptr[i] + j]) * K_len + (k_tile * 64 + k_1)];") !=
+  CHECK(src.find("c_tile[k_1] += a[J_indptr[i] + j] * b[((long long)J_indices[J_indptr[i] + j]) * K_len + (k_tile * 64 + k_1)];") !=
         std::string::npos);
   CHECK(src.find("for (long long i = spindle_begin; i < spindle_end; ++i) {") != std::string::npos);
 }

@@ -40,7 +40,7 @@ TEST_CASE("lower_sparse_buffer: BSR keeps its block dimensions", "[lower][lower_
         for j in [0, J_indptr[i + 1] - J_indptr[i]) reduction:  # axis J
           for bj in [0, BJ_len) reduction:  # axis BJ
             for k in [0, K_len):  # axis K
-              c[i, bi, k] += a[J_indptr[i] + j, bi, bj] * b[J_indices[J_indptr[i] + j], bj, k]
+              c[i, bi, k] += a[J_indptr[i] + j, bi, bj] * b[i64(J_indices[J_indptr[i] + j]), bj, k]
 )");
 }
 
@@ -53,7 +53,7 @@ TEST_CASE("lower_sparse_buffer: ELL offsets are row * nnz_per_row + position", "
     for i in [0, I_len):  # axis I
       c[i] = 0.0f
       for e in [0, 4) reduction:  # axis E
-        c[i] += a[i * 4 + e] * b[E_indices[i * 4 + e]]
+        c[i] += a[i * 4 + e] * b[i64(E_indices[i * 4 + e])]
 )");
 }
 

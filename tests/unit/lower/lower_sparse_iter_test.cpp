@@ -16,7 +16,7 @@ TEST_CASE("lower_sparse_iter: CSR SpMM gets loops, aux buffers and a gather", "[
         c[i, k] = 0.0f
       for j in [0, J_indptr[i + 1] - J_indptr[i]) reduction:  # axis J
         for k in [0, K_len):  # axis K
-          c[i, k] += a[i, j] * b[J_indices[i, j], k]
+          c[i, k] += a[i, j] * b[i64(J_indices[i, j]), k]
 )");
   // Step 1: the indptr and indices of J are materialised as buffers over I and [I, J].
   REQUIRE(s2.buffers.size() == 5);
@@ -46,7 +46,7 @@ TEST_CASE("lower_sparse_iter: sparse_fixed (ELL) axis loops over nnz_per_row", "
     for i in [0, I_len):  # axis I
       c[i] = 0.0f
       for e in [0, 4) reduction:  # axis E
-        c[i] += a[i, e] * b[E_indices[i, e]]
+        c[i] += a[i, e] * b[i64(E_indices[i, e])]
 )");
 }
 
@@ -89,7 +89,7 @@ TEST_CASE("lower_sparse_iter: init of a reduction-first iteration gets its own n
     for k in [0, K_len) reduction:  # axis K
       for i in [0, I_len):  # axis I
         for j in [0, J_indptr[i + 1] - J_indptr[i]):  # axis J
-          d[i, j] += a[i, j] * b[i, k] * c[J_indices[i, j], k]
+          d[i, j] += a[i, j] * b[i, k] * c[i64(J_indices[i, j]), k]
 )");
 }
 

@@ -13,7 +13,7 @@ TEST_CASE("atomic_writeback: SpMM's nonzero loop updates the output row atomical
     for i in [0, I_len):  # axis I
       for j in [0, J_indptr[i + 1] - J_indptr[i]):  # axis J
         for k in [0, K_len):  # axis K
-          atomic c[i, k] += a[J_indptr[i] + j] * b[J_indices[J_indptr[i] + j], k]
+          atomic c[i, k] += a[J_indptr[i] + j] * b[i64(J_indices[J_indptr[i] + j]), k]
 )");
   auto b = sch::bind(sch::bind(f, "j", ir::ForKind::gpu_block_y), "i", ir::ForKind::gpu_block_x);
   CHECK(body(b).find("for j in [0, J_indptr[i + 1] - J_indptr[i]) blockIdx.y:  # axis J") != std::string::npos);

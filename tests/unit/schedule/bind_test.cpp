@@ -23,7 +23,7 @@ TEST_CASE("bind: GPU indices and the CPU pool by loop name", "[schedule][bind]")
           if k_o * 4 + k_i < K_len:
             c[i, k_o * 4 + k_i] = 0.0f
             for j in [0, J_indptr[i + 1] - J_indptr[i]) reduction:  # axis J
-              c[i, k_o * 4 + k_i] += a[J_indptr[i] + j] * b[J_indices[J_indptr[i] + j], k_o * 4 + k_i]
+              c[i, k_o * 4 + k_i] += a[J_indptr[i] + j] * b[i64(J_indices[J_indptr[i] + j]), k_o * 4 + k_i]
 )");
   // serial undoes a binding.
   CHECK(body(sch::bind(g, "k_o", ir::ForKind::serial)).find("for k_o in [0, (K_len + 3) / 4):  # axis K") !=

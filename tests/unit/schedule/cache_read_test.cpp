@@ -52,7 +52,7 @@ TEST_CASE("cache_read: GE-SpMM stages a row's indices and values per warp", "[sc
                     sync_warp
                     if k_o * 32 + k_i < K_len:
                       for j_i in [0, min(32, J_indptr[i_o * 4 + i_i + 1] - J_indptr[i_o * 4 + i_i] - j_o * 32)) reduction:  # axis J
-                        c_local += a_shared[i_i, j_i] * b[J_indices_shared[i_i, j_i], k_o * 32 + k_i]
+                        c_local += a_shared[i_i, j_i] * b[i64(J_indices_shared[i_i, j_i]), k_o * 32 + k_i]
                     sync_warp
                 if k_o * 32 + k_i < K_len:
                   c[i_o * 4 + i_i, k_o * 32 + k_i] = c_local
@@ -61,7 +61,7 @@ TEST_CASE("cache_read: GE-SpMM stages a row's indices and values per warp", "[sc
   auto one = body(sch::cache_read(ge_spmm_base(), "j", "a", 32, "k_i"));
   CHECK(one.find("alloc a_shared: shared f32[4, 32]") != std::string::npos);
   CHECK(one.find("J_indices_shared") == std::string::npos);
-  CHECK(one.find("c_local += a_shared[i_i, j_i] * b[J_indices[J_indptr[i_o * 4 + i_i] + (j_o * 32 + j_i)], k_o * 32 + k_i]") !=
+  CHECK(one.find("c_local += a_shared[i_i, j_i] * b[i64(J_indices[J_indptr[i_o * 4 + i_i] + (j_o * 32 + j_i)]), k_o * 32 + k_i]") !=
         std::string::npos);
 }
 
@@ -103,7 +103,7 @@ TEST_CASE("cache_read: one row per block with block barriers", "[schedule][cache
               sync_threads
               if k_o * 32 + k_i < K_len:
                 for j_i in [0, min(32, J_indptr[i + 1] - J_indptr[i] - j_o * 32)) reduction:  # axis J
-                  c[i, k_o * 32 + k_i] += a_shared[j_i] * b[J_indices_shared[j_i], k_o * 32 + k_i]
+                  c[i, k_o * 32 + k_i] += a_shared[j_i] * b[i64(J_indices_shared[j_i]), k_o * 32 + k_i]
               sync_threads
 )");
   // A warp barrier suits one warp of 32 or fewer threads too.
@@ -161,9 +161,9 @@ TEST_CASE("cache_read: preconditions", "[schedule][cache_read]") {
                         Catch::Contains("bind(body, \"k_o\", ForKind::gpu_thread_x) first"));
   CHECK_THROWS_WITH(sch::cache_read(base, "j", "c", 32, "k_i"),
                     Catch::Contains("cache_read: loop 'j' does not read 'c' (reads there: J_indices, J_indptr, a, b)"));
-  // b is read at [J_indices[...], k]: not a range walked by j.
+  // b is read at [i64(J_indices[...]), k]: not a range walked by j.
   CHECK_THROWS_WITH(sch::cache_read(base, "j", "b", 32, "k_i"),
-                    Catch::Contains("cache_read: loop 'j' reads 'b' at [J_indices[J_indptr[i_o * 4 + i_i] + j], k_o * 32 + "
+                    Catch::Contains("cache_read: loop 'j' reads 'b' at [i64(J_indices[J_indptr[i_o * 4 + i_i] + j]), k_o * 32 + "
                                     "k_i], not at [..., e + j]"));
   CHECK_THROWS_WITH(sch::cache_read(base, "j", {"a", "a"}, 32, "k_i"), Catch::Contains("cache_read: buffer 'a' is named twice"));
   CHECK_THROWS_WITH(sch::cache_read(base, "k_o", "c", 32, "k_i"),

@@ -16,7 +16,7 @@ TEST_CASE("cache_write: SpMM sums an output element in a register, folding the i
           alloc c_local: local f32[]
           c_local = 0.0f
           for j in [0, J_indptr[i + 1] - J_indptr[i]) reduction:  # axis J
-            c_local += a[J_indptr[i] + j] * b[J_indices[J_indptr[i] + j], k]
+            c_local += a[J_indptr[i] + j] * b[i64(J_indices[J_indptr[i] + j]), k]
           c[i, k] = c_local
 )");
   // The GPU shape: the register lives inside the guard of the split feature loop.
@@ -32,7 +32,7 @@ TEST_CASE("cache_write: SpMM sums an output element in a register, folding the i
               alloc c_local: local f32[]
               c_local = 0.0f
               for j in [0, J_indptr[i + 1] - J_indptr[i]) reduction:  # axis J
-                c_local += a[J_indptr[i] + j] * b[J_indices[J_indptr[i] + j], k_o * 32 + k_i]
+                c_local += a[J_indptr[i] + j] * b[i64(J_indices[J_indptr[i] + j]), k_o * 32 + k_i]
               c[i, k_o * 32 + k_i] = c_local
 )");
   // SDDMM: one register per nonzero.
@@ -60,7 +60,7 @@ TEST_CASE("cache_write: a constant tile becomes a local array; guards cover its 
           for j in [0, J_indptr[i + 1] - J_indptr[i]) reduction:  # axis J
             for k_i in [0, 4):  # axis K
               if k_o * 4 + k_i < K_len:
-                c_local[k_i] += a[J_indptr[i] + j] * b[J_indices[J_indptr[i] + j], k_o * 4 + k_i]
+                c_local[k_i] += a[J_indptr[i] + j] * b[i64(J_indices[J_indptr[i] + j]), k_o * 4 + k_i]
           for k_i in [0, 4):  # axis K
             if k_o * 4 + k_i < K_len:
               c[i, k_o * 4 + k_i] = c_local[k_i]
@@ -99,7 +99,7 @@ TEST_CASE("cache_write: partial mode writes back with a reduction that atomic_wr
             c_local = 0.0f
             for j_i in [0, 8) reduction:  # axis J
               if j_o * 8 + j_i < J_indptr[i + 1] - J_indptr[i]:
-                c_local += a[J_indptr[i] + (j_o * 8 + j_i)] * b[J_indices[J_indptr[i] + (j_o * 8 + j_i)], k]
+                c_local += a[J_indptr[i] + (j_o * 8 + j_i)] * b[i64(J_indices[J_indptr[i] + (j_o * 8 + j_i)]), k]
             c[i, k] += c_local
 )");
   auto a = sch::atomic_writeback(p, "j_o");

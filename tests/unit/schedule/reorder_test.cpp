@@ -44,14 +44,14 @@ TEST_CASE("reorder: SpMM's feature loop moves outside the nonzeros and takes the
     for k in [0, K_len):  # axis K
       c[i, k] = 0.0f
       for j in [0, J_indptr[i + 1] - J_indptr[i]) reduction:  # axis J
-        c[i, k] += a[J_indptr[i] + j] * b[J_indices[J_indptr[i] + j], k]
+        c[i, k] += a[J_indptr[i] + j] * b[i64(J_indices[J_indptr[i] + j]), k]
 )");
   // Without an init (inout output) the band is just swapped.
   CHECK(str(sch::reorder(spmm_acc().body, {"k", "j"})) == R"(block spmm_acc:
   for i in [0, I_len):  # axis I
     for k in [0, K_len):  # axis K
       for j in [0, J_indptr[i + 1] - J_indptr[i]) reduction:  # axis J
-        c[i, k] += a[J_indptr[i] + j] * b[J_indices[J_indptr[i] + j], k]
+        c[i, k] += a[J_indptr[i] + j] * b[i64(J_indices[J_indptr[i] + j]), k]
 )");
   // Column sums: the reduction over rows goes inside the columns.
   CHECK(str(sch::reorder(colsum().body, {"k", "i"})) == R"(block colsum:
@@ -131,7 +131,7 @@ TEST_CASE("reorder, split and bind work on stage II (position space) too", "[sch
           if k_o * 32 + k_i < K_len:
             c[i, k_o * 32 + k_i] = 0.0f
             for j in [0, J_indptr[i + 1] - J_indptr[i]) reduction:  # axis J
-              c[i, k_o * 32 + k_i] += a[i, j] * b[J_indices[i, j], k_o * 32 + k_i]
+              c[i, k_o * 32 + k_i] += a[i, j] * b[i64(J_indices[i, j]), k_o * 32 + k_i]
 )");
   // Stage II keeps going: lowering the scheduled function to stage III.
   auto s3 = sp::lower::lower_sparse_buffer(g, ctx(def));

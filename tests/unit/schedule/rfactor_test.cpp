@@ -19,7 +19,7 @@ TEST_CASE("rfactor: SDDMM's dot product over K runs on 32 lanes", "[schedule][rf
             d_partial = 0.0f
             for k_o in [0, (K_len + 31) / 32) reduction:  # axis K
               if k_o * 32 + k_lane < K_len:
-                d_partial += a[J_indptr[i] + j] * b[i, k_o * 32 + k_lane] * c[J_indices[J_indptr[i] + j], k_o * 32 + k_lane]
+                d_partial += a[J_indptr[i] + j] * b[i, k_o * 32 + k_lane] * c[i64(J_indices[J_indptr[i] + j]), k_o * 32 + k_lane]
             d_partial = warp_sum(d_partial, 32)
             if k_lane == 0:
               d[J_indptr[i] + j] = d_partial
@@ -37,7 +37,7 @@ TEST_CASE("rfactor: SDDMM's dot product over K runs on 32 lanes", "[schedule][rf
                 d_partial = 0.0f
                 for k_o in [0, (K_len + 31) / 32) reduction:  # axis K
                   if k_o * 32 + k_lane < K_len:
-                    d_partial += a[J_indptr[i] + (j_o * 4 + j_i)] * b[i, k_o * 32 + k_lane] * c[J_indices[J_indptr[i] + (j_o * 4 + j_i)], k_o * 32 + k_lane]
+                    d_partial += a[J_indptr[i] + (j_o * 4 + j_i)] * b[i, k_o * 32 + k_lane] * c[i64(J_indices[J_indptr[i] + (j_o * 4 + j_i)]), k_o * 32 + k_lane]
                 d_partial = warp_sum(d_partial, 32)
                 if k_lane == 0:
                   d[J_indptr[i] + (j_o * 4 + j_i)] = d_partial
@@ -55,7 +55,7 @@ TEST_CASE("rfactor: vector loads per lane, inits of other values, no init", "[sc
               if k_o_o * 8 + k_o_lane < (K_len + 3) / 4:
                 for k_i in [0, 4) vectorized reduction:  # axis K
                   if (k_o_o * 8 + k_o_lane) * 4 + k_i < K_len:
-                    d_partial += a[J_indptr[i] + j] * b[i, (k_o_o * 8 + k_o_lane) * 4 + k_i] * c[J_indices[J_indptr[i] + j], (k_o_o * 8 + k_o_lane) * 4 + k_i]
+                    d_partial += a[J_indptr[i] + j] * b[i, (k_o_o * 8 + k_o_lane) * 4 + k_i] * c[i64(J_indices[J_indptr[i] + j]), (k_o_o * 8 + k_o_lane) * 4 + k_i]
             d_partial = warp_sum(d_partial, 8)
             if k_o_lane == 0:
               d[J_indptr[i] + j] = d_partial

@@ -16,7 +16,7 @@ TEST_CASE("accumulate_locally: SpMV sums a row in a local, folding the init", "[
         alloc c_acc: local f32[]
         c_acc = 0.0f
         for j in [0, J_indptr[i + 1] - J_indptr[i]) reduction:  # axis J
-          c_acc += a[J_indptr[i] + j] * b[J_indices[J_indptr[i] + j]]
+          c_acc += a[J_indptr[i] + j] * b[i64(J_indices[J_indptr[i] + j])]
         c[i] = c_acc
 )");
 }
@@ -62,7 +62,7 @@ TEST_CASE("schedule_cpu_default: parallel rows, vectorised feature loops", "[sch
           alloc d_acc: local f32[]
           d_acc = 0.0f
           for k in [0, K_len) vectorized reduction:  # axis K
-            d_acc += a[J_indptr[i] + j] * b[i, k] * c[J_indices[J_indptr[i] + j], k]
+            d_acc += a[J_indptr[i] + j] * b[i, k] * c[i64(J_indices[J_indptr[i] + j]), k]
           d[J_indptr[i] + j] = d_acc
 )");
   // A reduction-first iteration (column sums): register tiling turns the feature loop into
@@ -92,7 +92,7 @@ TEST_CASE("register_tile: SpMM keeps cascading output tiles in registers", "[sch
           c_tile[k] = 0.0f
         for j in [0, J_indptr[i + 1] - J_indptr[i]) reduction:  # axis J
           for k in [0, 32):  # axis K
-            c_tile[k] += a[J_indptr[i] + j] * b[J_indices[J_indptr[i] + j], k_tile * 32 + k]
+            c_tile[k] += a[J_indptr[i] + j] * b[i64(J_indices[J_indptr[i] + j]), k_tile * 32 + k]
         for k in [0, 32):  # axis K
           c[i, k_tile * 32 + k] = c_tile[k]
     let k_done0: i64 = K_len / 32 * 32
@@ -103,7 +103,7 @@ TEST_CASE("register_tile: SpMM keeps cascading output tiles in registers", "[sch
           c_tile[k] = 0.0f
         for j in [0, J_indptr[i + 1] - J_indptr[i]) reduction:  # axis J
           for k in [0, 16):  # axis K
-            c_tile[k] += a[J_indptr[i] + j] * b[J_indices[J_indptr[i] + j], k_done0 + k_tile * 16 + k]
+            c_tile[k] += a[J_indptr[i] + j] * b[i64(J_indices[J_indptr[i] + j]), k_done0 + k_tile * 16 + k]
         for k in [0, 16):  # axis K
           c[i, k_done0 + k_tile * 16 + k] = c_tile[k]
     let k_done1: i64 = k_done0 + (K_len - k_done0) / 16 * 16
@@ -114,7 +114,7 @@ TEST_CASE("register_tile: SpMM keeps cascading output tiles in registers", "[sch
           c_tile[k] = 0.0f
         for j in [0, J_indptr[i + 1] - J_indptr[i]) reduction:  # axis J
           for k in [0, 8):  # axis K
-            c_tile[k] += a[J_indptr[i] + j] * b[J_indices[J_indptr[i] + j], k_done1 + k_tile * 8 + k]
+            c_tile[k] += a[J_indptr[i] + j] * b[i64(J_indices[J_indptr[i] + j]), k_done1 + k_tile * 8 + k]
         for k in [0, 8):  # axis K
           c[i, k_done1 + k_tile * 8 + k] = c_tile[k]
     let k_done2: i64 = k_done1 + (K_len - k_done1) / 8 * 8
@@ -125,7 +125,7 @@ TEST_CASE("register_tile: SpMM keeps cascading output tiles in registers", "[sch
           c_tile[k] = 0.0f
         for j in [0, J_indptr[i + 1] - J_indptr[i]) reduction:  # axis J
           for k in [0, 4):  # axis K
-            c_tile[k] += a[J_indptr[i] + j] * b[J_indices[J_indptr[i] + j], k_done2 + k_tile * 4 + k]
+            c_tile[k] += a[J_indptr[i] + j] * b[i64(J_indices[J_indptr[i] + j]), k_done2 + k_tile * 4 + k]
         for k in [0, 4):  # axis K
           c[i, k_done2 + k_tile * 4 + k] = c_tile[k]
     let k_done3: i64 = k_done2 + (K_len - k_done2) / 4 * 4
@@ -133,7 +133,7 @@ TEST_CASE("register_tile: SpMM keeps cascading output tiles in registers", "[sch
       c[i, k] = 0.0f
     for j in [0, J_indptr[i + 1] - J_indptr[i]) reduction:  # axis J
       for k in [k_done3, k_done3 + K_len - k_done3):  # axis K
-        c[i, k] += a[J_indptr[i] + j] * b[J_indices[J_indptr[i] + j], k]
+        c[i, k] += a[J_indptr[i] + j] * b[i64(J_indices[J_indptr[i] + j]), k]
 )");
   // Ragged rows (a dense_variable inner loop reads indptr for its extent) are left alone.
   auto g = sp::define_kernel("rag", [](sp::in<float, Bt, R> a, sp::out<float, Bt> c, sp::iter<Bt> b, sp::iter<R> r) {

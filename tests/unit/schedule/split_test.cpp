@@ -71,7 +71,7 @@ TEST_CASE("split: the outer loop keeps the loop kind, vectorized and unrolled mo
   CHECK(red.find("for j_o in [0, (J_indptr[i + 1] - J_indptr[i] + 3) / 4) reduction:  # axis J") != std::string::npos);
   CHECK(red.find("for j_i in [0, 4) reduction:  # axis J") != std::string::npos);
   CHECK(red.find("if j_o * 4 + j_i < J_indptr[i + 1] - J_indptr[i]:") != std::string::npos);
-  CHECK(red.find("c[i, k] += a[J_indptr[i] + (j_o * 4 + j_i)] * b[J_indices[J_indptr[i] + (j_o * 4 + j_i)], k]") !=
+  CHECK(red.find("c[i, k] += a[J_indptr[i] + (j_o * 4 + j_i)] * b[i64(J_indices[J_indptr[i] + (j_o * 4 + j_i)]), k]") !=
         std::string::npos);
 }
 
