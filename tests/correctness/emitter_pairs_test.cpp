@@ -35,6 +35,14 @@ struct Former {
   std::function<V<T>(const V<T>&, const V<T>&)> f;
 };
 
+template <class T>
+V<T> in_range(const V<T>& a) {
+  if constexpr (std::is_floating_point_v<T>)
+    return sp::select(sp::abs(a) < T(1e6), a, V<T>(T(0)));
+  else
+    return a;
+}
+
 // Every way an expression of type T can be formed from one or two expressions of type T.
 template <class T>
 std::vector<Former<T>> formers() {
@@ -64,8 +72,9 @@ std::vector<Former<T>> formers() {
       {"or", 2, [](const V<T>& a, const V<T>& b) { return sp::select(a < T(-1) || b == a, b, a); }},
       {"not", 2, [](const V<T>& a, const V<T>& b) { return sp::select(!(a < b), a, b); }},
       {"not_not", 2, [](const V<T>& a, const V<T>& b) { return sp::select(!!(a <= b) && !(b < T(0)), b, a); }},
-      {"cast", 1, [](const V<T>& a, const V<T>&) { return sp::cast<T>(sp::cast<Other>(a)); }},
-      {"cast_neg", 1, [](const V<T>& a, const V<T>&) { return sp::cast<T>(-sp::cast<Other>(-a)); }},
+      // (a float beyond the integer range, inf or NaN, converts with undefined behaviour: 0 instead)
+      {"cast", 1, [](const V<T>& a, const V<T>&) { return sp::cast<T>(sp::cast<Other>(in_range(a))); }},
+      {"cast_neg", 1, [](const V<T>& a, const V<T>&) { return sp::cast<T>(-sp::cast<Other>(-in_range(a))); }},
       {"abs", 1, [](const V<T>& a, const V<T>&) { return sp::abs(a); }},
       {"neg_abs", 1, [](const V<T>& a, const V<T>&) { return -sp::abs(-a); }},
   };
