@@ -51,7 +51,7 @@ if ((full)); then
     unset SPINDLE_TEST_NVRTC12
     CC=clang-19 CXX=clang++-19 run_suite "${SPINDLE_ASAN_BUILD_DIR:-$root/build-clang-asan}" \
       -DSPINDLE_SANITIZE=ON -DSPINDLE_BUILD_BENCHMARKS=OFF -DSPINDLE_FUZZ_BATCH=200 \
-      -DSPINDLE_FRONTEND_FUZZ_BATCH=40
+      -DSPINDLE_FRONTEND_FUZZ_BATCH=40 -DSPINDLE_FUZZ_LARGE_EVERY=5
   )
   # ThreadSanitizer over the thread pool, the kernel cache (threads and processes) and engines.
   tsan="${SPINDLE_TSAN_BUILD_DIR:-$root/build-tsan}"

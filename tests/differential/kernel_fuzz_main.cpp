@@ -11,8 +11,8 @@
 //
 //   spindle-kernel-fuzz [--seed S] [--count N (0 = until --seconds)] [--seconds T]
 //                       [--engines orc,system,cuda] [--verbose] [--print SEED] [--first N] [--no-large]
-// Every compared kernel runs again on inputs of thousands of rows, with 1 and 3 threads
-// (check_large), unless --no-large.
+// Every compared kernel (every N-th with --large-every N) runs again on inputs of thousands
+// of rows, with 1 and 3 threads (check_large), unless --no-large.
 // Exit status: 0 when no disagreement, 1 otherwise.
 #include <chrono>
 #include <cmath>
@@ -266,6 +266,7 @@ int main(int argc, char** argv) {
   long count = 500;
   double seconds = 0;
   bool verbose = false, large = true;
+  long large_every = 1;
   long print = -1;
   long first = 0;  // index of the first kernel of the batch (to rerun one: --first N --count 1)
   std::vector<std::string> engines{"orc", "system", "cuda"};
@@ -283,6 +284,7 @@ int main(int argc, char** argv) {
     else if (s == "--seconds") seconds = std::stod(next());
     else if (s == "--verbose") verbose = true;
     else if (s == "--no-large") large = false;
+    else if (s == "--large-every") large_every = std::max(1L, std::stol(next()));
     else if (s == "--print") print = std::stol(next());
     else if (s == "--first") first = std::stol(next());
     else if (s == "--engines") {
@@ -290,7 +292,7 @@ int main(int argc, char** argv) {
       std::stringstream ss(next());
       for (std::string e; std::getline(ss, e, ',');) engines.push_back(e);
     } else {
-      std::fprintf(stderr, "usage: spindle-kernel-fuzz [--seed S] [--count N] [--seconds T] [--engines orc,system,cuda] [--verbose] [--print SEED] [--first N] [--no-large]\n");
+      std::fprintf(stderr, "usage: spindle-kernel-fuzz [--seed S] [--count N] [--seconds T] [--engines orc,system,cuda] [--verbose] [--print SEED] [--first N] [--no-large] [--large-every N]\n");
       return 2;
     }
   }
@@ -379,7 +381,7 @@ int main(int argc, char** argv) {
         std::cout << "seed " << ks << " " << e << ": ok\n";
       }
     }
-    if (large) check_large(k, completed, ks, engines, runtimes, st);
+    if (large && n % large_every == 0) check_large(k, completed, ks, engines, runtimes, st);
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cout << "spindle-kernel-fuzz: seed " << seed << ": " << st.generated << " kernels generated, " << st.rejected
