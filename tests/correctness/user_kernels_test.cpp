@@ -292,6 +292,9 @@ TEST_CASE("literals: C++ constants next to Values convert as static_cast does, 6
     y(i) += std::numeric_limits<std::int64_t>::max() - a(i) * 0;  // wraps with the first term
     z(i) = sp::cast<std::int32_t>(a(i)) * 3000000000LL;            // the literal wraps to int32 first
     z(i) -= 2;
+    // Literals in place of one operand of max/min/select (0.5 converts to int32 as 0).
+    z(i) += sp::max(0, sp::cast<std::int32_t>(a(i))) - sp::min(sp::cast<std::int32_t>(a(i)), 0.5) +
+            sp::select(a(i) > 0, 1, sp::cast<std::int32_t>(a(i))) - sp::select(a(i) > 0, sp::cast<std::int32_t>(a(i)), 1);
   });
   const std::int64_t m = 257;
   auto a = sp::Tensor<std::int64_t>::zeros({m});
@@ -306,7 +309,10 @@ TEST_CASE("literals: C++ constants next to Values convert as static_cast does, 6
                       CHECK(y(r) == static_cast<std::int64_t>(want));
                       const auto lit = static_cast<std::int32_t>(3000000000LL);
                       const auto prod = static_cast<std::int32_t>(static_cast<std::uint32_t>(a(r)) * static_cast<std::uint32_t>(lit));
-                      CHECK(z(r) == static_cast<std::int32_t>(static_cast<std::uint32_t>(prod) - 2u));
+                      const std::int32_t x = static_cast<std::int32_t>(a(r));
+                      const std::int32_t extra = std::max(0, x) - std::min(x, 0) + (x > 0 ? 1 : x) - (x > 0 ? x : 1);
+                      CHECK(z(r) == static_cast<std::int32_t>(static_cast<std::uint32_t>(prod) - 2u +
+                                                              static_cast<std::uint32_t>(extra)));
                     }
                   });
   // A floating literal no int32 can hold is a UserError, not undefined behaviour.

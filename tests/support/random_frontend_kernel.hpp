@@ -471,20 +471,26 @@ class CppPrinter {
         break;
       }
       case Op::Min:
-      case Op::Max: {
+      case Op::Max:
+      case Op::Pow: {
+        // One operand may be a bare literal (converted to T); not both.
         const Expr &a = *e.kids[0], &b = *e.kids[1];
+        std::string sa = a.op == Op::Const && b.op != Op::Const && style(0.6) ? a.literal : value(a);
         std::string sb = b.op == Op::Const && a.op != Op::Const && style(0.6) ? b.literal : value(b);
-        return std::string(e.op == Op::Min ? "sp::min(" : "sp::max(") + value(a) + ", " + sb + ")";
+        return std::string(e.op == Op::Min ? "sp::min(" : e.op == Op::Max ? "sp::max(" : "sp::pow(") + sa + ", " + sb + ")";
       }
-      case Op::Select:
-        return "sp::select(" + value(*e.kids[0]) + ", " + value(*e.kids[1]) + ", " + value(*e.kids[2]) + ")";
+      case Op::Select: {
+        const Expr &a = *e.kids[1], &b = *e.kids[2];
+        std::string sa = a.op == Op::Const && b.op != Op::Const && style(0.5) ? a.literal : value(a);
+        std::string sb = b.op == Op::Const && a.op != Op::Const && style(0.5) ? b.literal : value(b);
+        return "sp::select(" + value(*e.kids[0]) + ", " + sa + ", " + sb + ")";
+      }
       case Op::Cast: return std::string("sp::cast<") + cpp_type(e.cast_to, style(0.3)) + ">(" + value(*e.kids[0]) + ")";
       case Op::Abs: return "sp::abs(" + value(*e.kids[0]) + ")";
       case Op::Exp: return "sp::exp(" + value(*e.kids[0]) + ")";
       case Op::Log: return "sp::log(" + value(*e.kids[0]) + ")";
       case Op::Sqrt: return "sp::sqrt(" + value(*e.kids[0]) + ")";
       case Op::Tanh: return "sp::tanh(" + value(*e.kids[0]) + ")";
-      case Op::Pow: return "sp::pow(" + value(*e.kids[0]) + ", " + value(*e.kids[1]) + ")";
     }
     if (mine < p || (mine < 100 && style(0.1))) return "(" + s + ")";
     return s;
@@ -1293,9 +1299,18 @@ class Generator {
       return e;
     }
     if (r < 0.46) return make(Op::Neg, T, {chance(0.2) ? make(Op::Neg, T, {value(d - 1)}) : value(d - 1)});
-    if (r < 0.52) return make(Op::Max, T, {value(d - 1), chance(0.3) ? constant(T, true) : value(d - 1)});
-    if (r < 0.57) return make(Op::Min, T, {value(d - 1), chance(0.3) ? constant(T, true) : value(d - 1)});
-    if (r < 0.67) return make(Op::Select, T, {condition(d - 1), value(d - 1), value(d - 1)});
+    if (r < 0.52) {
+      ExprP a = value(d - 1), b = chance(0.3) ? constant(T, true) : value(d - 1);
+      return chance(0.5) ? make(Op::Max, T, {a, b}) : make(Op::Max, T, {b, a});
+    }
+    if (r < 0.57) {
+      ExprP a = value(d - 1), b = chance(0.3) ? constant(T, true) : value(d - 1);
+      return chance(0.5) ? make(Op::Min, T, {a, b}) : make(Op::Min, T, {b, a});
+    }
+    if (r < 0.67) {
+      ExprP a = chance(0.2) ? constant(T, true) : value(d - 1), b = chance(0.2) ? constant(T, true) : value(d - 1);
+      return make(Op::Select, T, {condition(d - 1), a, b});
+    }
     if (r < 0.72) return make(Op::Abs, T, {value(d - 1)});
     if (r < 0.78) {  // a round trip through another type (exact for the small values here)
       DType u = is_float(T) ? pick({DType::f64, DType::i64, DType::i32}) : pick({DType::f64, DType::f32, DType::i64, DType::i32});

@@ -209,22 +209,37 @@ template <class T>
 Value<T> max(const Value<T>& a, const Value<T>& b) {
   return detail::make_value<T>(ir::binary(ir::BinOp::max, a.expr(), b.expr()));
 }
-template <class T, Arithmetic S>
-Value<T> max(const Value<T>& a, S b) {
-  return max(a, Value<T>(static_cast<T>(b)));
-}
 template <class T>
 Value<T> min(const Value<T>& a, const Value<T>& b) {
   return detail::make_value<T>(ir::binary(ir::BinOp::min, a.expr(), b.expr()));
 }
-template <class T, Arithmetic S>
-Value<T> min(const Value<T>& a, S b) {
-  return min(a, Value<T>(static_cast<T>(b)));
-}
-
 template <class T>
 Value<T> select(const Value<bool>& c, const Value<T>& a, const Value<T>& b) {
   return detail::make_value<T>(ir::select(c.expr(), a.expr(), b.expr()));
+}
+
+// A C++ literal in place of one Value<T> operand converts to T (as static_cast<T> does):
+// max(x, 0.0f), min(1, x), select(c, x, 0), pow(x, 2.0).
+#define SPINDLE_VALUE_LITERAL_OVERLOADS(fn)                                 \
+  template <class T, Arithmetic S>                                          \
+  Value<T> fn(const Value<T>& a, S b) {                                     \
+    return fn(a, Value<T>(detail::literal_as<T>(b)));                       \
+  }                                                                         \
+  template <class T, Arithmetic S>                                          \
+  Value<T> fn(S a, const Value<T>& b) {                                     \
+    return fn(Value<T>(detail::literal_as<T>(a)), b);                       \
+  }
+SPINDLE_VALUE_LITERAL_OVERLOADS(pow)
+SPINDLE_VALUE_LITERAL_OVERLOADS(max)
+SPINDLE_VALUE_LITERAL_OVERLOADS(min)
+#undef SPINDLE_VALUE_LITERAL_OVERLOADS
+template <class T, Arithmetic S>
+Value<T> select(const Value<bool>& c, const Value<T>& a, S b) {
+  return select(c, a, Value<T>(detail::literal_as<T>(b)));
+}
+template <class T, Arithmetic S>
+Value<T> select(const Value<bool>& c, S a, const Value<T>& b) {
+  return select(c, Value<T>(detail::literal_as<T>(a)), b);
 }
 
 template <class U, class T>
