@@ -20,6 +20,7 @@
 
 #include "correctness/correctness_support.hpp"
 #include "support/emulated_cuda_call.hpp"
+#include "support/reference_interpreter.hpp"
 
 namespace {
 
@@ -344,4 +345,138 @@ TEST_CASE("a Value is evaluated where it is used; a local keeps a value", "[corr
                       CHECK(z(r) == ((a(r) + 1.0f) - a(r)) + ((a(r) + 2.0f) - (a(r) + 1.0f)));
                     }
                   });
+}
+
+TEST_CASE("integer overflow wraps on every engine, CUDA included (spindle-frontend-fuzz seeds 11000419, 12000964)",
+          "[correctness][user][wrap][cuda]") {
+  // NVRTC has no -fwrapv: the CUDA emitter spells integer arithmetic on values with
+  // unsigned operations. Before, the emulated CUDA (host compiler, -O2) folded
+  // `-2147483647 + v > 0` into `v > 2147483647`, false for every v, where wrapping makes it
+  // true for v <= -2.
+  auto k = sp::kernel("wrap_values", [](sp::in<std::int32_t, I> v, sp::in<std::int64_t, I> w, sp::out<std::int32_t, I> y,
+                                        sp::out<std::int64_t, I> z, sp::iter<I> i) {
+    y(i) = sp::select(-2147483647 + v(i) > 0, sp::Value<std::int32_t>(1), -1) + (v(i) * 65536 - v(i)) + (-v(i)) +
+           2147483647;
+    z(i) = sp::select(INT64_MAX + w(i) < 0, sp::Value<std::int64_t>(2), 3) + w(i) * w(i);
+  });
+  const std::int64_t m = 9;
+  auto v = sp::Tensor<std::int32_t>::zeros({m});
+  auto w = sp::Tensor<std::int64_t>::zeros({m});
+  for (std::int64_t q = 0; q < m; ++q) {
+    v(q) = static_cast<std::int32_t>(q % 2 ? -2147483647 + q : -3 + q * 1000);
+    w(q) = q % 2 ? INT64_MAX - q : 3037000500LL + q;  // w * w overflows int64
+  }
+  auto want_y = sp::Tensor<std::int32_t>::zeros({m});
+  auto want_z = sp::Tensor<std::int64_t>::zeros({m});
+  auto wrap32 = [](std::int64_t x) { return static_cast<std::int32_t>(static_cast<std::uint32_t>(x)); };
+  for (std::int64_t q = 0; q < m; ++q) {
+    const std::int64_t vq = v(q);
+    const std::uint64_t wq = static_cast<std::uint64_t>(w(q));
+    std::int32_t sel = wrap32(-2147483647LL + vq) > 0 ? 1 : -1;
+    std::int32_t t = wrap32(static_cast<std::int64_t>(sel) + wrap32(wrap32(vq * 65536) - vq));
+    t = wrap32(static_cast<std::int64_t>(t) + wrap32(-vq));
+    want_y(q) = wrap32(static_cast<std::int64_t>(t) + 2147483647LL);
+    const std::int64_t sum = static_cast<std::int64_t>(static_cast<std::uint64_t>(INT64_MAX) + wq);
+    want_z(q) = static_cast<std::int64_t>(static_cast<std::uint64_t>(sum < 0 ? 2 : 3) + wq * wq);
+  }
+  auto check = [&](const sp::Tensor<std::int32_t>& y, const sp::Tensor<std::int64_t>& z) {
+    for (std::int64_t q = 0; q < m; ++q) {
+      INFO("element " << q << ": v = " << v(q) << ", w = " << w(q));
+      CHECK(y(q) == want_y(q));
+      CHECK(z(q) == want_z(q));
+    }
+  };
+  auto y = sp::Tensor<std::int32_t>::zeros({m});
+  auto z = sp::Tensor<std::int64_t>::zeros({m});
+  on_every_engine([&](sp::runtime::Runtime& rt) { k.with_runtime(rt)(v, w, y, z); }, [&] { check(y, z); });
+  std::vector<sp::runtime::CallArg> args(4);
+  auto yc = sp::Tensor<std::int32_t>::zeros({m});
+  auto zc = sp::Tensor<std::int64_t>::zeros({m});
+  args[0].view = sp::storage_of(v);
+  args[1].view = sp::storage_of(w);
+  args[2].view = sp::storage_of(yc);
+  args[3].view = sp::storage_of(zc);
+  std::vector<void*> bufs;
+  std::vector<std::int64_t> scalars;
+  std::vector<sp::ir::Var> vars;
+  const auto src = spindle::test::emulated_cuda_source(k.ir(), args, bufs, scalars, vars);
+  INFO(src.source);
+  CHECK(src.source.find("spindle_wadd_i32(") != std::string::npos);
+  CHECK(src.source.find("spindle_wmul_i64(") != std::string::npos);
+  spindle::test::NvrtcCheck nvrtc;
+  spindle::test::run_cuda_emulated(k.ir(), args, &nvrtc);
+  check(yc, zc);
+
+  // Iterator arithmetic too: an unused local overflowing for i >= 2 let the optimiser
+  // assume i < 2 and skip the update of every later element.
+  auto k2 = sp::kernel("wrap_iterators", [](sp::inout<std::int64_t, I> io, sp::iter<I> i) {
+    sp::local<std::int64_t> t(i - sp::Value<std::int64_t>(-9223372036854775807LL));
+    io(i).min_with(i - 3LL);
+  });
+  auto io = sp::Tensor<std::int64_t>::zeros({m});
+  auto check_io = [&] {
+    for (std::int64_t q = 0; q < m; ++q) {
+      INFO("element " << q);
+      CHECK(io(q) == std::min<std::int64_t>(0, q - 3));
+    }
+  };
+  on_every_engine(
+      [&](sp::runtime::Runtime& rt) {
+        io = sp::Tensor<std::int64_t>::zeros({m});
+        k2.with_runtime(rt)(io);
+      },
+      check_io);
+  io = sp::Tensor<std::int64_t>::zeros({m});
+  std::vector<sp::runtime::CallArg> args2(1);
+  args2[0].view = sp::storage_of(io);
+  spindle::test::run_cuda_emulated(k2.ir(), args2, &nvrtc);
+  check_io();
+}
+
+TEST_CASE("a float sum in another order stays within the interpreter's error bound (spindle-frontend-fuzz seed 11000133)",
+          "[correctness][user][interpreter]") {
+  // 400 000 terms summed into one float: the engine's order (vectorised partial sums) and
+  // the interpreter's (one running sum) differ in the third digit, legitimately. The fuzzers
+  // compared with a fixed 1e-3 relative tolerance and reported it; they now also accept the
+  // interpreter's bound 2 (n + 2) eps sum|terms|.
+  struct L : sp::dense_fixed {};
+  struct M : sp::dense_fixed {};
+  auto k = sp::kernel("long_sum", [](sp::in<float, L> a, sp::in<float, M> b, sp::inout<float, I> out, sp::iter<I> i,
+                                     sp::iter<L> l, sp::iter<M> mm) { out(i) += a(l) * b(mm); });
+  const std::int64_t nl = 2999, nm = 129;
+  auto a = sp::Tensor<float>::full({nl}, 1.0f);
+  auto b = sp::Tensor<float>::zeros({nm});
+  for (std::int64_t q = 0; q < nm; ++q) b(q) = static_cast<float>(q) * 1.37f;
+  auto y_ref = sp::Tensor<float>::full({2}, 0.5f);
+  std::vector<sp::runtime::CallArg> args(3);
+  args[0].view = sp::storage_of(a);
+  args[1].view = sp::storage_of(b);
+  args[2].view = sp::storage_of(y_ref);
+  spindle::test::Interpreter interp(k.ir(), args);
+  interp.run();
+  const sp::ir::BufferNode* out = nullptr;
+  for (auto& fb : k.ir().buffers)
+    if (fb.buffer->role == sp::ir::BufferRole::inout) out = fb.buffer.get();
+  REQUIRE(out);
+  double exact = 0.5;
+  for (std::int64_t q = 0; q < nm; ++q) exact += static_cast<double>(nl) * static_cast<double>(b(q));
+  for (int p = 0; p < 2; ++p) {
+    const double bound = interp.error_bound(out, p);
+    INFO("interpreter " << y_ref(p) << ", exact " << exact << ", bound " << bound);
+    CHECK(bound > 0);
+    CHECK(bound < 0.05 * exact);
+    CHECK(std::fabs(y_ref(p) - exact) <= bound / 2);
+  }
+  auto y = sp::Tensor<float>::full({2}, 0.5f);
+  on_every_engine(
+      [&](sp::runtime::Runtime& rt) {
+        y = sp::Tensor<float>::full({2}, 0.5f);
+        k.with_runtime(rt)(a, b, y);
+      },
+      [&] {
+        for (int p = 0; p < 2; ++p) {
+          INFO("engine " << y(p) << ", interpreter " << y_ref(p) << ", exact " << exact);
+          CHECK(std::fabs(static_cast<double>(y(p)) - y_ref(p)) <= interp.error_bound(out, p));
+        }
+      });
 }

@@ -98,7 +98,7 @@ std::string compare(const RandomKernel& k, bool exact, const std::vector<std::ve
     for (std::size_t q = 0; q < ref[b].size(); ++q) {
       double r = input ? buf.initial[q] : ref[b][q], g = got[b][q];
       if (input && buf.buffer->dtype == spindle::DType::f32) r = static_cast<float>(r);
-      bool same = (std::isnan(r) && std::isnan(g)) || r == g || std::fabs(r - g) <= tol * std::max(1.0, std::fabs(r));
+      bool same = close_enough(k, b, q, tol, r, g);
       if (!same) {
         std::ostringstream os;
         os << (input ? "input" : "buffer") << " '" << buf.buffer->name << "' element " << q << " of " << ref[b].size()
@@ -237,6 +237,7 @@ class Runner {
       interp.run();
       exact = exact && !interp.float_rounded();
       ref = values(data);
+      spindle::test::record_error_bounds(data, interp);
       return "";
     } catch (const spindle::test::InterpreterError& e) {
       std::string m = e.what();

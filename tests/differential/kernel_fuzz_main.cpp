@@ -73,7 +73,7 @@ std::string compare(const RandomKernel& k, bool exact, const std::vector<std::ve
     const double tol = exact ? 0 : (f32 ? 1e-3 : 1e-9);
     for (std::size_t q = 0; q < ref[b].size(); ++q) {
       double r = ref[b][q], g = got[b][q];
-      bool same = (std::isnan(r) && std::isnan(g)) || r == g || std::fabs(r - g) <= tol * std::max(1.0, std::fabs(r));
+      bool same = close_enough(k, b, q, tol, r, g);
       if (!same) {
         std::ostringstream os;
         os << "buffer '" << k.buffers[b].buffer->name << "' element " << q << ": interpreter " << r << ", engine "
@@ -170,6 +170,7 @@ std::string check(RandomKernel& k, const sp::ir::Function& raw, const std::strin
     interp.run();
     ref = outputs(k);
     exact = exact && !interp.float_rounded();
+    spindle::test::record_error_bounds(k, interp);
   } catch (const spindle::test::InterpreterError&) {
     return "skipped";
   }
@@ -226,6 +227,7 @@ void check_large(RandomKernel k, const sp::ir::Function& completed, std::uint64_
       interp.run();
       exact = k.exact && !interp.float_rounded();
       ref = outputs(k);
+      spindle::test::record_error_bounds(k, interp);
       ok = true;
       break;
     } catch (const spindle::test::InterpreterError& e) {
@@ -345,6 +347,7 @@ int main(int argc, char** argv) {
       interp.run();
       exact = k.exact && !interp.float_rounded();
       ref = outputs(k);
+      spindle::test::record_error_bounds(k, interp);
     } catch (const spindle::test::InterpreterError& e) {
       std::string m = e.what();
       if (m.find("budget") != std::string::npos || m.find("undefined:") != std::string::npos) {

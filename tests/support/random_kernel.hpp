@@ -15,6 +15,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -71,6 +72,9 @@ struct RandomKernel {
   std::vector<int> arg_is_scalar;   // per call argument: -1 buffer index k, else scalar value index
   std::vector<double> scalar_values;
   std::vector<int> arg_buffer;
+  // Per buffer and position: the reference interpreter's bound on how far another order of
+  // float reductions may move the value (record_error_bounds), for tolerant comparisons.
+  std::vector<std::vector<double>> error_bounds;
 
   // Fresh call arguments whose values are the initial ones (each call gets its own copy).
   std::vector<runtime::CallArg> args() {
@@ -205,10 +209,14 @@ class Generator {
     n->kind = kind;
     n->parent = parent;
     n->index_dtype = chance(0.2) ? DType::i64 : DType::i32;
-    ir::Var len(name + "_len", DType::i64);
-    n->length = len;
     ir::Axis a = n;
-    k_.function.scalars.push_back({len, {ir::ParamOrigin::length, -1, a}});
+    if (kind == ir::AxisKind::dense_fixed && chance(0.2)) {  // dense_fixed_n<N>: a compile-time extent
+      n->length = ir::int_imm(pick({std::int64_t{1}, std::int64_t{2}, std::int64_t{3}, std::int64_t{4}, std::int64_t{5}}));
+    } else {
+      ir::Var len(name + "_len", DType::i64);
+      n->length = len;
+      k_.function.scalars.push_back({len, {ir::ParamOrigin::length, -1, a}});
+    }
     if (n->is_variable()) {
       ir::Var nnz(name + "_nnz", DType::i64);
       n->nnz = nnz;
@@ -279,6 +287,7 @@ class Generator {
         d.length = pick({std::int64_t{0}, std::int64_t{1}, std::int64_t{2}, std::int64_t{3}, std::int64_t{4},
                          std::int64_t{5}, std::int64_t{7}});
         if (d.length == 0 && chance(0.6)) d.length = 3;
+        if (auto* fixed = a->length.as<ir::IntImmNode>()) d.length = fixed->value;
         d.positions = d.length;
         break;
       case ir::AxisKind::dense_variable: {
@@ -623,6 +632,27 @@ class Generator {
 
 inline RandomKernel generate_kernel(std::uint64_t seed) { return detail_gen::Generator(seed).make(); }
 
+// Copies the interpreter's float error bounds (Interpreter::error_bound) of k's buffers after
+// a reference run into k.error_bounds.
+template <class Interpreter>
+void record_error_bounds(RandomKernel& k, const Interpreter& interp) {
+  k.error_bounds.clear();
+  for (auto& b : k.buffers) {
+    std::vector<double> e(static_cast<std::size_t>(b.count));
+    for (std::int64_t q = 0; q < b.count; ++q) e[static_cast<std::size_t>(q)] = interp.error_bound(b.buffer.get(), q);
+    k.error_bounds.push_back(std::move(e));
+  }
+}
+
+// The tolerance for element q of buffer b when results are not exact: a relative floor
+// (1e-3 for f32, 1e-9 for f64) or the interpreter's reduction-order bound, whichever is larger.
+inline bool close_enough(const RandomKernel& k, std::size_t b, std::size_t q, double tol, double r, double g) {
+  if ((std::isnan(r) && std::isnan(g)) || r == g) return true;
+  if (tol == 0) return false;
+  double bound = b < k.error_bounds.size() && q < k.error_bounds[b].size() ? k.error_bounds[b][q] : 0.0;
+  return std::fabs(r - g) <= std::max(tol * std::max(1.0, std::fabs(r)), bound);
+}
+
 // New data for k's program, of thousands of rows: the first root axis gets an awkward
 // length around 1000-3000 (times `scale`), the other roots up to 129, sparse fibers up to 8
 // coordinates among up to 3000, so that every parallel schedule splits its loops across
@@ -646,6 +676,10 @@ inline void make_large_data(RandomKernel& k, std::uint64_t seed, double scale) {
     const std::int64_t parents = a->parent ? k.data.at(a->parent.get()).positions : 1;
     switch (a->kind) {
       case ir::AxisKind::dense_fixed:
+        if (auto* fixed = a->length.as<ir::IntImmNode>()) {  // dense_fixed_n<N>
+          d.length = d.positions = fixed->value;
+          break;
+        }
         d.length = first_root ? big(std::vector<std::int64_t>{997, 1531, 2048, 2999, 3001}[static_cast<std::size_t>(range(0, 4))])
                               : big(std::vector<std::int64_t>{3, 17, 64, 129}[static_cast<std::size_t>(range(0, 3))]);
         first_root = false;

@@ -31,6 +31,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "spindle/ir/function.hpp"
@@ -64,6 +65,21 @@ class Interpreter {
   // integer (beyond 2^24 for f32, 2^53 for f64, or fractional): then another association
   // or a fused multiply-add may round differently, and results are not expected bit-exact.
   bool float_rounded() const { return rounded_; }
+
+  // How far another order of the float reductions into element `pos` of buffer `b` (and a
+  // fused multiply-add in a term) may move the result from this run's, to first order:
+  // 2 (n + 2) eps (|initial| + sum |terms|) for n additions, plus 2 (m + 2) eps |result|
+  // for m multiplications, where eps is the unit roundoff of b's type. 0 for elements no
+  // float reduction wrote. The fuzzers compare float results with this bound (and a
+  // relative floor): a sum of a million terms may legitimately differ in its third digit.
+  double error_bound(const ir::BufferNode* b, std::int64_t pos) const {
+    auto it = error_.find(b);
+    if (it == error_.end() || pos < 0 || pos >= static_cast<std::int64_t>(it->second.size())) return 0;
+    const ErrorTrack& t = it->second[static_cast<std::size_t>(pos)];
+    const double eps = b->dtype == DType::f32 ? 0x1p-24 : 0x1p-53;
+    return 2.0 * (static_cast<double>(t.adds) + 2) * eps * t.abs_sum +
+           (t.muls ? 2.0 * (static_cast<double>(t.muls) + 2) * eps * t.abs_result : 0.0);
+  }
 
  private:
   struct RV {  // a runtime value
@@ -117,6 +133,9 @@ class Interpreter {
       const ir::Axis& a = fb.buffer->axes[s];
       AxisData ad;
       ad.level = arg.view.levels[s];
+      if (auto* n = ir::coordinate_space(a)->length.as<ir::IntImmNode>(); n && ad.level.length != n->value)
+        throw InterpreterError("axis " + a->name + " has the compile-time extent " + std::to_string(n->value) +
+                               " but the argument has extent " + std::to_string(ad.level.length));
       bool root = !a->parent;
       std::int64_t parents = root ? 1 : level_positions(d.levels, s - 1, d.levels[s - 1]);
       if (ad.level.kind == LevelKind::dense_variable || ad.level.kind == LevelKind::sparse_variable)
@@ -587,8 +606,34 @@ class Interpreter {
       throw InterpreterError("write to buffer '" + b->name + "' at absent coordinate (" + c + ")");
     }
     const StorageView& view = buffers_.at(b.get()).view;
-    store_value(view, k, op ? combine(*op, load_value(view, k), v) : convert(b->dtype, v));
+    RV old = op ? load_value(view, k) : RV{};
+    RV result = op ? combine(*op, old, v) : convert(b->dtype, v);
+    if (is_float(b->dtype)) track_error(b.get(), k, view.value_count, op, old, v, result);
+    store_value(view, k, result);
   }
+
+  struct ErrorTrack {
+    double abs_sum = 0, abs_result = 0;
+    long long adds = 0, muls = 0;
+  };
+  void track_error(const ir::BufferNode* b, std::int64_t k, std::int64_t count, const ir::ReduceOp* op, const RV& old,
+                   const RV& v, const RV& result) {
+    auto& elems = error_[b];
+    if (elems.empty()) elems.resize(static_cast<std::size_t>(count));
+    ErrorTrack& t = elems[static_cast<std::size_t>(k)];
+    if (!op) {  // a plain store starts over
+      t = ErrorTrack{};
+      t.abs_sum = std::fabs(v.f);
+    } else if (*op == ir::ReduceOp::add) {
+      if (t.adds == 0 && t.muls == 0) t.abs_sum = std::fabs(old.f);
+      ++t.adds;
+      t.abs_sum += std::fabs(v.f);
+    } else if (*op == ir::ReduceOp::mul) {
+      ++t.muls;
+    }
+    if (std::isfinite(result.f)) t.abs_result = std::max(t.abs_result, std::fabs(result.f));
+  }
+
 
   static RV convert(DType t, const RV& v) {
     RV r = v;
@@ -646,6 +691,7 @@ class Interpreter {
   std::map<const ir::VarNode*, RV> vars_;
   std::map<const ir::BufferNode*, RV> locals_;
   bool rounded_ = false;
+  std::unordered_map<const ir::BufferNode*, std::vector<ErrorTrack>> error_;
   std::vector<Binding> scope_;
   long long steps_ = 0;
   long long max_steps_ = kMaxSteps;

@@ -72,7 +72,19 @@ SPINDLE_FIND(long long, i64)
   }
 SPINDLE_WARP_SUM(float, f32)
 SPINDLE_WARP_SUM(double, f64)
-SPINDLE_WARP_SUM(int, i32)
+static __device__ __forceinline__ int spindle_warp_sum_i32(int v, int w) {
+  for (int o = w >> 1; o > 0; o >>= 1) v = (int)((unsigned)v + (unsigned)__shfl_xor_sync(0xffffffffu, v, o, w));
+  return v;
+}
+/* Integer arithmetic on values wraps (two's complement), as on the CPU engines' -fwrapv,
+   which NVRTC has no switch for. */
+#define SPINDLE_WRAP(T, U, S) \
+  static __device__ __forceinline__ T spindle_wadd_##S(T a, T b) { return (T)((U)a + (U)b); } \
+  static __device__ __forceinline__ T spindle_wsub_##S(T a, T b) { return (T)((U)a - (U)b); } \
+  static __device__ __forceinline__ T spindle_wmul_##S(T a, T b) { return (T)((U)a * (U)b); } \
+  static __device__ __forceinline__ T spindle_wneg_##S(T a) { return (T)((U)0 - (U)a); }
+SPINDLE_WRAP(int, unsigned, i32)
+SPINDLE_WRAP(long long, unsigned long long, i64)
 /* Atomic min/max/mul by compare-and-swap. */
 static __device__ __forceinline__ void spindle_atomic_f32(float* p, float v, int op) {
   unsigned int* a = (unsigned int*)p;
@@ -208,8 +220,36 @@ class CudaEmitter : public CFamilyPrinter {
     return CFamilyPrinter::on_Var(n);
   }
 
+  // Integer +, -, * and negation wrap: spindle_wadd_i32(a, b) instead of a + b, whose
+  // overflow NVRTC's optimiser may treat as impossible (docs/language.md §2). All of them,
+  // iterator arithmetic included: `i - INT64_MIN` in a dead local made NVRTC-style -O2 drop
+  // the rest of the iteration (spindle-frontend-fuzz seed 12000964). Array subscripts are
+  // printed by access() and stay plain.
+  std::string on_Binary(const ir::BinaryNode* n) override {
+    static const char* names[] = {"wadd", "wsub", "wmul"};
+    int k = n->op == ir::BinOp::add ? 0 : n->op == ir::BinOp::sub ? 1 : n->op == ir::BinOp::mul ? 2 : -1;
+    if (k < 0 || !wraps(n->dtype)) return CFamilyPrinter::on_Binary(n);
+    std::string a = expr(n->a), b = expr(n->b);
+    if (n->dtype == DType::i64) {  // operands C types as int become long long before the call
+      if (int_in_c(n->a)) a = "(long long)" + expr(n->a, 10);
+      if (int_in_c(n->b)) b = "(long long)" + expr(n->b, 10);
+    }
+    return std::string("spindle_") + names[k] + "_" + suffix(n->dtype) + "(" + a + ", " + b + ")";
+  }
+  std::string on_Unary(const ir::UnaryNode* n) override {
+    if (n->op != ir::UnOp::neg || !wraps(n->dtype)) return CFamilyPrinter::on_Unary(n);
+    return "spindle_wneg_" + suffix(n->dtype) + "(" + expr(n->a) + ")";
+  }
+  static bool wraps(DType t) { return t == DType::i32 || t == DType::i64; }
+
   // --- statements that differ from C ----------------------------------------------------
   void on_Reduce(const ir::ReduceNode* n) override {
+    if (!n->atomic && wraps(n->buffer->dtype) && (n->op == ir::ReduceOp::add || n->op == ir::ReduceOp::mul)) {
+      std::string target = access(*n->buffer, n->indices);
+      line() << target << " = spindle_" << (n->op == ir::ReduceOp::add ? "wadd_" : "wmul_") << suffix(n->buffer->dtype)
+             << "(" << target << ", " << expr(n->value) << ");\n";
+      return;
+    }
     if (!n->atomic) return CFamilyPrinter::on_Reduce(n);
     SPINDLE_INTERNAL_CHECK(n->buffer->scope != ir::BufferScope::local, "emit_cuda", "atomic update of the local '",
                            n->buffer->name, "'");
