@@ -36,6 +36,7 @@ struct Config {
   double min_time = 0.2;  // seconds of timed calls per system and case
   int warmup = 2;
   std::string dtype = "f32";
+  int block = 4;  // bsr_spmm: block size (square blocks; 2, 3, 4 or 8)
   double tolerance = -1;  // < 0: per dtype (1e-4 for f32, 1e-10 for f64)
   bool json = false;
   std::string json_file;  // also write the JSON document here
@@ -60,7 +61,10 @@ inline const char* kUsage = R"(spindle-bench: Spindle vs Eigen (and SuiteSparse:
 usage: spindle-bench [options]
   --backend cpu|cuda   cpu: Spindle vs Eigen/GraphBLAS on this CPU; cuda: Spindle's GPU build
                        vs cuSPARSE (see "CUDA backend" below)                 [cpu]
-  --op LIST            spmm, spmv, sddmm (comma list, repeatable)  [spmm; cuda: spmm,sddmm]
+  --op LIST            spmm, spmv, sddmm, bsr_spmm, ell_spmm (comma list, repeatable)
+                       bsr_spmm/ell_spmm: Spindle's BSR (--block) or ELL SpMM, with
+                       Spindle's CSR SpMM and the peers' CSR SpMM  [spmm; cuda: spmm,sddmm]
+  --block B            bsr_spmm block size B x B: 2, 3, 4 or 8                [4]
   --matrix PATH        Matrix Market file (.mtx or .mtx.gz); comma list, repeatable.
                        A path that does not exist is also looked up in the shared
                        data folder, with .mtx.gz appended (e.g. gnn/pubmed)  [bundled cora]
@@ -159,10 +163,15 @@ inline bool parse_args(int argc, char** argv, Config& c) {
       c.cusparse = false;
     } else if (a == "--op") {
       for (auto& op : split_list(value())) {
-        if (op != "spmm" && op != "spmv" && op != "sddmm")
-          throw std::invalid_argument("--op: unknown operator '" + op + "' (spmm, spmv, sddmm)");
+        if (op != "spmm" && op != "spmv" && op != "sddmm" && op != "bsr_spmm" && op != "ell_spmm")
+          throw std::invalid_argument("--op: unknown operator '" + op +
+                                      "' (spmm, spmv, sddmm, bsr_spmm, ell_spmm)");
         c.ops.push_back(op);
       }
+    } else if (a == "--block") {
+      c.block = static_cast<int>(parse_int(a, value(), 2, 8));
+      if (c.block != 2 && c.block != 3 && c.block != 4 && c.block != 8)
+        throw std::invalid_argument("--block: 2, 3, 4 or 8");
     } else if (a == "--matrix") {
       for (auto& m : split_list(value())) c.matrices.push_back(resolve_matrix(m));
       rmat_or_matrix = true;
@@ -219,7 +228,8 @@ inline bool parse_args(int argc, char** argv, Config& c) {
   const bool cuda = c.backend == "cuda";
   if (cuda) {
     for (auto& op : c.ops)
-      if (op == "spmv") throw std::invalid_argument("--op spmv: the CUDA backend measures spmm and sddmm");
+      if (op != "spmm" && op != "sddmm")
+        throw std::invalid_argument("--op " + op + ": the CUDA backend measures spmm and sddmm");
     if (c.triad_only) throw std::invalid_argument("--triad-only: CPU backend only (the CUDA roofline is always measured)");
     if (c.compile_latency_only && !c.compile_latency)
       throw std::invalid_argument("--compile-latency and --no-compile-latency exclude each other");

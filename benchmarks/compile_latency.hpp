@@ -58,6 +58,8 @@ template <class T, class F>
 decltype(auto) with_op_kernel(const std::string& op, F&& f) {
   if (op == "spmm") return f(spindle::ops::spmm<T>());
   if (op == "spmv") return f(spindle::ops::spmv<T>());
+  if (op == "ell_spmm") return f(spindle::ops::ell_spmm<T>());
+  if (op == "bsr_spmm") return f(spindle::ops::bsr_spmm_kernel<T, 4, 4>());  // compile latency: 4x4 blocks
   return f(spindle::ops::sddmm<T>());
 }
 

@@ -36,6 +36,20 @@ struct Kernels {
   decltype(spindle::ops::spmm<T>()) spmm = spindle::ops::spmm<T>();
   decltype(spindle::ops::spmv<T>()) spmv = spindle::ops::spmv<T>();
   decltype(spindle::ops::sddmm<T>()) sddmm = spindle::ops::sddmm<T>();
+  decltype(spindle::ops::ell_spmm<T>()) ell_spmm = spindle::ops::ell_spmm<T>();
+  spindle::ops::BsrSpmm<T, 2, 2> bsr2;
+  spindle::ops::BsrSpmm<T, 3, 3> bsr3;
+  spindle::ops::BsrSpmm<T, 4, 4> bsr4;
+  spindle::ops::BsrSpmm<T, 8, 8> bsr8;
+  // Y = A X with A in BSR of b x b blocks (b = the matrix's block size).
+  void bsr_spmm(const spindle::Bsr<T>& a, spindle::TensorView<const T> x, spindle::TensorView<T> y) {
+    switch (a.block_rows()) {
+      case 2: bsr2(a, x, y); break;
+      case 3: bsr3(a, x, y); break;
+      case 4: bsr4(a, x, y); break;
+      default: bsr8(a, x, y); break;
+    }
+  }
 };
 
 inline void set_threads(int t, bool graphblas) {
@@ -52,6 +66,10 @@ struct OpCase {
   std::function<void()> spindle, eigen, graphblas;
   std::function<void()> poison;                       // fills Spindle's output with NaN
   std::function<double()> spindle_error, grb_error;  // vs Eigen's output
+  // bsr_spmm / ell_spmm: Spindle's CSR SpMM as a second contender.
+  std::function<void()> spindle_csr;
+  std::function<double()> csr_error;
+  std::string format;  // "bsr 4x4 (padding 1.31, 12.3 MB)", for the label
 };
 
 template <class T>
@@ -72,10 +90,49 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
       DenseVec<T> xv, yvs, yve;
       std::vector<T> cs, ce;
       std::unique_ptr<spindle::CsrView<T>> cview;
+      std::unique_ptr<spindle::Bsr<T>> bsr;
+      std::unique_ptr<spindle::Ell<T>> ell;
+      DenseRM<T> yc;
       OpCase<T> c;
       c.op = op;
       c.feat = feat;
-      if (op == "spmm") {
+      if (op == "bsr_spmm" || op == "ell_spmm") {
+        x = random_dense<T>(cols, feat, seed);
+        ys.resize(rows, feat);
+        ye.resize(rows, feat);
+        yc.resize(rows, feat);
+        spindle::Timer conv;
+        if (op == "bsr_spmm") {
+          bsr = std::make_unique<spindle::Bsr<T>>(spindle::Bsr<T>::from_csr(a, cfg.block, cfg.block));
+          char buf[160];
+          std::snprintf(buf, sizeof buf, "bsr %dx%d, padding %.2f, %.1f MB, from CSR in %.1f ms", cfg.block, cfg.block,
+                        bsr->padding_ratio(), static_cast<double>(bsr->bytes()) / 1e6, conv.seconds() * 1e3);
+          c.format = buf;
+          c.spindle = [&] {
+            k.bsr_spmm(*bsr, spindle::TensorView<const T>(x.data(), {cols, feat}),
+                       spindle::TensorView<T>(ys.data(), {rows, feat}));
+          };
+        } else {
+          ell = std::make_unique<spindle::Ell<T>>(spindle::Ell<T>::from_csr(a));
+          char buf[160];
+          std::snprintf(buf, sizeof buf, "ell width %lld, padding %.2f, %.1f MB, from CSR in %.1f ms",
+                        static_cast<long long>(ell->width()), ell->padding_ratio(),
+                        static_cast<double>(ell->bytes()) / 1e6, conv.seconds() * 1e3);
+          c.format = buf;
+          c.spindle = [&] { k.ell_spmm(*ell, x, ys); };
+        }
+        std::fprintf(stderr, "[bench] %s: %s\n", m.info.name.c_str(), c.format.c_str());
+        c.spindle_csr = [&] { k.spmm(a, x, yc); };
+        c.csr_error = [&] { return relative_error(yc.data(), ye.data(), ye.size()); };
+        c.eigen = [&] { eigen.spmm(x, ye); };
+        c.poison = [&] { ys.setConstant(std::numeric_limits<T>::quiet_NaN()); };
+        c.spindle_error = [&] { return relative_error(ys.data(), ye.data(), ye.size()); };
+        if (grb) {
+          grb->prepare_spmm(x.data(), feat);
+          c.graphblas = [&] { grb->spmm(); };
+          c.grb_error = [&] { return relative_error(grb->dense_result(feat).data(), ye.data(), ye.size()); };
+        }
+      } else if (op == "spmm") {
         x = random_dense<T>(cols, feat, seed);
         ys.resize(rows, feat);
         ye.resize(rows, feat);
@@ -126,7 +183,7 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
         r.matrix = m.info.name;
         r.op = op;
         r.rows = rows, r.cols = cols, r.nnz = nnz, r.feat = feat, r.threads = t;
-        CaseShape shape{op, rows, cols, nnz, feat, static_cast<int>(sizeof(T)), 4};
+        CaseShape shape{c.spindle_csr ? std::string("spmm") : op, rows, cols, nnz, feat, static_cast<int>(sizeof(T)), 4};
         r.flops = model_flops(shape);
         r.bytes = model_bytes(shape);
         for (auto& tr : triads)
@@ -138,10 +195,24 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
         c.eigen();
         std::vector<Contender> cont{{"spindle", c.spindle, {}}, {"eigen", c.eigen, {}}};
         std::vector<double> errors{c.spindle_error(), 0.0};
+        std::vector<std::string> labels{
+            c.spindle_csr ? "spindle::ops::" + op + " (" + c.format + ", engine " + report.engine + ")"
+                          : "spindle::ops::" + op + " (engine " + report.engine + ", default CPU schedule)",
+            op == "sddmm" ? std::string("eigen (row loop + .dot, OpenMP rows)")
+                          : std::string("eigen (SparseMatrix<RowMajor> * dense, noalias)")};
+        if (c.spindle_csr) {
+          c.spindle_csr();
+          cont.push_back({"spindle-csr", c.spindle_csr, {}});
+          errors.push_back(c.csr_error());
+          labels.push_back("spindle::ops::spmm (CSR, the default format)");
+        }
         if (c.graphblas) {
           c.graphblas();
           cont.push_back({"graphblas", c.graphblas, {}});
           errors.push_back(c.grb_error());
+          labels.push_back("graphblas (" +
+                           std::string(op == "sddmm" ? "masked mxm X*Y' on A + eWiseMult A" : op == "spmv" ? "GrB_mxv" : "GrB_mxm") +
+                           ", PLUS_TIMES, wait)");
         }
         std::vector<Contender*> ptrs;
         for (auto& x : cont) ptrs.push_back(&x);
@@ -149,12 +220,7 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
         for (std::size_t s = 0; s < cont.size(); ++s) {
           SystemResult x;
           x.name = cont[s].name;
-          x.label = s == 0   ? "spindle::ops::" + op + " (engine " + report.engine + ", default CPU schedule)"
-                    : s == 1 ? (op == "sddmm" ? std::string("eigen (row loop + .dot, OpenMP rows)")
-                                              : std::string("eigen (SparseMatrix<RowMajor> * dense, noalias)"))
-                             : "graphblas (" +
-                                   std::string(op == "sddmm" ? "masked mxm X*Y' on A + eWiseMult A" : op == "spmv" ? "GrB_mxv" : "GrB_mxm") +
-                                   ", PLUS_TIMES, wait)";
+          x.label = labels[s];
           x.median_s = cont[s].samples.median();
           x.min_s = cont[s].samples.min();
           x.reps = static_cast<int>(cont[s].samples.seconds.size());
@@ -216,6 +282,14 @@ int run(const Config& cfg) {
       if (op == "spmm") ck = &k.spmm.compile(), text = cfg.explain ? k.spmm.explain() : "";
       if (op == "spmv") ck = &k.spmv.compile(), text = cfg.explain ? k.spmv.explain() : "";
       if (op == "sddmm") ck = &k.sddmm.compile(), text = cfg.explain ? k.sddmm.explain() : "";
+      if (op == "ell_spmm") ck = &k.ell_spmm.compile(), text = cfg.explain ? k.ell_spmm.explain() : "";
+      if (op == "bsr_spmm") {
+        auto use = [&](const auto& kb) { ck = &kb.compile(), text = cfg.explain ? kb.explain() : ""; };
+        if (cfg.block == 2) use(k.bsr2.kernel());
+        if (cfg.block == 3) use(k.bsr3.kernel());
+        if (cfg.block == 4) use(k.bsr4.kernel());
+        if (cfg.block == 8) use(k.bsr8.kernel());
+      }
       report.kernels.push_back({op, spindle::runtime::code_source_name(ck->stats().source), ck->stats().lower_micros,
                                 ck->stats().load_micros});
       if (cfg.explain) std::fprintf(stderr, "%s\n", text.c_str());

@@ -7,6 +7,13 @@
 //   spmm(A, X, Y);            // Y = A X
 #pragma once
 
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "spindle/format/bsr.hpp"
+#include "spindle/format/ell.hpp"
 #include "spindle/kernel.hpp"
 
 namespace spindle::ops {
@@ -99,6 +106,121 @@ template <class T>
 auto csf_reduce() {
   return sp::kernel("csf_reduce", [](sp::in<T, I, J, L> a, sp::in<T, sp::dense<L>> x, sp::out<T, I> y, sp::iter<I> i,
                                      sp::iter<J> j, sp::iter<L> l) { y(i) += a(i, j, l) * x(l); });
+}
+
+// --- block and padded formats ------------------------------------------------------------
+
+// BSR: block rows IB, stored block columns JB, and the rows BI / columns BJ inside a block,
+// whose extents are compile-time constants (so the block loops unroll and vectorise).
+struct IB : sp::dense_fixed {};
+template <class Index>
+struct JB : sp::sparse_variable<IB, Index> {
+  static constexpr const char* axis_name = "JB";
+};
+template <std::int64_t N>
+struct BI : sp::dense_fixed_n<N> {
+  static constexpr const char* axis_name = "BI";
+};
+template <std::int64_t N>
+struct BJ : sp::dense_fixed_n<N> {
+  static constexpr const char* axis_name = "BJ";
+};
+
+// C = A B with A a Bsr<T, Index> of BR x BC blocks, on block-shaped views of the dense
+// operands: B is [block_col_count, BC, K] and C is [block_row_count, BR, K] (the [cols, K]
+// and [rows, K] matrices when the extents are multiples of the block; BsrSpmm below pads).
+template <class T, std::int64_t BR, std::int64_t BC, class Index = std::int32_t>
+auto bsr_spmm_kernel() {
+  using Jb = JB<Index>;
+  using Bi = BI<BR>;
+  using Bj = BJ<BC>;
+  // Loop order i, bi, j, bj, k: a row of C stays in registers across the blocks of its block row.
+  return sp::kernel("bsr_spmm", [](sp::in<T, IB, Jb, Bi, Bj> a, sp::in<T, sp::dense<Jb>, Bj, K> b,
+                                   sp::out<T, IB, Bi, K> c, sp::iter<IB> i, sp::iter<Bi> bi, sp::iter<Jb> j,
+                                   sp::iter<Bj> bj, sp::iter<K> k) { c(i, bi, k) += a(i, j, bi, bj) * b(j, bj, k); });
+}
+
+// Y = A X for A in BSR with BR x BC blocks, X [A.cols(), K] and Y [A.rows(), K] row-major.
+// When the matrix extents are multiples of the block, the kernel runs on block-shaped views
+// of X and Y directly. Otherwise X is copied into a zero-padded buffer and Y computed into
+// one and copied back (buffers kept by the object and reused; calls on one object from
+// several threads take turns); to avoid the copies, allocate X and Y with
+// A.padded_cols() / A.padded_rows() rows and call bsr_spmm_kernel on views. Stored zeros
+// inside blocks take part in the products like any stored value (0 * inf = NaN, as in every
+// blocked format).
+template <class T, std::int64_t BR, std::int64_t BC, class Index = std::int32_t>
+class BsrSpmm {
+ public:
+  BsrSpmm() : kernel_(bsr_spmm_kernel<T, BR, BC, Index>()), scratch_(std::make_shared<Scratch>()) {}
+
+  void operator()(const Bsr<T, Index>& a, TensorView<const T> x, TensorView<T> y) const {
+    const std::string what = "bsr_spmm<" + std::to_string(BR) + "x" + std::to_string(BC) + ">";
+    SPINDLE_CHECK(a.block_rows() == BR && a.block_cols() == BC, ShapeError, what, ": the matrix (",
+                  a.storage().description(), ") has ", a.block_rows(), "x", a.block_cols(),
+                  " blocks; hint: build it with Bsr::from_csr(csr, ", BR, ", ", BC, ") or use bsr_spmm<T, ",
+                  a.block_rows(), ", ", a.block_cols(), ">()");
+    SPINDLE_CHECK(x.rank() == 2 && y.rank() == 2, ShapeError, what, ": X and Y must be matrices, got ranks ",
+                  x.rank(), " and ", y.rank());
+    SPINDLE_CHECK(x.dim(0) == a.cols(), ShapeError, what, ": X has ", x.dim(0), " rows but A has ", a.cols(),
+                  " columns");
+    SPINDLE_CHECK(y.dim(0) == a.rows(), ShapeError, what, ": Y has ", y.dim(0), " rows but A has ", a.rows(),
+                  " rows");
+    SPINDLE_CHECK(x.dim(1) == y.dim(1), ShapeError, what, ": X has ", x.dim(1), " columns but Y has ", y.dim(1));
+    const std::int64_t k = x.dim(1), mb = a.block_row_count(), nb = a.block_col_count();
+    const bool pad_x = a.padded_cols() != a.cols(), pad_y = a.padded_rows() != a.rows();
+    if (!pad_x && !pad_y) {
+      kernel_(a, TensorView<const T>(x.data(), {nb, BC, k}), TensorView<T>(y.data(), {mb, BR, k}));
+      return;
+    }
+    std::lock_guard<std::mutex> lock(scratch_->mutex);
+    TensorView<const T> xb(x.data(), {nb, BC, k});
+    if (pad_x) {
+      auto& xp = scratch_->x;
+      xp.resize(static_cast<std::size_t>(a.padded_cols() * k));
+      std::copy(x.values().begin(), x.values().end(), xp.begin());
+      std::fill(xp.begin() + static_cast<std::ptrdiff_t>(x.size()), xp.end(), T(0));
+      xb = TensorView<const T>(xp.data(), {nb, BC, k});
+    }
+    if (!pad_y) {
+      kernel_(a, xb, TensorView<T>(y.data(), {mb, BR, k}));
+      return;
+    }
+    auto& yp = scratch_->y;
+    yp.resize(static_cast<std::size_t>(a.padded_rows() * k));
+    kernel_(a, xb, TensorView<T>(yp.data(), {mb, BR, k}));
+    std::copy(yp.begin(), yp.begin() + static_cast<std::ptrdiff_t>(y.size()), y.values().begin());
+  }
+  void operator()(const Bsr<T, Index>& a, const Tensor<T>& x, Tensor<T>& y) const { (*this)(a, x.view(), y.view()); }
+
+  const auto& kernel() const { return kernel_; }
+  std::string explain() const { return kernel_.explain(); }
+
+ private:
+  struct Scratch {
+    std::mutex mutex;
+    std::vector<T> x, y;
+  };
+  decltype(bsr_spmm_kernel<T, BR, BC, Index>()) kernel_;
+  std::shared_ptr<Scratch> scratch_;
+};
+
+template <class T, std::int64_t BR, std::int64_t BC, class Index = std::int32_t>
+BsrSpmm<T, BR, BC, Index> bsr_spmm() {
+  return {};
+}
+
+// ELL: every row stores the same number of entries (sparse_fixed, width bound at call time).
+template <class Index>
+struct JE : sp::sparse_fixed<I, sp::dynamic, Index> {
+  static constexpr const char* axis_name = "JE";
+};
+
+// C = A B with A an Ell<T, Index> (padding slots hold zeros), B [cols, K], C [rows, K].
+template <class T, class Index = std::int32_t>
+auto ell_spmm() {
+  using Je = JE<Index>;
+  return sp::kernel("ell_spmm", [](sp::in<T, I, Je> a, sp::in<T, sp::dense<Je>, K> b, sp::out<T, I, K> c,
+                                   sp::iter<I> i, sp::iter<Je> j, sp::iter<K> k) { c(i, k) += a(i, j) * b(j, k); });
 }
 
 }  // namespace spindle::ops

@@ -3,12 +3,14 @@
 //   #include <spindle/spindle.hpp>
 //
 // This umbrella header pulls in the DSL (axes, buffers, iterators, kernel), the host
-// formats (Csr, Tensor, Ragged, Csf, Matrix Market IO) and the CPU runtime. It includes
+// formats (Csr, Tensor, Ragged, Csf, Bsr, Ell, Matrix Market IO) and the CPU runtime. It includes
 // no LLVM, Clang, CUDA or Eigen headers; Eigen interop is in <spindle/eigen.hpp>.
 #pragma once
 
+#include "spindle/format/bsr.hpp"
 #include "spindle/format/csf.hpp"
 #include "spindle/format/csr.hpp"
+#include "spindle/format/ell.hpp"
 #include "spindle/format/matrix_market.hpp"
 #include "spindle/format/ragged.hpp"
 #include "spindle/format/tensor.hpp"

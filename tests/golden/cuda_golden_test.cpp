@@ -42,6 +42,8 @@ std::vector<Case> cases() {
       {"softmax", ops::softmax<float>().ir(), 0},
       {"ragged_matmul", ops::ragged_matmul<float>().ir(), 0},
       {"csf_reduce", ops::csf_reduce<double>().ir(), 0},
+      {"bsr_spmm_4x4", ops::bsr_spmm_kernel<float, 4, 4>().ir(), 32},
+      {"ell_spmm", ops::ell_spmm<float>().ir(), 32},
   };
 }
 

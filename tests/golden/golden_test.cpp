@@ -33,6 +33,8 @@ TEST_CASE("golden: every stage of each operator", "[golden]") {
   golden::check_golden("softmax", lowered_text(ops::softmax<float>().ir()));
   golden::check_golden("ragged_matmul", lowered_text(ops::ragged_matmul<float>().ir()));
   golden::check_golden("csf_reduce", lowered_text(ops::csf_reduce<double>().ir()));
+  golden::check_golden("bsr_spmm_4x4", lowered_text(ops::bsr_spmm_kernel<float, 4, 4>().ir()));
+  golden::check_golden("ell_spmm", lowered_text(ops::ell_spmm<float>().ir()));
 }
 
 TEST_CASE("golden: lowering is deterministic", "[golden]") {

@@ -50,6 +50,7 @@ struct Axis {
   int parent = -1;
   int dense_of = -1;       // a dense<X> view of axis X
   std::int64_t fixed_npr = -1;  // sparse_fixed<P, N>: N >= 0, else dynamic
+  std::int64_t fixed_length = -1;  // dense_fixed_n<N>: N >= 1, else dynamic
   DType index_dtype = DType::i32;
 };
 
@@ -291,7 +292,8 @@ class CppPrinter {
   std::string axis_base(const Axis& a) const {
     std::string idx = a.index_dtype == DType::i64 ? ", std::int64_t" : "";
     switch (a.kind) {
-      case ir::AxisKind::dense_fixed: return "sp::dense_fixed";
+      case ir::AxisKind::dense_fixed:
+        return a.fixed_length >= 1 ? "sp::dense_fixed_n<" + std::to_string(a.fixed_length) + ">" : "sp::dense_fixed";
       case ir::AxisKind::dense_variable: return "sp::dense_variable<" + axis_type(a.parent) + idx + ">";
       case ir::AxisKind::sparse_variable: return "sp::sparse_variable<" + axis_type(a.parent) + idx + ">";
       case ir::AxisKind::sparse_fixed:
@@ -589,8 +591,9 @@ class IrBuilder {
     n->kind = a.kind;
     if (a.parent >= 0) n->parent = r.axes[static_cast<std::size_t>(a.parent)];
     n->index_dtype = a.index_dtype;
-    ir::Var len(n->name + "_len", DType::i64);
-    n->length = len;
+    ir::Var len;
+    if (a.fixed_length >= 1) n->length = ir::int_imm(a.fixed_length);
+    else n->length = len = ir::Var(n->name + "_len", DType::i64);
     ir::Var nnz, npr;
     if (n->is_variable()) n->nnz = nnz = ir::Var(n->name + "_nnz", DType::i64);
     if (n->kind == ir::AxisKind::sparse_fixed) {
@@ -598,7 +601,7 @@ class IrBuilder {
       else n->nnz_per_row = npr = ir::Var(n->name + "_npr", DType::i64);
     }
     ir::Axis ax = n;
-    f.scalars.push_back({len, {ir::ParamOrigin::length, -1, ax}});
+    if (len.defined()) f.scalars.push_back({len, {ir::ParamOrigin::length, -1, ax}});
     if (nnz.defined()) f.scalars.push_back({nnz, {ir::ParamOrigin::nnz, -1, ax}});
     if (npr.defined()) f.scalars.push_back({npr, {ir::ParamOrigin::nnz_per_row, -1, ax}});
     return ax;
@@ -845,6 +848,7 @@ class Generator {
         if (k_.axes[x].dense_of < 0 && depth_of(k_, static_cast<int>(x)) < 3) parents.push_back(static_cast<int>(x));
       if (r < roots || parents.empty()) {
         a.kind = ir::AxisKind::dense_fixed;
+        if (r > 0 && chance(0.2)) a.fixed_length = range(1, 5);  // dense_fixed_n<N>
       } else {
         a.kind = pick({ir::AxisKind::dense_variable, ir::AxisKind::sparse_variable, ir::AxisKind::sparse_variable,
                        ir::AxisKind::sparse_fixed});
@@ -1543,6 +1547,7 @@ inline RandomKernel make_data(const Kernel& k, const IrBuilder::Result& ir, Size
         else if (size == Size::edge) d.length = range(0, 1);
         else d.length = ax.parent < 0 && a == 0 ? big(std::vector<std::int64_t>{997, 1531, 2048, 2999, 3001}[static_cast<std::size_t>(range(0, 4))])
                                                 : big(std::vector<std::int64_t>{3, 17, 64, 129, 1000}[static_cast<std::size_t>(range(0, 4))]);
+        if (ax.fixed_length >= 1) d.length = ax.fixed_length;
         d.positions = d.length;
         break;
       case ir::AxisKind::dense_variable: {

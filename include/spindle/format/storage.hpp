@@ -1,6 +1,6 @@
 // The type-erased description of one buffer argument that the call binder checks against a
 // kernel's sparse buffer: an element pointer plus one LevelView per axis of the buffer.
-// Every host container (Csr, Tensor, Ragged, Csf, the Eigen views) can describe itself as
+// Every host container (Csr, Tensor, Ragged, Csf, Bsr, Ell, the Eigen views) can describe itself as
 // a StorageView; the binder never looks at container types.
 //
 // Level semantics follow the SparseTIR axis kinds (seed 002 §3.1):
@@ -56,7 +56,7 @@ struct StorageView {
   bool writable = false;           // false for views of const data
   bool on_device = false;          // data, indptr and indices are CUDA device pointers
   InlineVector<LevelView, kMaxLevels> levels;  // one per buffer axis, outermost first
-  const char* kind = "Tensor";     // container kind: Csr, CsrView, Tensor, TensorView, Ragged, Csf
+  const char* kind = "Tensor";     // container kind: Csr, CsrView, Tensor, TensorView, Ragged, Csf, Bsr, Ell
   std::string name;                // the container's name (may be empty; short names stay inline)
 
   // For messages, built only when needed: e.g. "Csr<f32,i32> 2708x2708 nnz=10556 'cora'".
@@ -73,6 +73,17 @@ struct StorageView {
     } else if (k == "Csf" && levels.size() >= 2) {
       s += std::string(",") + dtype_name(levels[1].index_dtype) + "> " + shape(0) + " nnz=" +
            std::to_string(levels.back().nnz);
+    } else if (k == "Bsr" && levels.size() == 4) {  // the padded shape: what a kernel sees
+      s += std::string(",") + dtype_name(levels[1].index_dtype) + "> " +
+           std::to_string(levels[0].length * levels[2].length) + "x" +
+           std::to_string(levels[1].length * levels[3].length) + " blocks " +
+           std::to_string(levels[2].length) + "x" + std::to_string(levels[3].length) + " (" +
+           std::to_string(levels[0].length) + "x" + std::to_string(levels[1].length) +
+           " grid) nnzb=" + std::to_string(levels[1].nnz);
+    } else if (k == "Ell" && levels.size() == 2) {
+      s += std::string(",") + dtype_name(levels[1].index_dtype) + "> " +
+           std::to_string(levels[0].length) + "x" + std::to_string(levels[1].length) +
+           " k=" + std::to_string(levels[1].nnz_per_row);
     } else if (k == "Ragged" && levels.size() >= 2) {
       s += "> batch=" + std::to_string(levels[0].length) + " rows=" + std::to_string(levels[1].nnz) +
            " max_rows=" + std::to_string(levels[1].length) + " trailing=" + shape(2);

@@ -4,7 +4,7 @@
 // does not depend on include order: a specialisation added by a later header (such as
 // spindle/eigen.hpp for Eigen types) is still found when a template that calls
 // storage_of() is instantiated. Every Spindle container with a storage() member (Csr,
-// CsrView, Tensor, TensorView, Ragged, Csf) is supported by the primary rule below.
+// CsrView, Tensor, TensorView, Ragged, Csf, Bsr, Ell) is supported by the primary rule below.
 //
 // A const argument gives a read-only StorageView (writable == false). The view points into
 // the argument, which must outlive it.
@@ -41,7 +41,7 @@ template <class T>
 StorageView storage_of(T&& x) {
   static_assert(storage_argument<T>,
                 "spindle: this type cannot be passed to a kernel. Supported: Csr, CsrView, Tensor, "
-                "TensorView, Ragged, Csf; with spindle/eigen.hpp also Eigen::SparseMatrix<T, "
+                "TensorView, Ragged, Csf, Bsr, Ell; with spindle/eigen.hpp also Eigen::SparseMatrix<T, "
                 "RowMajor>, row-major Eigen::Matrix/Array and Eigen::Map. Specialise "
                 "spindle::arg_traits<T> for other types.");
   return arg_traits<std::remove_cvref_t<T>>::storage(x);

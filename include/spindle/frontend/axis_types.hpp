@@ -5,6 +5,7 @@
 //   struct J : spindle::sparse_variable<I> {};       // CSR columns under I (indptr+indices)
 //   struct R : spindle::dense_variable<B> {};        // ragged rows under batch B (indptr)
 //   struct E : spindle::sparse_fixed<I, 4> {};       // ELL: 4 columns per row (indices)
+//   struct BI : spindle::dense_fixed_n<4> {};        // a compile-time extent: 0..3
 //   using Jd = spindle::dense<J>;                    // J's coordinate space, dense
 //
 // The parent of an axis is part of its type, so buffers and iterators are checked against
@@ -33,6 +34,17 @@ struct dense_fixed : detail::axis_tag {
   using parent_axis = void;
   using index_type = std::int32_t;
   static constexpr std::int64_t fixed_nnz_per_row = dynamic;
+  static constexpr std::int64_t fixed_length = dynamic;  // the extent is bound at call time
+};
+
+// A dense_fixed axis whose extent N is part of the kernel (docs/language.md §1.1): the
+// generated loops have a constant trip count, so the C and CUDA compilers unroll and
+// vectorise them (the rows and columns inside a BSR block, the lanes of a small feature
+// axis). A call binds it like any dense axis and checks that every argument has extent N.
+template <std::int64_t N>
+struct dense_fixed_n : dense_fixed {
+  static_assert(N >= 1, "spindle: dense_fixed_n<N> needs a compile-time extent N >= 1");
+  static constexpr std::int64_t fixed_length = N;
 };
 
 template <class Parent, class Index = std::int32_t>
@@ -41,6 +53,7 @@ struct dense_variable : detail::axis_tag {
   using parent_axis = Parent;
   using index_type = Index;
   static constexpr std::int64_t fixed_nnz_per_row = dynamic;
+  static constexpr std::int64_t fixed_length = dynamic;
 };
 
 template <class Parent, class Index = std::int32_t>
@@ -49,6 +62,7 @@ struct sparse_variable : detail::axis_tag {
   using parent_axis = Parent;
   using index_type = Index;
   static constexpr std::int64_t fixed_nnz_per_row = dynamic;
+  static constexpr std::int64_t fixed_length = dynamic;
 };
 
 template <class Parent, std::int64_t NnzPerRow = dynamic, class Index = std::int32_t>
@@ -57,6 +71,7 @@ struct sparse_fixed : detail::axis_tag {
   using parent_axis = Parent;
   using index_type = Index;
   static constexpr std::int64_t fixed_nnz_per_row = NnzPerRow;
+  static constexpr std::int64_t fixed_length = dynamic;
 };
 
 // The dense coordinate space of axis A (SparseTIR's "detached" axis): a dense_fixed axis
@@ -65,6 +80,7 @@ struct sparse_fixed : detail::axis_tag {
 template <class A>
 struct dense : dense_fixed {
   using dense_of_axis = A;
+  static constexpr std::int64_t fixed_length = dynamic;  // A's extent
 };
 
 template <class A>

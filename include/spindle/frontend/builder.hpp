@@ -73,8 +73,11 @@ class KernelBuilder {
         node->parent = axis<P>();
       }
       node->index_dtype = dtype_v<typename A::index_type>;
-      ir::Var len(node->name + "_len", DType::i64);
-      node->length = len;
+      ir::Var len;
+      if constexpr (A::fixed_length != dynamic)
+        node->length = ir::int_imm(A::fixed_length, DType::i64);
+      else
+        node->length = len = ir::Var(node->name + "_len", DType::i64);
       ir::Var nnz, npr;
       if (node->is_variable()) node->nnz = nnz = ir::Var(node->name + "_nnz", DType::i64);
       if (node->kind == ir::AxisKind::sparse_fixed) {
@@ -84,7 +87,7 @@ class KernelBuilder {
           node->nnz_per_row = npr = ir::Var(node->name + "_nnz_per_row", DType::i64);
       }
       ir::Axis a = remember(key, node);
-      func_.scalars.push_back({len, {ir::ParamOrigin::length, -1, a}});
+      if (len.defined()) func_.scalars.push_back({len, {ir::ParamOrigin::length, -1, a}});
       if (nnz.defined()) func_.scalars.push_back({nnz, {ir::ParamOrigin::nnz, -1, a}});
       if (npr.defined()) func_.scalars.push_back({npr, {ir::ParamOrigin::nnz_per_row, -1, a}});
       return a;

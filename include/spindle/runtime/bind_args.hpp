@@ -155,6 +155,10 @@ class ArgBinder {
         positions = 1;
       }
       const ir::AxisNode* key = ir::coordinate_space(a);
+      if (auto* n = key->length.as<ir::IntImmNode>())
+        SPINDLE_CHECK(l.length == n->value, ShapeError, "kernel '", kernel_, "': ", arg_name(fb), " (",
+                      v.description(), ") has extent ", l.length, " at level ", s, " but axis ", key->name,
+                      " has the compile-time extent ", n->value);
       bind_length(axes[key], key->name, fb, l.length);
       if (a->kind == ir::AxisKind::dense_fixed) {
         positions = l.length;
