@@ -90,7 +90,7 @@ TEMPLATE_TEST_CASE("BSR SpMM with compile-time block extents matches the CSR loo
 }
 
 TEST_CASE("BSR SpMM on real matrices (FEM blocks and a graph)", "[correctness][formats][bsr][graphs]") {
-  for (const char* file : {"matrices/bcsstk25.mtx.gz", "gnn/cora.mtx"}) {
+  for (const char* file : {"matrices/bcsstk25.mtx.gz", "gnn/cora.mtx.gz"}) {
     auto a = load_graph<float>(file);
     if (!a) {
       WARN("skipping " << file << ": not found under " << data_dir());
