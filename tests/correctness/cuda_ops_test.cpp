@@ -21,52 +21,12 @@
 
 #include "correctness/correctness_support.hpp"
 #include "support/cuda_emulator.hpp"
+#include "support/device_mirror.hpp"
 
 using namespace spindle_test;
 namespace sp = spindle;
 
 namespace {
-
-// A device copy of a host argument's storage (values and every level's indptr/indices).
-struct DeviceMirror {
-  sp::StorageView host, device;
-  std::vector<sp::cuda::DeviceBuffer> buffers;
-
-  explicit DeviceMirror(const sp::StorageView& h) : host(h), device(h) {
-    auto& ctx = sp::cuda::default_cuda_runtime().context();
-    auto copy = [&](const void* p, std::size_t bytes) -> void* {
-      if (!p) return nullptr;
-      buffers.emplace_back(ctx, bytes);
-      if (bytes) buffers.back().upload(p, bytes);
-      return reinterpret_cast<void*>(static_cast<std::uintptr_t>(buffers.back().get()));
-    };
-    device.on_device = true;
-    device.data = copy(h.data, static_cast<std::size_t>(h.value_count) * sp::dtype_bytes(h.dtype));
-    std::int64_t parents = 1;
-    for (std::size_t k = 0; k < h.levels.size(); ++k) {
-      const sp::LevelView& l = h.levels[k];
-      sp::LevelView& d = device.levels[k];
-      const std::size_t ib = static_cast<std::size_t>(sp::dtype_bytes(l.index_dtype));
-      std::int64_t positions = l.kind == sp::LevelKind::dense_fixed ? parents * l.length
-                               : l.kind == sp::LevelKind::sparse_fixed ? parents * l.nnz_per_row
-                                                                      : l.nnz;
-      if (l.indptr) d.indptr = copy(l.indptr, static_cast<std::size_t>(parents + 1) * ib);
-      if (l.indices) d.indices = copy(l.indices, static_cast<std::size_t>(positions) * ib);
-      d.fingerprint = sp::Hasher()
-                          .add(std::string_view(static_cast<const char*>(l.indptr ? l.indptr : ""),
-                                                l.indptr ? static_cast<std::size_t>(parents + 1) * ib : 0))
-                          .add(std::string_view(static_cast<const char*>(l.indices ? l.indices : ""),
-                                                l.indices ? static_cast<std::size_t>(positions) * ib : 0))
-                          .digest()
-                          .a | 1;
-      parents = positions;
-    }
-  }
-  void copy_back() {
-    if (host.writable && host.value_count)
-      buffers.front().download(host.data, static_cast<std::size_t>(host.value_count) * sp::dtype_bytes(host.dtype));
-  }
-};
 
 template <class A>
 sp::runtime::CallArg call_arg(A&& a) {
@@ -78,16 +38,7 @@ template <class K, class... A>
 void run_cuda(const K& kernel, A&&... args) {
   std::vector<sp::runtime::CallArg> call{call_arg(args)...};
   if (sp::cuda_available()) {
-    std::vector<DeviceMirror> mirrors;
-    mirrors.reserve(call.size());
-    std::vector<sp::runtime::CallArg> dcall = call;
-    for (std::size_t k = 0; k < call.size(); ++k)
-      if (!call[k].is_scalar) {
-        mirrors.emplace_back(call[k].view);
-        dcall[k].view = mirrors.back().device;
-      }
-    kernel.compile_cuda().call(dcall);
-    for (auto& m : mirrors) m.copy_back();
+    spindle::test::call_on_gpu(kernel.ir(), kernel.compile_cuda(), call);
     return;
   }
   // No GPU: bind the host arguments like the GPU path binds device ones, pick the same

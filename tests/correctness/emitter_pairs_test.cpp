@@ -212,7 +212,7 @@ void check_pairs_of(const K& k, const std::vector<std::string>& names, bool cuda
   args[2].view = sp::storage_of(y);
   spindle::test::NvrtcCheck nvrtc;
   nvrtc.ptx_only = true;
-  spindle::test::run_cuda_emulated(k.ir(), args, &nvrtc);
+  spindle::test::run_cuda_build(k.ir(), args, &nvrtc);
   compare(y, "cuda emulator");
 }
 

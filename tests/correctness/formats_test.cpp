@@ -139,7 +139,7 @@ TEST_CASE("BSR and ELL SpMM agree with the reference interpreter, and their CUDA
     };
     auto want = run([&](auto& args) { spindle::test::Interpreter(kernel.ir(), args).run(); });
     auto got = run([&](auto& args) { kernel.compile().call(args); });
-    auto emulated = run([&](auto& args) { spindle::test::run_cuda_emulated(kernel.ir(), args, &nvrtc); });
+    auto emulated = run([&](auto& args) { spindle::test::run_cuda_build(kernel.ir(), args, &nvrtc); });
     for (std::int64_t q = 0; q < want.size(); ++q) {
       INFO("bsr element " << q);
       REQUIRE(got.values()[q] == Approx(want.values()[q]).margin(1e-5));
@@ -164,7 +164,7 @@ TEST_CASE("BSR and ELL SpMM agree with the reference interpreter, and their CUDA
     };
     auto want = run([&](auto& args) { spindle::test::Interpreter(kernel.ir(), args).run(); });
     auto got = run([&](auto& args) { kernel.compile().call(args); });
-    auto emulated = run([&](auto& args) { spindle::test::run_cuda_emulated(kernel.ir(), args, &nvrtc); });
+    auto emulated = run([&](auto& args) { spindle::test::run_cuda_build(kernel.ir(), args, &nvrtc); });
     check_close<float>(ref_spmm(a, x.values(), k), want.values(), "ell interpreter vs CSR loop");
     for (std::int64_t q = 0; q < want.size(); ++q) {
       INFO("ell element " << q);

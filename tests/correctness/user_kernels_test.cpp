@@ -134,7 +134,7 @@ TEST_CASE("race: on the GPU a reduction loop updates a buffer written in two slo
   for (std::size_t p = src.source.find("atomicAdd("); p != std::string::npos; p = src.source.find("atomicAdd(", p + 1))
     ++atomics;
   CHECK(atomics >= 2);
-  spindle::test::run_cuda_emulated(k.ir(), args);
+  spindle::test::run_cuda_build(k.ir(), args);
   std::int64_t wrong = 0;
   for (std::int64_t a = 0; a < m; ++a)
     for (std::int64_t b = 0; b < m; ++b) wrong += c(a, b) != 3;
@@ -404,7 +404,7 @@ TEST_CASE("integer overflow wraps on every engine, CUDA included (spindle-fronte
   CHECK(src.source.find("spindle_wadd_i32(") != std::string::npos);
   CHECK(src.source.find("spindle_wmul_i64(") != std::string::npos);
   spindle::test::NvrtcCheck nvrtc;
-  spindle::test::run_cuda_emulated(k.ir(), args, &nvrtc);
+  spindle::test::run_cuda_build(k.ir(), args, &nvrtc);
   check(yc, zc);
 
   // Iterator arithmetic too: an unused local overflowing for i >= 2 let the optimiser
@@ -429,7 +429,7 @@ TEST_CASE("integer overflow wraps on every engine, CUDA included (spindle-fronte
   io = sp::Tensor<std::int64_t>::zeros({m});
   std::vector<sp::runtime::CallArg> args2(1);
   args2[0].view = sp::storage_of(io);
-  spindle::test::run_cuda_emulated(k2.ir(), args2, &nvrtc);
+  spindle::test::run_cuda_build(k2.ir(), args2, &nvrtc);
   check_io();
 }
 
@@ -479,4 +479,92 @@ TEST_CASE("a float sum in another order stays within the interpreter's error bou
           CHECK(std::fabs(static_cast<double>(y(p)) - y_ref(p)) <= interp.error_bound(out, p));
         }
       });
+}
+
+TEST_CASE("a reduction loop that reads what it reduces into runs in order on the GPU (spindle-kernel-fuzz on an H200, "
+          "seeds 31000116, 31000142, 31000319)",
+          "[correctness][user][race][cuda]") {
+  // `c(j) += c(j) * 0.5 + a(k)` and `b(j).max_with(b(j) + 1)` over an outer reduction loop
+  // k: every k updates the same elements, and each update reads them, so the result depends
+  // on the order of the iterations. The generic GPU schedule ran a thread per k with atomic
+  // updates: on a real GPU the reads raced with the other threads' updates (935 expected,
+  // 58 computed). The emulator switches threads only at barriers and cannot show it: check
+  // that the generated CUDA has no atomics, and the results on every engine.
+  struct K : sp::dense_fixed {};
+  struct Jd : sp::dense_fixed {};
+  auto kf = sp::kernel("reads_own_sum", [](sp::inout<double, Jd> c, sp::in<double, K> a, sp::iter<K> k,
+                                           sp::iter<Jd> j) { c(j) += c(j) * 0.5 + a(k); });
+  auto ki = sp::kernel("reads_own_max", [](sp::inout<std::int32_t, Jd> b, sp::iter<K> k, sp::iter<Jd> j,
+                                           sp::in<std::int32_t, K> w) { b(j).max_with(b(j) + w(k)); });
+  const std::int64_t nk = 700, nj = 3;
+  auto a = sp::Tensor<double>::zeros({nk});
+  auto w = sp::Tensor<std::int32_t>::zeros({nk});
+  for (std::int64_t q = 0; q < nk; ++q) {
+    a(q) = (q % 7) * 0.25 - 0.75;
+    w(q) = 1;
+  }
+  std::vector<std::int32_t> want_b(nj);
+  for (std::int64_t j = 0; j < nj; ++j) {
+    std::int32_t b = static_cast<std::int32_t>(j);
+    for (std::int64_t k = 0; k < nk; ++k) b = std::max(b, b + w(k));
+    want_b[j] = b;
+  }
+  // The float sum grows by half each step: the integer kernel runs all 700 iterations, the
+  // float one the first 40 (a reference computed in the same order).
+  auto a40 = sp::Tensor<double>::zeros({40});
+  for (std::int64_t q = 0; q < 40; ++q) a40(q) = a(q);
+  std::vector<double> want40(nj);
+  for (std::int64_t j = 0; j < nj; ++j) {
+    double c = 0.001 * static_cast<double>(j + 1);
+    for (std::int64_t k = 0; k < 40; ++k) c += c * 0.5 + a40(k);
+    want40[j] = c;
+  }
+  auto fresh_c = [&] {
+    auto c = sp::Tensor<double>::zeros({nj});
+    for (std::int64_t j = 0; j < nj; ++j) c(j) = 0.001 * static_cast<double>(j + 1);
+    return c;
+  };
+  auto fresh_b = [&] {
+    auto b = sp::Tensor<std::int32_t>::zeros({nj});
+    for (std::int64_t j = 0; j < nj; ++j) b(j) = static_cast<std::int32_t>(j);
+    return b;
+  };
+  auto c = fresh_c();
+  auto b = fresh_b();
+  auto check = [&] {
+    for (std::int64_t j = 0; j < nj; ++j) {
+      INFO("element " << j);
+      CHECK(c(j) == Approx(want40[j]).epsilon(1e-12));
+      CHECK(b(j) == want_b[j]);
+    }
+  };
+  on_every_engine(
+      [&](sp::runtime::Runtime& rt) {
+        c = fresh_c();
+        b = fresh_b();
+        kf.with_runtime(rt)(c, a40);
+        ki.with_runtime(rt)(b, w);
+      },
+      check);
+  // The CUDA build: no atomics, and the same results (on the GPU when there is one).
+  c = fresh_c();
+  b = fresh_b();
+  std::vector<sp::runtime::CallArg> cargs(2), bargs(2);
+  cargs[0].view = sp::storage_of(c);
+  cargs[1].view = sp::storage_of(a40);
+  bargs[0].view = sp::storage_of(b);
+  bargs[1].view = sp::storage_of(w);
+  for (auto* kv : {&kf.ir(), &ki.ir()}) {
+    std::vector<void*> bufs;
+    std::vector<std::int64_t> scalars;
+    std::vector<sp::ir::Var> vars;
+    const auto src = spindle::test::emulated_cuda_source(*kv, kv == &kf.ir() ? cargs : bargs, bufs, scalars, vars);
+    INFO(src.source);
+    const std::size_t kernels = src.source.find("__global__");  // after the prelude's helpers
+    REQUIRE(kernels != std::string::npos);
+    CHECK(src.source.find("atomic", kernels) == std::string::npos);
+  }
+  spindle::test::run_cuda_build(kf.ir(), cargs);
+  spindle::test::run_cuda_build(ki.ir(), bargs);
+  check();
 }

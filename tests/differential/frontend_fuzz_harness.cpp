@@ -191,13 +191,13 @@ class Runner {
       for (const std::string& e : o_.engines) {
         const std::vector<int> threads = e == "cuda" ? std::vector<int>{1} : o_.threads;
         for (int t : threads) {
-          std::string name = e == "cuda" ? e : e + std::to_string(t);
+          std::string name = e == "cuda" ? spindle::test::cuda_engine_name() : e + std::to_string(t);
           std::string d;
           auto te = std::chrono::steady_clock::now();
           try {
             auto args = data.args();
             if (e == "cuda") {
-              spindle::test::run_cuda_emulated(def.stage1, args, &nvrtc_, &emulators);
+              spindle::test::run_cuda_build(def.stage1, args, &nvrtc_, &emulators);  // the GPU when present
             } else {
               auto& rt = *runtimes_.at(e);
               rt.pool().set_num_threads(t);

@@ -136,6 +136,7 @@ class Fuzzer {
     cm.close();
     write_sources({});
     std::string launcher = SPINDLE_FEFUZZ_LAUNCHER;
+    if (!launcher.empty() && !fs::exists(launcher)) launcher.clear();  // a copy of the build on another machine
     std::string cmd = quote(SPINDLE_FEFUZZ_CMAKE) + " -S " + quote(project().string()) + " -B " +
                       quote((project() / "build").string()) + " -DCMAKE_PREFIX_PATH=" + quote(c_.prefix) +
                       " -DCMAKE_BUILD_TYPE= -DCMAKE_CXX_COMPILER=" + quote(SPINDLE_FEFUZZ_CXX) +

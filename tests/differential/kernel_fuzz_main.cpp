@@ -48,9 +48,12 @@ struct Stats {
 
 spindle::test::NvrtcCheck nvrtc;
 
+// The "cuda" engine: on the GPU when there is one, else in the CUDA emulator.
 void run_cuda_emulated(const sp::ir::Function& stage1, std::vector<sp::runtime::CallArg> call) {
-  spindle::test::run_cuda_emulated(stage1, call, &nvrtc);
+  spindle::test::run_cuda_build(stage1, call, &nvrtc);
 }
+// An engine's name in reports: "cuda" runs on the GPU ("gpu") or in the emulator ("cuda").
+std::string label(const std::string& e) { return e == "cuda" ? spindle::test::cuda_engine_name() : e; }
 
 std::vector<std::vector<double>> outputs(RandomKernel& k) {
   std::vector<std::vector<double>> out;
@@ -252,7 +255,7 @@ void check_large(RandomKernel k, const sp::ir::Function& completed, std::uint64_
       } catch (const std::exception& ex) {
         what = std::string("threw: ") + ex.what();
       }
-      const std::string name = e == "cuda" ? e + " large" : e + " large " + std::to_string(threads) + "t";
+      const std::string name = e == "cuda" ? label(e) + " large" : e + " large " + std::to_string(threads) + "t";
       ++st.runs[name];
       if (!what.empty()) {
         ++st.failures;
@@ -373,15 +376,15 @@ int main(int argc, char** argv) {
       } catch (const std::exception& ex) {
         what = std::string("threw: ") + ex.what();
       }
-      ++st.runs[e];
+      ++st.runs[label(e)];
       if (!what.empty()) {
         ++st.failures;
-        std::cout << "FAIL seed " << ks << " engine " << e << ": " << what << "\n" << describe(k, &completed);
+        std::cout << "FAIL seed " << ks << " engine " << label(e) << ": " << what << "\n" << describe(k, &completed);
         sp::ir::Function small = shrink(k, e, runtimes);
         std::cout << "--- shrunk to (still fails: " << check(k, small, e, runtimes) << "):\n"
                   << sp::ir::to_string(small) << "\n";
       } else if (verbose) {
-        std::cout << "seed " << ks << " " << e << ": ok\n";
+        std::cout << "seed " << ks << " " << label(e) << ": ok\n";
       }
     }
     if (large && n % large_every == 0) check_large(k, completed, ks, engines, runtimes, st);

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <array>
+#include <cstdlib>
 #include <cstdint>
 #include <iostream>
 #include <map>
@@ -24,6 +25,7 @@
 #include "spindle/runtime/bind_args.hpp"
 #include "spindle/runtime/cuda/cuda.hpp"
 #include "support/cuda_emulator.hpp"
+#include "support/device_mirror.hpp"
 
 namespace spindle::test {
 
@@ -78,6 +80,7 @@ inline codegen::CudaSource emulated_cuda_source(const ir::Function& stage1, cons
 // kernel on several inputs compiles it once.
 struct EmulatorCache {
   std::map<std::string, std::unique_ptr<CudaEmulator>> modules;
+  std::map<std::string, std::unique_ptr<cuda::CompiledCudaKernel>> gpu;  // by printed stage-I IR
   CudaEmulator& get(const codegen::CudaSource& source) {
     auto& m = modules[source.module_symbol];
     if (!m) m = std::make_unique<CudaEmulator>(source);
@@ -104,6 +107,27 @@ inline void run_cuda_emulated(const ir::Function& stage1, const std::vector<runt
     for (int d = 0; d < 3; ++d) grid[d] = cuda::evaluate_int(l.grid[d], vars, scalars.data());
     if (grid[0] && grid[1] && grid[2]) emu.launch(l, grid, params.data());
   }
+}
+
+// Whether run_cuda_build runs on the GPU: a GPU is present and SPINDLE_TEST_NO_GPU is unset
+// (set it to check the emulator on a machine with a GPU).
+inline bool gpu_runs() {
+  static const bool yes = !std::getenv("SPINDLE_TEST_NO_GPU") && cuda_available();
+  return yes;
+}
+inline const char* cuda_engine_name() { return gpu_runs() ? "gpu" : "cuda"; }
+
+// Runs the CUDA build of `stage1` where it can run: on the GPU when gpu_runs() (host
+// arguments mirrored into device memory, the kernel compiled by NVRTC for the device and
+// called through CompiledCudaKernel, outputs copied back), else in the emulator (with the
+// NVRTC cubin check when `nvrtc` is given).
+inline void run_cuda_build(const ir::Function& stage1, const std::vector<runtime::CallArg>& call,
+                           NvrtcCheck* nvrtc = nullptr, EmulatorCache* cache = nullptr) {
+  if (!gpu_runs()) return run_cuda_emulated(stage1, call, nvrtc, cache);
+  if (!cache) return call_on_gpu(stage1, cuda::CompiledCudaKernel(stage1, cuda::default_cuda_runtime()), call);
+  auto& k = cache->gpu[ir::to_string(stage1)];
+  if (!k) k = std::make_unique<cuda::CompiledCudaKernel>(stage1, cuda::default_cuda_runtime());
+  call_on_gpu(stage1, *k, call);
 }
 
 }  // namespace spindle::test

@@ -17,8 +17,9 @@
 //
 //   Anything else -> a thread per iteration of the outermost loop (blockDim 128), with
 //   reductions that stay inside one iteration accumulated in registers; a top-level
-//   reduction loop writes back with atomics; a statement that is not a loop runs on one
-//   thread.
+//   reduction loop writes back with atomics, unless it reads what it reduces into
+//   (`c[j] += c[j] + x`: order-dependent), which runs in order on one thread, like a
+//   statement that is not a loop.
 //
 // The SpMM/SDDMM parameters depend on the feature size (the extent of the k loop), which is
 // symbolic: cuda_plan() finds the pattern and the expression of the feature size, and
@@ -133,6 +134,23 @@ inline bool over_scalars(const ir::Expr& e, const ir::Function& f) {
   return c.ok;
 }
 
+// Whether `s` reads `buffer`. The SpMM/SDDMM schedules accumulate the update in registers
+// (or across the lanes of a warp), so an update that reads its own target (`c[i,k] +=
+// c[i,k] * x`, order-dependent) is not of either pattern.
+inline bool loads_buffer(const ir::Stmt& s, const ir::Buffer& buffer) {
+  struct Scan : ir::IRVisitor {
+    const ir::BufferNode* b = nullptr;
+    bool found = false;
+    void visit_Load(const ir::LoadNode* n) override {
+      found = found || n->buffer.get() == b;
+      ir::IRVisitor::visit_Load(n);
+    }
+  } scan;
+  scan.b = buffer.get();
+  scan.visit(s);
+  return scan.found;
+}
+
 inline bool indexes_row_and(const std::vector<ir::Expr>& idx, const ir::ForNode* row, const ir::ForNode* k) {
   return idx.size() == 2 && idx[0].get() == row->var.get() && idx[1].get() == k->var.get();
 }
@@ -158,7 +176,8 @@ inline std::optional<SpmmMatch> match_spmm(const ir::Function& f) {
     return std::nullopt;
   if (!indexes_row_and(m.init->indices, m.row, m.init_loop) || !indexes_row_and(m.update->indices, m.row, m.k_loop))
     return std::nullopt;
-  if (!ir::equal(m.init_loop->extent, m.k_loop->extent) || ir::uses_var(m.init->value, m.init_loop->var.get()))
+  if (!ir::equal(m.init_loop->extent, m.k_loop->extent) || ir::uses_var(m.init->value, m.init_loop->var.get()) ||
+      loads_buffer(m.nz_loop->body, m.update->buffer))
     return std::nullopt;
   if (!over_scalars(m.row->extent, f) || !over_scalars(m.k_loop->extent, f)) return std::nullopt;
   return m;
@@ -182,6 +201,7 @@ inline std::optional<SddmmMatch> match_sddmm(const ir::Function& f) {
     return std::nullopt;
   for (auto& i : m.init->indices)
     if (ir::uses_var(i, m.k_loop->var.get())) return std::nullopt;
+  if (loads_buffer(m.k_loop->body, m.update->buffer)) return std::nullopt;
   // A feature loop whose length varies by row (a second sparse axis) is not SDDMM-shaped.
   if (!over_scalars(m.row->extent, f) || !over_scalars(m.k_loop->extent, f)) return std::nullopt;
   return m;
@@ -417,11 +437,39 @@ class GenericLaunches {
       for (auto& u : units(l->body)) out.push_back(ir::let_stmt(l->var, l->value, u, l->loc));
       return out;
     }
-    if (auto* f = s.as<ir::ForNode>()) return {per_iteration(f)};
+    if (auto* f = s.as<ir::ForNode>())
+      return {f->iter_kind == ir::IterKind::reduction && reads_own_reduction(f->body) ? single_thread(s)
+                                                                                       : per_iteration(f)};
     return {single_thread(s)};
   }
 
  private:
+  // Whether a statement reads a (non-local) buffer that it also reduces into. In a reduction
+  // loop every iteration updates the same elements (the loop variable indexes none of the
+  // targets, and the language makes a read of an updated buffer use the target's indices),
+  // so `c[j] += c[j] + x` or `b[k] max= b[k] + 1` depend on the order of the iterations: a
+  // thread per iteration with atomic updates would read values that other threads are
+  // updating (lost updates on the GPU; the emulator, which switches threads only at
+  // barriers, cannot show it). Such a loop runs in order on one thread.
+  static bool reads_own_reduction(const ir::Stmt& body) {
+    struct Scan : ir::IRVisitor {
+      std::vector<const ir::BufferNode*> reduced, loaded;
+      void visit_Reduce(const ir::ReduceNode* n) override {
+        if (n->buffer->scope != ir::BufferScope::local) reduced.push_back(n->buffer.get());
+        ir::IRVisitor::visit_Reduce(n);
+      }
+      void visit_Load(const ir::LoadNode* n) override {
+        loaded.push_back(n->buffer.get());
+        ir::IRVisitor::visit_Load(n);
+      }
+    } scan;
+    scan.visit(body);
+    for (const ir::BufferNode* r : scan.reduced)
+      for (const ir::BufferNode* l : scan.loaded)
+        if (r == l) return true;
+    return false;
+  }
+
   ir::Stmt per_iteration(const ir::ForNode* f) {
     ir::Var b(f->var.name() + "_block", DType::i64), t(f->var.name() + "_thread", DType::i64);
     // Across the threads of a reduction loop, updates of a shared element must stay

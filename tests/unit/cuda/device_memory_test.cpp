@@ -151,12 +151,19 @@ TEST_CASE("device memory: freed when the owner goes (GPU)", "[cuda]") {
   if (!cuda::test::gpu_ready()) return;
   CudaContext& ctx = CudaContext::process();
   const std::int64_t n = 64ll << 20;  // 256 MiB of floats
-  auto before = ctx.memory_info().first;
-  {
-    DeviceTensor<float> big({n}, ctx);
-    CHECK(ctx.memory_info().first + (200ull << 20) <= before);
-    DeviceTensor<float> moved = std::move(big);
-    CHECK(big.device_ptr() == 0);
+  // Free memory is the whole GPU's: other processes (ctest -j) allocate and free beside
+  // this one, so an attempt where the others moved it by more than the margins is retried.
+  bool taken = false, returned = false;
+  for (int attempt = 0; attempt < 8 && !(taken && returned); ++attempt) {
+    auto before = ctx.memory_info().first;
+    {
+      DeviceTensor<float> big({n}, ctx);
+      taken = ctx.memory_info().first + (200ull << 20) <= before;
+      DeviceTensor<float> moved = std::move(big);
+      CHECK(big.device_ptr() == 0);
+    }
+    returned = ctx.memory_info().first + (16ull << 20) >= before;
   }
-  CHECK(ctx.memory_info().first + (16ull << 20) >= before);
+  CHECK(taken);
+  CHECK(returned);
 }
