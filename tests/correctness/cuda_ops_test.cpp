@@ -20,8 +20,7 @@
 #include <spindle/support/hash.hpp>
 
 #include "correctness/correctness_support.hpp"
-#include "support/cuda_emulator.hpp"
-#include "support/device_mirror.hpp"
+#include "support/emulated_cuda_call.hpp"
 
 using namespace spindle_test;
 namespace sp = spindle;
@@ -33,47 +32,17 @@ sp::runtime::CallArg call_arg(A&& a) {
   return sp::detail::make_call_arg(std::forward<A>(a));
 }
 
-// Runs the CUDA build of `kernel` on host arguments, writing the outputs into them.
+// Runs the CUDA build of `kernel` on host arguments, writing the outputs into them: on the
+// GPU through the kernel's own compile_cuda() cache when one runs, else in the emulator.
 template <class K, class... A>
 void run_cuda(const K& kernel, A&&... args) {
   std::vector<sp::runtime::CallArg> call{call_arg(args)...};
-  if (sp::cuda_available()) {
-    spindle::test::call_on_gpu(kernel.ir(), kernel.compile_cuda(), call);
-    return;
-  }
-  // No GPU: bind the host arguments like the GPU path binds device ones, pick the same
-  // variant, and run the generated module in the emulator.
-  sp::driver::PipelineOptions o;
-  o.context.kernel = kernel.name();
-  auto prepared = sp::driver::lower_for_cuda(kernel.ir(), o);
-  sp::runtime::ArgBinder binder(prepared.stage1, prepared.unscheduled);
-  std::vector<void*> bufs(prepared.unscheduled.buffers.size());
-  std::vector<std::int64_t> scalars(prepared.unscheduled.scalars.size());
-  binder.bind(call, bufs.data(), scalars.data());
-  std::vector<sp::ir::Var> vars;
-  for (auto& s : prepared.unscheduled.scalars) vars.push_back(s.var);
-  sp::autosched::CudaVariant v;
-  if (prepared.plan.pattern != sp::autosched::CudaPattern::generic) {
-    bool aligned = true;
-    for (void* b : bufs) aligned = aligned && reinterpret_cast<std::uintptr_t>(b) % 16 == 0;
-    v = sp::autosched::cuda_variant(prepared.plan.pattern,
-                                    sp::cuda::evaluate_int(prepared.plan.feature, vars, scalars.data()), aligned);
-  }
-  auto lowered = sp::driver::schedule_and_emit_cuda(prepared, o, v);
-  static std::map<std::string, std::unique_ptr<spindle::test::CudaEmulator>> modules;  // one compile per module
-  auto& emu = modules[lowered.source.module_symbol];
-  if (!emu) emu = std::make_unique<spindle::test::CudaEmulator>(lowered.source);
-  std::vector<void*> params;
-  for (auto& b : bufs) params.push_back(&b);
-  for (auto& s : scalars) params.push_back(&s);
-  for (auto& l : lowered.source.launches) {
-    std::array<std::int64_t, 3> grid{};
-    for (int d = 0; d < 3; ++d) grid[d] = sp::cuda::evaluate_int(l.grid[d], vars, scalars.data());
-    if (grid[0] && grid[1] && grid[2]) emu->launch(l, grid, params.data());
-  }
+  if (spindle::test::gpu_runs()) return spindle::test::call_on_gpu(kernel.ir(), kernel.compile_cuda(), call);
+  static spindle::test::EmulatorCache modules;  // one compile per module
+  spindle::test::run_cuda_emulated(kernel.ir(), call, nullptr, &modules);
 }
 
-const char* where() { return sp::cuda_available() ? "GPU" : "CUDA emulator"; }
+const char* where() { return spindle::test::gpu_runs() ? "GPU" : "CUDA emulator"; }
 
 // Feature sizes that reach every SpMM/SDDMM variant: 1 (cf 1, lanes 1), 7 (unaligned rows),
 // 32 (lanes 8, float4), 33 (cf 2), 64, 130 (cf 4 without float4), 256 (cf 4 with float4).

@@ -80,7 +80,7 @@ inline codegen::CudaSource emulated_cuda_source(const ir::Function& stage1, cons
 // kernel on several inputs compiles it once.
 struct EmulatorCache {
   std::map<std::string, std::unique_ptr<CudaEmulator>> modules;
-  std::map<std::string, std::unique_ptr<cuda::CompiledCudaKernel>> gpu;  // by printed stage-I IR
+  std::map<std::string, std::unique_ptr<cuda::CompiledCudaKernel>> gpu;  // by printed stage-I IR (fuzzers free kernels: an address may be reused)
   CudaEmulator& get(const codegen::CudaSource& source) {
     auto& m = modules[source.module_symbol];
     if (!m) m = std::make_unique<CudaEmulator>(source);

@@ -36,6 +36,7 @@
 #include "spindle/ir/functor.hpp"
 #include "spindle/lower/context.hpp"
 #include "spindle/schedule/accumulate_locally.hpp"
+#include "spindle/schedule/loop_utils.hpp"
 
 namespace spindle::autosched {
 
@@ -134,23 +135,6 @@ inline bool over_scalars(const ir::Expr& e, const ir::Function& f) {
   return c.ok;
 }
 
-// Whether `s` reads `buffer`. The SpMM/SDDMM schedules accumulate the update in registers
-// (or across the lanes of a warp), so an update that reads its own target (`c[i,k] +=
-// c[i,k] * x`, order-dependent) is not of either pattern.
-inline bool loads_buffer(const ir::Stmt& s, const ir::Buffer& buffer) {
-  struct Scan : ir::IRVisitor {
-    const ir::BufferNode* b = nullptr;
-    bool found = false;
-    void visit_Load(const ir::LoadNode* n) override {
-      found = found || n->buffer.get() == b;
-      ir::IRVisitor::visit_Load(n);
-    }
-  } scan;
-  scan.b = buffer.get();
-  scan.visit(s);
-  return scan.found;
-}
-
 inline bool indexes_row_and(const std::vector<ir::Expr>& idx, const ir::ForNode* row, const ir::ForNode* k) {
   return idx.size() == 2 && idx[0].get() == row->var.get() && idx[1].get() == k->var.get();
 }
@@ -177,8 +161,8 @@ inline std::optional<SpmmMatch> match_spmm(const ir::Function& f) {
   if (!indexes_row_and(m.init->indices, m.row, m.init_loop) || !indexes_row_and(m.update->indices, m.row, m.k_loop))
     return std::nullopt;
   if (!ir::equal(m.init_loop->extent, m.k_loop->extent) || ir::uses_var(m.init->value, m.init_loop->var.get()) ||
-      loads_buffer(m.nz_loop->body, m.update->buffer))
-    return std::nullopt;
+      schedule::detail::loads_buffer(m.nz_loop->body, m.update->buffer))
+    return std::nullopt;  // (an update reading its own target is order-dependent: not accumulable in registers)
   if (!over_scalars(m.row->extent, f) || !over_scalars(m.k_loop->extent, f)) return std::nullopt;
   return m;
 }
@@ -201,7 +185,8 @@ inline std::optional<SddmmMatch> match_sddmm(const ir::Function& f) {
     return std::nullopt;
   for (auto& i : m.init->indices)
     if (ir::uses_var(i, m.k_loop->var.get())) return std::nullopt;
-  if (loads_buffer(m.k_loop->body, m.update->buffer)) return std::nullopt;
+  // The lanes of a warp each hold a partial sum: an update that reads its target is not SDDMM.
+  if (schedule::detail::loads_buffer(m.k_loop->body, m.update->buffer)) return std::nullopt;
   // A feature loop whose length varies by row (a second sparse axis) is not SDDMM-shaped.
   if (!over_scalars(m.row->extent, f) || !over_scalars(m.k_loop->extent, f)) return std::nullopt;
   return m;
@@ -452,21 +437,16 @@ class GenericLaunches {
   // updating (lost updates on the GPU; the emulator, which switches threads only at
   // barriers, cannot show it). Such a loop runs in order on one thread.
   static bool reads_own_reduction(const ir::Stmt& body) {
-    struct Scan : ir::IRVisitor {
-      std::vector<const ir::BufferNode*> reduced, loaded;
+    struct Targets : ir::IRVisitor {
+      std::vector<ir::Buffer> reduced;
       void visit_Reduce(const ir::ReduceNode* n) override {
-        if (n->buffer->scope != ir::BufferScope::local) reduced.push_back(n->buffer.get());
+        if (n->buffer->scope != ir::BufferScope::local) reduced.push_back(n->buffer);
         ir::IRVisitor::visit_Reduce(n);
       }
-      void visit_Load(const ir::LoadNode* n) override {
-        loaded.push_back(n->buffer.get());
-        ir::IRVisitor::visit_Load(n);
-      }
-    } scan;
-    scan.visit(body);
-    for (const ir::BufferNode* r : scan.reduced)
-      for (const ir::BufferNode* l : scan.loaded)
-        if (r == l) return true;
+    } targets;
+    targets.visit(body);
+    for (const ir::Buffer& r : targets.reduced)
+      if (schedule::detail::loads_buffer(body, r)) return true;
     return false;
   }
 

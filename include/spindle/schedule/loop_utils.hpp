@@ -145,6 +145,21 @@ inline bool is_const(const ir::Expr& e, std::int64_t v) {
   return c && *c == v;
 }
 
+// Whether `s` reads `buffer` anywhere (a load of it, at any index).
+inline bool loads_buffer(const ir::Stmt& s, const ir::Buffer& buffer) {
+  struct Scan : ir::IRVisitor {
+    const ir::BufferNode* b = nullptr;
+    bool found = false;
+    void visit_Load(const ir::LoadNode* n) override {
+      found = found || n->buffer.get() == b;
+      ir::IRVisitor::visit_Load(n);
+    }
+  } scan;
+  scan.b = buffer.get();
+  scan.visit(s);
+  return scan.found;
+}
+
 inline bool uses_any(const ir::Expr& e, const std::set<const ir::ExprNode*>& vars) {
   if (vars.empty() || !e.defined()) return false;
   struct F : ir::IRVisitor {
