@@ -41,6 +41,7 @@ struct Config {
   bool json = false;
   std::string json_file;  // also write the JSON document here
   bool graphblas = true;
+  bool mkl = true;
   bool compile_latency = true;
   bool explain = false;
   bool triad_only = false;
@@ -56,10 +57,10 @@ struct Config {
   int child_feat = 0, child_arch = 0;
 };
 
-inline const char* kUsage = R"(spindle-bench: Spindle vs Eigen (and SuiteSparse:GraphBLAS) on sparse kernels
+inline const char* kUsage = R"(spindle-bench: Spindle vs Eigen (and SuiteSparse:GraphBLAS, Intel MKL) on sparse kernels
 
 usage: spindle-bench [options]
-  --backend cpu|cuda   cpu: Spindle vs Eigen/GraphBLAS on this CPU; cuda: Spindle's GPU build
+  --backend cpu|cuda   cpu: Spindle vs Eigen/GraphBLAS/MKL on this CPU; cuda: Spindle's GPU build
                        vs cuSPARSE (see "CUDA backend" below)                 [cpu]
   --op LIST            spmm, spmv, sddmm, bsr_spmm, ell_spmm (comma list, repeatable)
                        bsr_spmm/ell_spmm: Spindle's BSR (--block) or ELL SpMM, with
@@ -81,6 +82,7 @@ usage: spindle-bench [options]
   --json               print one JSON document on stdout (progress on stderr)
   --json-file PATH     print the tables and also write the JSON document to PATH
   --no-graphblas       leave SuiteSparse:GraphBLAS out
+  --no-mkl             leave Intel MKL out (measured when the build found it: scripts/install-peers.sh)
   --no-compile-latency skip the compile-latency measurements
   --explain            print the generated code of every benchmarked kernel (stderr)
   --triad-only         measure the bandwidth roofline (triad) only
@@ -203,6 +205,8 @@ inline bool parse_args(int argc, char** argv, Config& c) {
       c.json_file = value();
     } else if (a == "--no-graphblas") {
       c.graphblas = false;
+    } else if (a == "--no-mkl") {
+      c.mkl = false;
     } else if (a == "--no-compile-latency") {
       c.compile_latency = false;
     } else if (a == "--explain") {

@@ -24,6 +24,7 @@
 #include "matrices.hpp"
 #include "peers_eigen.hpp"
 #include "peers_graphblas.hpp"
+#include "peers_mkl.hpp"
 #include "report.hpp"
 #include "rmat.hpp"
 #include "roofline.hpp"
@@ -52,10 +53,11 @@ struct Kernels {
   }
 };
 
-inline void set_threads(int t, bool graphblas) {
+inline void set_threads(int t, bool graphblas, bool mkl) {
   spindle::runtime::Runtime::default_instance().pool().set_num_threads(t);
   eigen_set_threads(t);
   if (graphblas) graphblas_set_threads(t);
+  if (mkl) mkl_set_threads(t);
 }
 
 // One (matrix, op, feat): how each system runs it and how its result is checked.
@@ -63,9 +65,9 @@ template <class T>
 struct OpCase {
   std::string op;
   std::int64_t feat = 1;
-  std::function<void()> spindle, eigen, graphblas;
-  std::function<void()> poison;                       // fills Spindle's output with NaN
-  std::function<double()> spindle_error, grb_error;  // vs Eigen's output
+  std::function<void()> spindle, eigen, graphblas, mkl;
+  std::function<void()> poison;                                  // fills Spindle's output with NaN
+  std::function<double()> spindle_error, grb_error, mkl_error;  // vs Eigen's output
   // bsr_spmm / ell_spmm: Spindle's CSR SpMM as a second contender.
   std::function<void()> spindle_csr;
   std::function<double()> csr_error;
@@ -80,6 +82,8 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
   EigenPeer<T> eigen(a);
   std::unique_ptr<GraphBlasPeer<T>> grb;
   if (cfg.graphblas && graphblas_available()) grb = std::make_unique<GraphBlasPeer<T>>(a);
+  std::unique_ptr<MklPeer<T>> mkl;
+  if (cfg.mkl && mkl_available()) mkl = std::make_unique<MklPeer<T>>(a);
   int threads_now = 1;
   for (const std::string& op : cfg.ops) {
     std::vector<int> feats = op == "spmv" ? std::vector<int>{1} : cfg.feats;
@@ -92,7 +96,8 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
       std::unique_ptr<spindle::CsrView<T>> cview;
       std::unique_ptr<spindle::Bsr<T>> bsr;
       std::unique_ptr<spindle::Ell<T>> ell;
-      DenseRM<T> yc;
+      DenseRM<T> yc, ym;
+      DenseVec<T> yvm;
       OpCase<T> c;
       c.op = op;
       c.feat = feat;
@@ -132,6 +137,12 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
           c.graphblas = [&] { grb->spmm(); };
           c.grb_error = [&] { return relative_error(grb->dense_result(feat).data(), ye.data(), ye.size()); };
         }
+        if (mkl) {
+          ym.resize(rows, feat);
+          mkl->prepare_spmm(feat);
+          c.mkl = [&] { mkl->spmm(x.data(), feat, ym.data()); };
+          c.mkl_error = [&] { return relative_error(ym.data(), ye.data(), ye.size()); };
+        }
       } else if (op == "spmm") {
         x = random_dense<T>(cols, feat, seed);
         ys.resize(rows, feat);
@@ -145,6 +156,12 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
           c.graphblas = [&] { grb->spmm(); };
           c.grb_error = [&] { return relative_error(grb->dense_result(feat).data(), ye.data(), ye.size()); };
         }
+        if (mkl) {
+          ym.resize(rows, feat);
+          mkl->prepare_spmm(feat);
+          c.mkl = [&] { mkl->spmm(x.data(), feat, ym.data()); };
+          c.mkl_error = [&] { return relative_error(ym.data(), ye.data(), ye.size()); };
+        }
       } else if (op == "spmv") {
         xv = random_vector<T>(cols, seed);
         yvs.resize(rows);
@@ -157,6 +174,12 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
           grb->prepare_spmv(xv.data());
           c.graphblas = [&] { grb->spmv(); };
           c.grb_error = [&] { return relative_error(grb->vector_result().data(), yve.data(), yve.size()); };
+        }
+        if (mkl) {
+          yvm.resize(rows);
+          mkl->prepare_spmv();
+          c.mkl = [&] { mkl->spmv(xv.data(), yvm.data()); };
+          c.mkl_error = [&] { return relative_error(yvm.data(), yve.data(), yve.size()); };
         }
       } else {  // sddmm: x rows x K, y cols x K; the output shares A's structure
         x = random_dense<T>(rows, feat, seed);
@@ -177,7 +200,7 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
       }
       for (int t : cfg.threads) {
         threads_now = t;
-        set_threads(t, grb != nullptr);
+        set_threads(t, grb != nullptr, mkl != nullptr);
         std::fprintf(stderr, "[bench] %s %s K=%d threads=%d\n", m.info.name.c_str(), op.c_str(), feat, t);
         CaseResult r;
         r.matrix = m.info.name;
@@ -213,6 +236,13 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
           labels.push_back("graphblas (" +
                            std::string(op == "sddmm" ? "masked mxm X*Y' on A + eWiseMult A" : op == "spmv" ? "GrB_mxv" : "GrB_mxm") +
                            ", PLUS_TIMES, wait)");
+        }
+        if (c.mkl) {
+          c.mkl();
+          cont.push_back({"mkl", c.mkl, {}});
+          errors.push_back(c.mkl_error());
+          labels.push_back(std::string(op == "spmv" ? "mkl_sparse_?_mv" : "mkl_sparse_?_mm, row-major") +
+                           " (inspector-executor, hinted + optimized)");
         }
         std::vector<Contender*> ptrs;
         for (auto& x : cont) ptrs.push_back(&x);
@@ -255,6 +285,7 @@ int run(const Config& cfg) {
   report.tolerance = cfg.tolerance;
   report.eigen_openmp = eigen_has_openmp();
   report.graphblas_version = cfg.graphblas ? graphblas_version() : "";
+  report.mkl_version = cfg.mkl ? mkl_version() : "";
   report.timing = cfg.reps > 0 ? std::to_string(cfg.reps) + " timed calls per system and case"
                                : "adaptive, >= " + std::to_string(cfg.min_reps) + " calls and >= " +
                                      fmt("%g", cfg.min_time) + " s per system and case";

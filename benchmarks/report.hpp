@@ -17,7 +17,7 @@
 namespace bench {
 
 struct SystemResult {
-  std::string name;   // "spindle", "eigen", "graphblas"
+  std::string name;   // "spindle", "eigen", "spindle-csr", "graphblas", "mkl"
   std::string label;  // how it was run
   double median_s = NAN, min_s = NAN;
   int reps = 0;
@@ -57,7 +57,7 @@ inline double load_average() {
 }
 
 struct Report {
-  std::string dtype, engine, graphblas_version, timing;
+  std::string dtype, engine, graphblas_version, mkl_version, timing;
   int hardware_threads = 0;
   double load_before = NAN, load_after = NAN;  // 1-minute load averages around the run
   double tolerance = 0;
@@ -80,10 +80,11 @@ inline std::string fmt(const char* f, double v) {
 inline std::string ms(double s) { return fmt(s < 1e-3 ? "%.4f" : s < 1 ? "%.3f" : "%.1f", s * 1e3); }
 
 inline void print_tables(std::FILE* out, const Report& r) {
-  std::fprintf(out, "\nspindle-bench: dtype %s, engine %s, %d hardware threads, Eigen %d.%d.%d%s, GraphBLAS %s\n",
+  std::fprintf(out, "\nspindle-bench: dtype %s, engine %s, %d hardware threads, Eigen %d.%d.%d%s, GraphBLAS %s, MKL %s\n",
                r.dtype.c_str(), r.engine.empty() ? "not used" : r.engine.c_str(), r.hardware_threads, EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION,
                EIGEN_MINOR_VERSION, r.eigen_openmp ? " (OpenMP)" : " (no OpenMP)",
-               r.graphblas_version.empty() ? "not measured" : r.graphblas_version.c_str());
+               r.graphblas_version.empty() ? "not measured" : r.graphblas_version.c_str(),
+               r.mkl_version.empty() ? "not measured" : r.mkl_version.c_str());
   std::fprintf(out, "timing: %s\n", r.timing.c_str());
   std::fprintf(out, "machine load (1-min average): %.2f before, %.2f after the run\n", r.load_before, r.load_after);
   if (r.load_before > 0.5 || r.load_after > 0.5)
@@ -125,15 +126,25 @@ inline void print_tables(std::FILE* out, const Report& r) {
   if (r.cases.empty()) return;
   std::fprintf(out, "\nruns: median ms (min ms), GFLOP/s, effective GB/s, %% of triad roofline, x = peer time / "
                     "spindle time (> 1: spindle faster)\n");
-  std::string head = "matrix                 op      K thr | spindle  ms   min    GF/s   GB/s  roof";
-  for (std::size_t s = 1; s < r.cases.front().systems.size(); ++s) {
-    char b[128];
-    std::snprintf(b, sizeof b, " | %-9s ms    GF/s   GB/s  roof      x", r.cases.front().systems[s].name.c_str());
-    head += b;
-  }
-  head += " | check";
-  std::fprintf(out, "%s\n%s\n", head.c_str(), std::string(head.size(), '-').c_str());
+  // A header whenever the contenders change (SDDMM has no MKL, BSR/ELL add spindle-csr).
+  auto names = [](const CaseResult& c) {
+    std::string n;
+    for (auto& x : c.systems) n += x.name + ",";
+    return n;
+  };
+  std::string shown;
   for (auto& c : r.cases) {
+    if (names(c) != shown) {
+      shown = names(c);
+      std::string head = "matrix                 op      K thr | spindle  ms   min    GF/s   GB/s  roof";
+      for (std::size_t s = 1; s < c.systems.size(); ++s) {
+        char b[128];
+        std::snprintf(b, sizeof b, " | %-9s ms    GF/s   GB/s  roof      x", c.systems[s].name.c_str());
+        head += b;
+      }
+      head += " | check";
+      std::fprintf(out, "%s\n%s\n", head.c_str(), std::string(head.size(), '-').c_str());
+    }
     std::fprintf(out, "%-22.22s %-5s %4s %3d", c.matrix.c_str(), c.op.c_str(),
                  c.op == "spmv" ? "-" : std::to_string(c.feat).c_str(), c.threads);
     for (std::size_t s = 0; s < c.systems.size(); ++s) {
@@ -212,7 +223,8 @@ inline std::string to_json(const Report& r) {
   top.str("tool", "spindle-bench").str("dtype", r.dtype).str("engine", r.engine)
       .num("hardware_threads", r.hardware_threads).num("load_before", r.load_before).num("load_after", r.load_after).str("timing", r.timing).num("tolerance", r.tolerance)
       .boolean("eigen_openmp", r.eigen_openmp)
-      .raw("graphblas", r.graphblas_version.empty() ? "null" : json_str(r.graphblas_version));
+      .raw("graphblas", r.graphblas_version.empty() ? "null" : json_str(r.graphblas_version))
+      .raw("mkl", r.mkl_version.empty() ? "null" : json_str(r.mkl_version));
   top.raw("matrices", json_array(r.matrices, [](const MatrixInfo& m) {
     return JsonObject().str("name", m.name).str("source", m.source).num("rows", m.rows).num("cols", m.cols)
         .num("nnz", m.nnz).num("load_s", m.load_s).done();

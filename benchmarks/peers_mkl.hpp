@@ -1,0 +1,156 @@
+// The Intel MKL peer of spindle-bench (built when SPINDLE_BENCH_HAVE_MKL: scripts/install-peers.sh
+// puts MKL from PyPI in .peers/venv, or MKLROOT names an installation).
+//
+// Inspector-executor sparse BLAS, as MKL recommends for repeated calls. Setup (untimed): A is
+// wrapped once as a CSR handle (mkl_sparse_?_create_csr over Spindle's own arrays, 0-based);
+// before each case the call it will run is hinted (mkl_sparse_set_mm_hint / set_mv_hint with a
+// large expected call count, row-major dense operands) and mkl_sparse_optimize runs. Timed:
+//   spmm   mkl_sparse_?_mm(NON_TRANSPOSE, 1, A, GENERAL, ROW_MAJOR, X, K, K, 0, Y, K)
+//   spmv   mkl_sparse_?_mv(NON_TRANSPOSE, 1, A, GENERAL, x, 0, y)
+// MKL has no SDDMM: that op runs without it. The thread count is mkl_set_num_threads; MKL uses
+// its GNU OpenMP threading layer (libgomp, as Eigen here), because the Intel one needs
+// libiomp5 on the loader's path. Without MKL the peer reports that it is unavailable.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#ifdef SPINDLE_BENCH_HAVE_MKL
+#include <limits>
+#include <stdexcept>
+#include <mkl_service.h>
+#include <mkl_spblas.h>
+#endif
+
+#include <spindle/format/csr.hpp>
+
+namespace bench {
+
+#ifdef SPINDLE_BENCH_HAVE_MKL
+
+inline void mkl_check(sparse_status_t s, const char* what) {
+  if (s != SPARSE_STATUS_SUCCESS)
+    throw std::runtime_error(std::string("MKL: ") + what + " failed (sparse_status_t " + std::to_string(s) + ")");
+}
+
+inline bool mkl_available() { return true; }
+
+inline void mkl_init() {
+  static const bool done = [] {
+    mkl_set_threading_layer(MKL_THREADING_GNU);
+    return true;
+  }();
+  (void)done;
+}
+
+inline std::string mkl_version() {
+  mkl_init();
+  char buf[256] = {};
+  mkl_get_version_string(buf, sizeof buf);
+  std::string v(buf);
+  while (!v.empty() && (v.back() == ' ' || v.back() == '\n')) v.pop_back();
+  return v;
+}
+
+inline void mkl_set_threads(int t) {
+  mkl_init();
+  mkl_set_num_threads(t);
+}
+
+template <class T>
+struct MklT;
+template <>
+struct MklT<float> {
+  static sparse_status_t create(sparse_matrix_t* a, MKL_INT m, MKL_INT n, MKL_INT* ptr, MKL_INT* idx, float* x) {
+    return mkl_sparse_s_create_csr(a, SPARSE_INDEX_BASE_ZERO, m, n, ptr, ptr + 1, idx, x);
+  }
+  static sparse_status_t mm(sparse_matrix_t a, matrix_descr d, const float* x, MKL_INT k, float* y) {
+    return mkl_sparse_s_mm(SPARSE_OPERATION_NON_TRANSPOSE, 1.0f, a, d, SPARSE_LAYOUT_ROW_MAJOR, x, k, k, 0.0f, y, k);
+  }
+  static sparse_status_t mv(sparse_matrix_t a, matrix_descr d, const float* x, float* y) {
+    return mkl_sparse_s_mv(SPARSE_OPERATION_NON_TRANSPOSE, 1.0f, a, d, x, 0.0f, y);
+  }
+};
+template <>
+struct MklT<double> {
+  static sparse_status_t create(sparse_matrix_t* a, MKL_INT m, MKL_INT n, MKL_INT* ptr, MKL_INT* idx, double* x) {
+    return mkl_sparse_d_create_csr(a, SPARSE_INDEX_BASE_ZERO, m, n, ptr, ptr + 1, idx, x);
+  }
+  static sparse_status_t mm(sparse_matrix_t a, matrix_descr d, const double* x, MKL_INT k, double* y) {
+    return mkl_sparse_d_mm(SPARSE_OPERATION_NON_TRANSPOSE, 1.0, a, d, SPARSE_LAYOUT_ROW_MAJOR, x, k, k, 0.0, y, k);
+  }
+  static sparse_status_t mv(sparse_matrix_t a, matrix_descr d, const double* x, double* y) {
+    return mkl_sparse_d_mv(SPARSE_OPERATION_NON_TRANSPOSE, 1.0, a, d, x, 0.0, y);
+  }
+};
+
+template <class T>
+class MklPeer {
+  using M = MklT<T>;
+
+ public:
+  // MKL keeps pointers to the arrays (it reads them in every call): the peer owns copies in
+  // MKL_INT, so the Csr's index type does not matter.
+  explicit MklPeer(const spindle::Csr<T>& a)
+      : ptr_(a.indptr().begin(), a.indptr().end()),
+        idx_(a.indices().begin(), a.indices().end()),
+        val_(a.values().begin(), a.values().end()) {
+    mkl_init();
+    if (a.rows() > std::numeric_limits<MKL_INT>::max() || a.nnz() > std::numeric_limits<MKL_INT>::max())
+      throw std::runtime_error("MKL: the matrix is too large for 32-bit MKL_INT");
+    descr_.type = SPARSE_MATRIX_TYPE_GENERAL;
+    descr_.mode = SPARSE_FILL_MODE_FULL;
+    descr_.diag = SPARSE_DIAG_NON_UNIT;
+    // A matrix with no rows still needs one valid indptr entry for MKL's pointers.
+    if (ptr_.empty()) ptr_.push_back(0);
+    mkl_check(M::create(&a_, static_cast<MKL_INT>(a.rows()), static_cast<MKL_INT>(a.cols()), ptr_.data(),
+                        idx_.data(), val_.data()),
+              "create_csr");
+  }
+  MklPeer(const MklPeer&) = delete;
+  MklPeer& operator=(const MklPeer&) = delete;
+  ~MklPeer() { mkl_sparse_destroy(a_); }
+
+  // Hints the SpMM with K columns and optimizes (untimed), then y = A x on row-major x, y.
+  void prepare_spmm(std::int64_t k) {
+    mkl_check(mkl_sparse_set_mm_hint(a_, SPARSE_OPERATION_NON_TRANSPOSE, descr_, SPARSE_LAYOUT_ROW_MAJOR,
+                                     static_cast<MKL_INT>(k), kExpectedCalls),
+              "set_mm_hint");
+    mkl_check(mkl_sparse_optimize(a_), "optimize");
+  }
+  void spmm(const T* x, std::int64_t k, T* y) { mkl_check(M::mm(a_, descr_, x, static_cast<MKL_INT>(k), y), "mm"); }
+
+  void prepare_spmv() {
+    mkl_check(mkl_sparse_set_mv_hint(a_, SPARSE_OPERATION_NON_TRANSPOSE, descr_, kExpectedCalls), "set_mv_hint");
+    mkl_check(mkl_sparse_optimize(a_), "optimize");
+  }
+  void spmv(const T* x, T* y) { mkl_check(M::mv(a_, descr_, x, y), "mv"); }
+
+ private:
+  static constexpr MKL_INT kExpectedCalls = 100000;
+  std::vector<MKL_INT> ptr_, idx_;
+  std::vector<T> val_;
+  sparse_matrix_t a_ = nullptr;
+  matrix_descr descr_{};
+};
+
+#else  // no MKL in this build
+
+inline bool mkl_available() { return false; }
+inline std::string mkl_version() { return ""; }
+inline void mkl_set_threads(int) {}
+
+template <class T>
+class MklPeer {
+ public:
+  explicit MklPeer(const spindle::Csr<T>&) {}
+  void prepare_spmm(std::int64_t) {}
+  void spmm(const T*, std::int64_t, T*) {}
+  void prepare_spmv() {}
+  void spmv(const T*, T*) {}
+};
+
+#endif
+
+}  // namespace bench
