@@ -60,6 +60,11 @@ SPINDLE_MINMAX(long long, i64)
   }
 SPINDLE_FIND(int, i32)
 SPINDLE_FIND(long long, i64)
+/* What a guarded read reads when its guard fails (a buffer's default value 0). */
+static const float spindle_zero_f32 = 0.0f;
+static const double spindle_zero_f64 = 0.0;
+static const int spindle_zero_i32 = 0;
+static const long long spindle_zero_i64 = 0;
 )SPINDLE";
 }
 
