@@ -39,6 +39,8 @@ std::vector<Loaded<T>> load_matrices(const Config& cfg) {
               m.a.nnz(), t.seconds()};
     out.push_back(std::move(m));
   }
+  // The input features that format and composition choices read (spindle/inspect).
+  for (auto& m : out) m.info.features = spindle::inspect::graph_features(m.a);
   return out;
 }
 

@@ -19,6 +19,7 @@
 #ifdef SPINDLE_BENCH_HAVE_MKL
 #include <limits>
 #include <stdexcept>
+#include <type_traits>
 #include <mkl_service.h>
 #include <mkl_spblas.h>
 #endif
@@ -56,32 +57,28 @@ inline std::string mkl_version() {
 inline void mkl_set_threads(int t) {
   mkl_init();
   mkl_set_num_threads(t);
+  if (mkl_get_max_threads() != t)
+    throw std::runtime_error("MKL: mkl_set_num_threads(" + std::to_string(t) + ") left " +
+                             std::to_string(mkl_get_max_threads()) + " threads");
 }
 
+// The s/d entry points for T = float / double.
 template <class T>
-struct MklT;
-template <>
-struct MklT<float> {
-  static sparse_status_t create(sparse_matrix_t* a, MKL_INT m, MKL_INT n, MKL_INT* ptr, MKL_INT* idx, float* x) {
-    return mkl_sparse_s_create_csr(a, SPARSE_INDEX_BASE_ZERO, m, n, ptr, ptr + 1, idx, x);
+struct MklT {
+  static constexpr bool f32 = std::is_same_v<T, float>;
+  static sparse_status_t create(sparse_matrix_t* a, MKL_INT m, MKL_INT n, MKL_INT* ptr, MKL_INT* idx, T* x) {
+    if constexpr (f32) return mkl_sparse_s_create_csr(a, SPARSE_INDEX_BASE_ZERO, m, n, ptr, ptr + 1, idx, x);
+    else return mkl_sparse_d_create_csr(a, SPARSE_INDEX_BASE_ZERO, m, n, ptr, ptr + 1, idx, x);
   }
-  static sparse_status_t mm(sparse_matrix_t a, matrix_descr d, const float* x, MKL_INT k, float* y) {
-    return mkl_sparse_s_mm(SPARSE_OPERATION_NON_TRANSPOSE, 1.0f, a, d, SPARSE_LAYOUT_ROW_MAJOR, x, k, k, 0.0f, y, k);
+  static sparse_status_t mm(sparse_matrix_t a, matrix_descr d, const T* x, MKL_INT k, T* y) {
+    const auto op = SPARSE_OPERATION_NON_TRANSPOSE;
+    const auto layout = SPARSE_LAYOUT_ROW_MAJOR;
+    if constexpr (f32) return mkl_sparse_s_mm(op, 1.0f, a, d, layout, x, k, k, 0.0f, y, k);
+    else return mkl_sparse_d_mm(op, 1.0, a, d, layout, x, k, k, 0.0, y, k);
   }
-  static sparse_status_t mv(sparse_matrix_t a, matrix_descr d, const float* x, float* y) {
-    return mkl_sparse_s_mv(SPARSE_OPERATION_NON_TRANSPOSE, 1.0f, a, d, x, 0.0f, y);
-  }
-};
-template <>
-struct MklT<double> {
-  static sparse_status_t create(sparse_matrix_t* a, MKL_INT m, MKL_INT n, MKL_INT* ptr, MKL_INT* idx, double* x) {
-    return mkl_sparse_d_create_csr(a, SPARSE_INDEX_BASE_ZERO, m, n, ptr, ptr + 1, idx, x);
-  }
-  static sparse_status_t mm(sparse_matrix_t a, matrix_descr d, const double* x, MKL_INT k, double* y) {
-    return mkl_sparse_d_mm(SPARSE_OPERATION_NON_TRANSPOSE, 1.0, a, d, SPARSE_LAYOUT_ROW_MAJOR, x, k, k, 0.0, y, k);
-  }
-  static sparse_status_t mv(sparse_matrix_t a, matrix_descr d, const double* x, double* y) {
-    return mkl_sparse_d_mv(SPARSE_OPERATION_NON_TRANSPOSE, 1.0, a, d, x, 0.0, y);
+  static sparse_status_t mv(sparse_matrix_t a, matrix_descr d, const T* x, T* y) {
+    if constexpr (f32) return mkl_sparse_s_mv(SPARSE_OPERATION_NON_TRANSPOSE, 1.0f, a, d, x, 0.0f, y);
+    else return mkl_sparse_d_mv(SPARSE_OPERATION_NON_TRANSPOSE, 1.0, a, d, x, 0.0, y);
   }
 };
 

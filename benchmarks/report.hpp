@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <Eigen/Core>
+#include <spindle/inspect/graph_features.hpp>
 
 #include "compile_latency.hpp"
 #include "roofline.hpp"
@@ -39,6 +40,7 @@ struct MatrixInfo {
   std::string name, source;
   std::int64_t rows = 0, cols = 0, nnz = 0;
   double load_s = 0;
+  spindle::GraphFeatures features;
 };
 
 struct KernelInfo {
@@ -93,6 +95,9 @@ inline void print_tables(std::FILE* out, const Report& r) {
   for (auto& m : r.matrices)
     std::fprintf(out, "matrix %-22s %9lld x %-9lld nnz %-10lld (%s, %.2f s to load)\n", m.name.c_str(),
                  (long long)m.rows, (long long)m.cols, (long long)m.nnz, m.source.c_str(), m.load_s);
+  for (auto& m : r.matrices)
+    std::fprintf(out, "features %-20s %s (%.2f ms)\n", m.name.c_str(), m.features.describe().c_str(),
+                 m.features.seconds * 1e3);
   for (auto& t : r.triads)
     std::fprintf(out, "roofline: triad with %d thread(s): %.1f GB/s best, %.1f GB/s median (3 x %.0f MiB arrays)\n",
                  t.threads, t.best_gbs, t.median_gbs, t.array_mib);
@@ -226,8 +231,11 @@ inline std::string to_json(const Report& r) {
       .raw("graphblas", r.graphblas_version.empty() ? "null" : json_str(r.graphblas_version))
       .raw("mkl", r.mkl_version.empty() ? "null" : json_str(r.mkl_version));
   top.raw("matrices", json_array(r.matrices, [](const MatrixInfo& m) {
+    JsonObject features;
+    for (auto& [name, x] : m.features.to_vector()) features.num(name.c_str(), x);
+    features.num("seconds", m.features.seconds);
     return JsonObject().str("name", m.name).str("source", m.source).num("rows", m.rows).num("cols", m.cols)
-        .num("nnz", m.nnz).num("load_s", m.load_s).done();
+        .num("nnz", m.nnz).num("load_s", m.load_s).raw("features", features.done()).done();
   }));
   top.raw("triad", json_array(r.triads, [](const TriadResult& t) {
     return JsonObject().num("threads", t.threads).num("best_gbs", t.best_gbs).num("median_gbs", t.median_gbs)

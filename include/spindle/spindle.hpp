@@ -3,7 +3,8 @@
 //   #include <spindle/spindle.hpp>
 //
 // This umbrella header pulls in the DSL (axes, buffers, iterators, kernel), the host
-// formats (Csr, Tensor, Ragged, Csf, Bsr, Ell, Matrix Market IO) and the CPU runtime. It includes
+// formats (Csr, Tensor, Ragged, Csf, Bsr, Ell, Matrix Market IO), input features
+// (inspect::graph_features) and the CPU runtime. It includes
 // no LLVM, Clang, CUDA or Eigen headers; Eigen interop is in <spindle/eigen.hpp>.
 #pragma once
 
@@ -14,6 +15,7 @@
 #include "spindle/format/matrix_market.hpp"
 #include "spindle/format/ragged.hpp"
 #include "spindle/format/tensor.hpp"
+#include "spindle/inspect/graph_features.hpp"
 #include "spindle/kernel.hpp"
 #include "spindle/ops.hpp"
 #include "spindle/runtime/runtime.hpp"
