@@ -66,6 +66,7 @@ struct OpCase {
   std::string op;
   std::int64_t feat = 1;
   std::function<void()> spindle, eigen, graphblas, mkl;
+  std::function<void()> mkl_prepare;  // hint + optimize, after the case's thread count is set
   std::function<void()> poison;                                  // fills Spindle's output with NaN
   std::function<double()> spindle_error, grb_error, mkl_error;  // vs Eigen's output
   // bsr_spmm / ell_spmm: Spindle's CSR SpMM as a second contender.
@@ -118,7 +119,7 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
         }
         if (mkl) {
           ym.resize(rows, feat);
-          mkl->prepare_spmm(feat);
+          c.mkl_prepare = [&] { mkl->prepare_spmm(feat); };
           c.mkl = [&] { mkl->spmm(x.data(), feat, ym.data()); };
           c.mkl_error = [&] { return relative_error(ym.data(), ye.data(), ye.size()); };
         }
@@ -165,7 +166,7 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
         }
         if (mkl) {
           yvm.resize(rows);
-          mkl->prepare_spmv();
+          c.mkl_prepare = [&] { mkl->prepare_spmv(); };
           c.mkl = [&] { mkl->spmv(xv.data(), yvm.data()); };
           c.mkl_error = [&] { return relative_error(yvm.data(), yve.data(), yve.size()); };
         }
@@ -189,6 +190,8 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
       for (int t : cfg.threads) {
         threads_now = t;
         set_threads(t, grb != nullptr, mkl != nullptr);
+        // MKL's optimize step plans for the current thread count: redo it per count.
+        if (c.mkl_prepare) c.mkl_prepare();
         std::fprintf(stderr, "[bench] %s %s K=%d threads=%d\n", m.info.name.c_str(), op.c_str(), feat, t);
         CaseResult r;
         r.matrix = m.info.name;

@@ -4,7 +4,8 @@
 // Inspector-executor sparse BLAS, as MKL recommends for repeated calls. Setup (untimed): A is
 // wrapped once as a CSR handle (mkl_sparse_?_create_csr over Spindle's own arrays, 0-based);
 // before each case the call it will run is hinted (mkl_sparse_set_mm_hint / set_mv_hint with a
-// large expected call count, row-major dense operands) and mkl_sparse_optimize runs. Timed:
+// large expected call count, row-major dense operands) and mkl_sparse_optimize runs, once per
+// thread count (the optimized plan depends on it). Timed:
 //   spmm   mkl_sparse_?_mm(NON_TRANSPOSE, 1, A, GENERAL, ROW_MAJOR, X, K, K, 0, Y, K)
 //   spmv   mkl_sparse_?_mv(NON_TRANSPOSE, 1, A, GENERAL, x, 0, y)
 // MKL has no SDDMM: that op runs without it. The thread count is mkl_set_num_threads; MKL uses
