@@ -18,7 +18,8 @@
 //
 // Every tile loop has a constant trip count, so the C compiler keeps acc in vector
 // registers; C is written once per element instead of once per nonzero. The cascade makes
-// any K use the widest tiles that fit (K = 32 runs one 32-wide tile).
+// any K use the widest tiles that fit (K = 32 runs one 32-wide tile). A constant extent no
+// wider than the widest tile becomes one tile of exactly that width.
 // Pre/post: stage III; semantics preserved (each output element sums the same terms in the
 // same order).
 #pragma once
@@ -230,6 +231,11 @@ class RegisterTiling : public ir::IRMutator {
   ir::Stmt rewrite(const Match& m, const ir::ForNode* init) {
     widths_ = tile_widths(vector_bits_, m.reduce->buffer->dtype);
     ir::Expr init_value = init ? init->body.as<ir::StoreNode>()->value : ir::Expr();
+    // A compile-time extent (dense_fixed_n: the lanes of a sliced ELL, a block's columns) no
+    // wider than the widest tile is one tile of exactly that width: no tile loops that run
+    // zero times, and no remainder nest that would accumulate in memory.
+    if (auto* c = m.inner->extent.as<ir::IntImmNode>(); c && c->value > 0 && c->value <= widths_.front())
+      return tile(m, init_value, ir::int_imm(0), c->value);
     return cascade(m, init, init_value, ir::int_imm(0), 0);
   }
 

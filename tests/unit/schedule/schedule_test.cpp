@@ -142,3 +142,27 @@ TEST_CASE("register_tile: SpMM keeps cascading output tiles in registers", "[sch
   auto g3 = stage3(g);
   CHECK(sp::ir::to_string(sp::schedule::register_tile(g3.body, 512)) == sp::ir::to_string(g3.body));
 }
+
+namespace {
+struct K8 : sp::dense_fixed_n<8> {};
+struct K200 : sp::dense_fixed_n<200> {};
+}  // namespace
+
+TEST_CASE("register_tile: a compile-time extent up to the widest tile is one tile of exactly that width",
+          "[schedule]") {
+  // 8 floats (sliced-ELL lanes, block columns): one 8-wide tile, no cascade of tiles that run
+  // zero times and no remainder nest accumulating in memory.
+  auto f = sp::define_kernel("k8", [](sp::in<float, I, J> a, sp::in<float, sp::dense<J>, K8> b,
+                                      sp::out<float, I, K8> c, sp::iter<I> i, sp::iter<J> j,
+                                      sp::iter<K8> k) { c(i, k) += a(i, j) * b(j, k); });
+  const std::string t = sp::ir::to_string(sp::lower::simplify(sp::schedule::register_tile(stage3(f).body, 512)));
+  CHECK_THAT(t, Catch::Contains("alloc c_tile: local f32[8]"));
+  CHECK_THAT(t, !Catch::Contains("k8_done") && !Catch::Contains("f32[128]") && !Catch::Contains("f32[16]"));
+  CHECK_THAT(t, Catch::Contains("for k8_tile in [0, 1):"));
+  // 200 > 128: the cascade as for a runtime extent (128, then 64 ... on the rest).
+  auto g = sp::define_kernel("k200", [](sp::in<float, I, J> a, sp::in<float, sp::dense<J>, K200> b,
+                                        sp::out<float, I, K200> c, sp::iter<I> i, sp::iter<J> j,
+                                        sp::iter<K200> k) { c(i, k) += a(i, j) * b(j, k); });
+  const std::string u = sp::ir::to_string(sp::lower::simplify(sp::schedule::register_tile(stage3(g).body, 512)));
+  CHECK_THAT(u, Catch::Contains("alloc c_tile: local f32[128]") && Catch::Contains("k200_done0"));
+}
