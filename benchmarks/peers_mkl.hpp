@@ -1,11 +1,11 @@
 // The Intel MKL peer of spindle-bench (built when SPINDLE_BENCH_HAVE_MKL: scripts/install-peers.sh
 // puts MKL from PyPI in .peers/venv, or MKLROOT names an installation).
 //
-// Inspector-executor sparse BLAS, as MKL recommends for repeated calls. Setup (untimed): A is
-// wrapped once as a CSR handle (mkl_sparse_?_create_csr over Spindle's own arrays, 0-based);
-// before each case the call it will run is hinted (mkl_sparse_set_mm_hint / set_mv_hint with a
-// large expected call count, row-major dense operands) and mkl_sparse_optimize runs, once per
-// thread count (the optimized plan depends on it). Timed:
+// Inspector-executor sparse BLAS, as MKL recommends for repeated calls. Setup (untimed), for
+// each case and thread count: a fresh CSR handle over the peer's copy of A's arrays (0-based),
+// the call it will run hinted (mkl_sparse_set_mm_hint / set_mv_hint with a large expected call
+// count, row-major dense operands), then mkl_sparse_optimize, whose plan depends on the thread
+// count. Timed:
 //   spmm   mkl_sparse_?_mm(NON_TRANSPOSE, 1, A, GENERAL, ROW_MAJOR, X, K, K, 0, Y, K)
 //   spmv   mkl_sparse_?_mv(NON_TRANSPOSE, 1, A, GENERAL, x, 0, y)
 // MKL has no SDDMM: that op runs without it. The thread count is mkl_set_num_threads; MKL uses
@@ -104,11 +104,12 @@ class MklPeer {
     if (ptr_.empty()) ptr_.push_back(0);
     rows_ = static_cast<MKL_INT>(a.rows());
     cols_ = static_cast<MKL_INT>(a.cols());
-    recreate();
   }
   MklPeer(const MklPeer&) = delete;
   MklPeer& operator=(const MklPeer&) = delete;
-  ~MklPeer() { mkl_sparse_destroy(a_); }
+  ~MklPeer() {
+    if (a_) mkl_sparse_destroy(a_);
+  }
 
   // A fresh handle, hinted for SpMM with K columns and optimized for the current thread count
   // (untimed; a handle hinted and optimized again keeps the older plans: measured 2.4x slower
