@@ -1,0 +1,254 @@
+// Runs a composition (associate.hpp) on concrete operands with Spindle kernels.
+//
+//   gnn::Bindings<float> b;
+//   b.sparse("A", adjacency).diagonal("D", d_inv_sqrt).dense("H", h).dense("W", w);
+//   Tensor<float> out = gnn::execute(composition, b);
+//
+// Every leaf of the composition must be bound with its kind (sparse / diagonal / dense) and
+// a shape that agrees with the symbols (N, K_in, ...) of every other leaf; values the layer
+// already holds (`available`, e.g. GAT's "(H·W)") are bound with `value(key, tensor)`.
+// A missing or mismatched operand is a ShapeError naming it, raised before any kernel runs.
+// Sparse operands of an unweighted leaf are read through their pattern only.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "spindle/format/csr.hpp"
+#include "spindle/format/tensor.hpp"
+#include "spindle/gnn/associate.hpp"
+#include "spindle/gnn/primitives.hpp"
+
+namespace spindle::gnn {
+
+template <class T>
+class Bindings {
+ public:
+  Bindings& sparse(const std::string& name, const Csr<T>& a) {
+    sparse_[name] = &a;
+    return *this;
+  }
+  Bindings& diagonal(const std::string& name, TensorView<const T> d) {
+    SPINDLE_CHECK(d.rank() == 1, ShapeError, "gnn: diagonal '", name, "' must be a vector, got rank ", d.rank());
+    diagonal_[name] = d;
+    return *this;
+  }
+  Bindings& dense(const std::string& name, TensorView<const T> x) {
+    SPINDLE_CHECK(x.rank() == 2, ShapeError, "gnn: dense matrix '", name, "' must have rank 2, got ", x.rank());
+    dense_[name] = x;
+    return *this;
+  }
+  // A value the layer already holds, by expression key (e.g. "(H·W)").
+  Bindings& value(const std::string& key, TensorView<const T> x) { return dense(key, x); }
+
+  const Csr<T>* find_sparse(const std::string& n) const { return find(sparse_, n); }
+  const TensorView<const T>* find_diagonal(const std::string& n) const { return find_view(diagonal_, n); }
+  const TensorView<const T>* find_dense(const std::string& n) const { return find_view(dense_, n); }
+
+ private:
+  template <class M>
+  static const Csr<T>* find(const M& m, const std::string& n) {
+    auto it = m.find(n);
+    return it == m.end() ? nullptr : it->second;
+  }
+  template <class M>
+  static const TensorView<const T>* find_view(const M& m, const std::string& n) {
+    auto it = m.find(n);
+    return it == m.end() ? nullptr : &it->second;
+  }
+  std::map<std::string, const Csr<T>*> sparse_;
+  std::map<std::string, TensorView<const T>> diagonal_, dense_;
+};
+
+namespace detail {
+
+template <class T>
+struct RtValue {
+  MatrixKind kind = MatrixKind::dense_data;
+  const Csr<T>* csr = nullptr;             // sparse (borrowed or owned below)
+  std::shared_ptr<Csr<T>> owned_csr;
+  TensorView<const T> view;                // diagonal (rank 1) or dense (rank 2)
+  std::shared_ptr<Tensor<T>> owned;        // computed dense / diagonal values
+};
+
+// Binds every symbol of every leaf to an extent; ShapeError on a missing operand or a
+// disagreement, naming the operand and the symbol.
+template <class T>
+std::map<std::string, std::int64_t> bind_symbols(const Composition& c, const Bindings<T>& b) {
+  std::map<std::string, std::int64_t> sym;
+  auto bind = [&](const std::string& s, std::int64_t v, const std::string& who) {
+    auto [it, fresh] = sym.emplace(s, v);
+    SPINDLE_CHECK(fresh || it->second == v, ShapeError, "gnn: ", who, " gives ", s, " = ", v,
+                  " but an earlier operand gave ", s, " = ", it->second);
+  };
+  for (const Step& st : c.steps) {
+    if (st.prim != Primitive::input) continue;
+    const MatrixInfo& info = st.value->info;
+    const std::string name = st.reused ? st.value->key : st.value->name;
+    if (st.reused || is_dense(info.kind)) {
+      const auto* x = b.find_dense(name);
+      SPINDLE_CHECK(x != nullptr, ShapeError, "gnn: no dense operand bound for '", name, "'");
+      bind(info.rows, x->dim(0), "'" + name + "' (" + std::to_string(x->dim(0)) + " rows)");
+      bind(info.cols, x->dim(1), "'" + name + "' (" + std::to_string(x->dim(1)) + " columns)");
+    } else if (info.kind == MatrixKind::diagonal) {
+      const auto* d = b.find_diagonal(name);
+      SPINDLE_CHECK(d != nullptr, ShapeError, "gnn: no diagonal operand bound for '", name, "'");
+      bind(info.rows, d->dim(0), "diagonal '" + name + "' (length " + std::to_string(d->dim(0)) + ")");
+    } else {
+      const auto* a = b.find_sparse(name);
+      SPINDLE_CHECK(a != nullptr, ShapeError, "gnn: no sparse operand bound for '", name, "'");
+      bind(info.rows, a->rows(), "sparse '" + name + "' (" + std::to_string(a->rows()) + " rows)");
+      bind(info.cols, a->cols(), "sparse '" + name + "' (" + std::to_string(a->cols()) + " columns)");
+    }
+  }
+  return sym;
+}
+
+template <class T>
+std::shared_ptr<Tensor<T>> ones(std::int64_t n) {
+  return std::make_shared<Tensor<T>>(Tensor<T>::full({n}, T(1)));
+}
+
+// A Csr with `a`'s pattern and zero values (the output of a pattern-preserving kernel).
+template <class T>
+std::shared_ptr<Csr<T>> same_pattern(const Csr<T>& a) {
+  std::vector<std::int32_t> ptr(a.indptr().begin(), a.indptr().end()), idx(a.indices().begin(), a.indices().end());
+  return std::make_shared<Csr<T>>(a.rows(), a.cols(), std::move(ptr), std::move(idx),
+                                  std::vector<T>(static_cast<std::size_t>(a.nnz()), T(0)));
+}
+
+}  // namespace detail
+
+// Runs `c` and returns its (dense) result.
+template <class T>
+Tensor<T> execute(const Composition& c, const Bindings<T>& b) {
+  static_assert(std::is_floating_point_v<T>, "gnn::execute: T must be float or double");
+  const auto sym = detail::bind_symbols(c, b);
+  const MatrixInfo& out_info = c.steps.at(static_cast<std::size_t>(c.result)).value->info;
+  SPINDLE_CHECK(is_dense(out_info.kind), ShapeError, "gnn: composition ", c.text, " yields a ",
+                kind_name(out_info.kind), " matrix; execute returns dense results only");
+  (void)sym;
+
+  static const auto row_broadcast = kernels::row_broadcast<T>();
+  static const auto column_broadcast = kernels::column_broadcast<T>();
+  static const auto spmm_u = kernels::spmm_unweighted<T>();
+  static const auto spmm_w = ops::spmm<T>();
+  static const auto scale_w = ops::scale<T>();
+  static const auto scale_u = kernels::scale_pattern<T>();
+  static const auto gemm = kernels::gemm<T>();
+  static const auto add = kernels::dense_add<T>();
+
+  std::vector<detail::RtValue<T>> v(c.steps.size());
+  auto dense_result = [](std::int64_t r, std::int64_t k) {
+    return std::make_shared<Tensor<T>>(Tensor<T>::zeros({r, k}));
+  };
+  for (std::size_t s = 0; s < c.steps.size(); ++s) {
+    const Step& st = c.steps[s];
+    auto& out = v[s];
+    out.kind = st.value->info.kind;
+    auto arg = [&](std::size_t k) -> detail::RtValue<T>& { return v[static_cast<std::size_t>(st.args.at(k))]; };
+    switch (st.prim) {
+      case Primitive::input: {
+        const std::string name = st.reused ? st.value->key : st.value->name;
+        if (st.reused || is_dense(out.kind)) out.view = *b.find_dense(name);
+        else if (out.kind == MatrixKind::diagonal) out.view = *b.find_diagonal(name);
+        else out.csr = b.find_sparse(name);
+        break;
+      }
+      case Primitive::diag_product: {
+        const auto& x = arg(0).view;
+        const auto& y = arg(1).view;
+        out.owned = std::make_shared<Tensor<T>>(Tensor<T>::zeros({x.dim(0)}));
+        for (std::int64_t i = 0; i < x.dim(0); ++i) out.owned->values()[i] = x.values()[i] * y.values()[i];
+        out.view = out.owned->view();
+        break;
+      }
+      case Primitive::sparse_scale: {
+        // (D, A), (A, D) or (D, A, D)
+        const std::size_t ai = arg(0).kind == MatrixKind::diagonal ? 1 : 0;
+        const auto& a = arg(ai);
+        std::shared_ptr<Tensor<T>> r1, s1;
+        TensorView<const T> r, sc;
+        if (ai == 1) r = arg(0).view; else { r1 = detail::ones<T>(a.csr->rows()); r = r1->view(); }
+        if (st.args.size() > ai + 1) sc = arg(ai + 1).view; else { s1 = detail::ones<T>(a.csr->cols()); sc = s1->view(); }
+        out.owned_csr = detail::same_pattern(*a.csr);
+        if (a.kind == MatrixKind::sparse_unweighted) scale_u(*a.csr, r, sc, *out.owned_csr);
+        else scale_w(*a.csr, r, sc, T(1), *out.owned_csr);
+        out.csr = out.owned_csr.get();
+        break;
+      }
+      case Primitive::row_broadcast:
+      case Primitive::column_broadcast: {
+        const bool row = st.prim == Primitive::row_broadcast;
+        const auto& d = arg(row ? 0 : 1).view;
+        const auto& x = arg(row ? 1 : 0).view;
+        out.owned = dense_result(x.dim(0), x.dim(1));
+        if (row) row_broadcast(d, x, *out.owned);
+        else column_broadcast(d, x, *out.owned);
+        out.view = out.owned->view();
+        break;
+      }
+      case Primitive::spmm_weighted:
+      case Primitive::spmm_unweighted: {
+        const auto& a = arg(0);
+        const auto& x = arg(1).view;
+        out.owned = dense_result(a.csr->rows(), x.dim(1));
+        if (st.prim == Primitive::spmm_unweighted) spmm_u(*a.csr, x, *out.owned);
+        else spmm_w(*a.csr, x, *out.owned);
+        out.view = out.owned->view();
+        break;
+      }
+      case Primitive::gemm: {
+        const auto& x = arg(0).view;
+        const auto& w = arg(1).view;
+        out.owned = dense_result(x.dim(0), w.dim(1));
+        gemm(x, w, *out.owned);
+        out.view = out.owned->view();
+        break;
+      }
+      case Primitive::dense_add: {
+        const auto& x0 = arg(0).view;
+        out.owned = dense_result(x0.dim(0), x0.dim(1));
+        add(x0, arg(1).view, *out.owned);
+        for (std::size_t k = 2; k < st.args.size(); ++k) {
+          auto next = dense_result(x0.dim(0), x0.dim(1));
+          add(out.owned->view(), arg(k).view, *next);
+          out.owned = next;
+        }
+        out.view = out.owned->view();
+        break;
+      }
+      case Primitive::sparse_add: {
+        // Union of the terms' patterns, values summed (unweighted entries count 1).
+        std::vector<Triplet<T>> t;
+        std::int64_t rows = 0, cols = 0;
+        for (std::size_t k = 0; k < st.args.size(); ++k) {
+          const auto& x = arg(k);
+          if (x.kind == MatrixKind::diagonal) {
+            rows = cols = x.view.dim(0);
+            for (std::int64_t i = 0; i < x.view.dim(0); ++i) t.push_back({i, i, x.view.values()[i]});
+          } else {
+            rows = x.csr->rows();
+            cols = x.csr->cols();
+            const bool unit = x.kind == MatrixKind::sparse_unweighted;
+            for (std::int64_t i = 0; i < x.csr->rows(); ++i)
+              for (auto q = x.csr->indptr()[i]; q < x.csr->indptr()[i + 1]; ++q)
+                t.push_back({i, static_cast<std::int64_t>(x.csr->indices()[q]), unit ? T(1) : x.csr->values()[q]});
+          }
+        }
+        out.owned_csr = std::make_shared<Csr<T>>(Csr<T>::from_triplets(rows, cols, t));
+        out.csr = out.owned_csr.get();
+        break;
+      }
+    }
+  }
+  const auto& r = v[static_cast<std::size_t>(c.result)];
+  if (r.owned) return std::move(*r.owned);
+  std::vector<T> copy(r.view.values().begin(), r.view.values().end());
+  return Tensor<T>::from(std::move(copy), r.view.shape());
+}
+
+}  // namespace spindle::gnn

@@ -1,0 +1,207 @@
+// Every composition of every GNN layer expression (gnn/layers.hpp: GCN, GIN, GAT, SGC,
+// TAGCN, SAGE-mean, RGCN; promoted and pruned alike) run by gnn::execute against one plain
+// reference: the layer's matrix expression evaluated densely with Eigen (unweighted sparse
+// leaves as their 0/1 pattern, diagonal leaves as diagonal matrices). Random graphs with empty
+// rows, both scenarios (K_in > K_out and K_in < K_out), a one-node and an empty graph, and
+// the promoted GCN compositions on cora in float. Operand errors: missing and mismatched.
+#include <catch2/catch.hpp>
+
+#include <Eigen/Dense>
+
+#include <cmath>
+#include <map>
+#include <string>
+
+#include "correctness_support.hpp"
+#include "spindle/gnn.hpp"
+#include "spindle/gnn/execute.hpp"
+
+namespace sp = spindle;
+namespace gnn = spindle::gnn;
+using spindle_test::Shape;
+
+namespace {
+
+using Mat = Eigen::MatrixXd;
+
+// Operands of every layer: sparse A, alpha, A1, A2; diagonals D, Dinv, Dinv1, Dinv2, S;
+// dense H and weights W, W0..W2, Wself, Wneigh.
+template <class T>
+struct Operands {
+  std::map<std::string, sp::Csr<T>> sparse;
+  std::map<std::string, sp::Tensor<T>> diag, dense;
+  gnn::Bindings<T> bindings() const {
+    gnn::Bindings<T> b;
+    for (const auto& [n, a] : sparse) b.sparse(n, a);
+    for (const auto& [n, d] : diag) b.diagonal(n, d.view());
+    for (const auto& [n, x] : dense) b.dense(n, x.view());
+    return b;
+  }
+};
+
+template <class T>
+Operands<T> make_operands(std::int64_t n, std::int64_t k_in, std::int64_t k_out, std::uint64_t seed) {
+  Operands<T> o;
+  const Shape g{"graph", n, n, 4.0, 0.2};
+  o.sparse.emplace("A", spindle_test::random_csr<T>(g, seed, 0.5, 2.0));
+  o.sparse.emplace("alpha", spindle_test::random_csr<T>(g, seed + 1, 0.1, 1.0));
+  o.sparse.emplace("A1", spindle_test::random_csr<T>(Shape{"r1", n, n, 3.0, 0.3}, seed + 2, 0.5, 2.0));
+  o.sparse.emplace("A2", spindle_test::random_csr<T>(Shape{"r2", n, n, 2.0, 0.1}, seed + 3, 0.5, 2.0));
+  std::uint64_t s = seed + 10;
+  for (const char* d : {"D", "Dinv", "Dinv1", "Dinv2", "S"})
+    o.diag.emplace(d, sp::Tensor<T>::random({n}, s++, 0.25, 1.5));
+  o.dense.emplace("H", sp::Tensor<T>::random({n, k_in}, s++, -1, 1));
+  for (const char* w : {"W", "W0", "W1", "W2", "Wself", "Wneigh"})
+    o.dense.emplace(w, sp::Tensor<T>::random({k_in, k_out}, s++, -1, 1));
+  return o;
+}
+
+// Dense evaluation of the expression itself (not of a composition).
+template <class T>
+Mat reference(const gnn::Expr& e, const Operands<T>& o) {
+  using Op = gnn::ExprNode::Op;
+  if (e->op == Op::product) {
+    Mat r = reference(e->children[0], o);
+    for (std::size_t i = 1; i < e->children.size(); ++i) r = r * reference(e->children[i], o);
+    return r;
+  }
+  if (e->op == Op::sum) {
+    Mat r = reference(e->children[0], o);
+    for (std::size_t i = 1; i < e->children.size(); ++i) r += reference(e->children[i], o);
+    return r;
+  }
+  const std::string& n = e->name;
+  switch (e->info.kind) {
+    case gnn::MatrixKind::diagonal: {
+      const auto& d = o.diag.at(n);
+      Mat r = Mat::Zero(d.dim(0), d.dim(0));
+      for (std::int64_t i = 0; i < d.dim(0); ++i) r(i, i) = d.values()[i];
+      return r;
+    }
+    case gnn::MatrixKind::sparse_unweighted:
+    case gnn::MatrixKind::sparse_weighted: {
+      const auto& a = o.sparse.at(n);
+      Mat r = Mat::Zero(a.rows(), a.cols());
+      const bool unit = e->info.kind == gnn::MatrixKind::sparse_unweighted;
+      for (std::int64_t i = 0; i < a.rows(); ++i)
+        for (auto q = a.indptr()[i]; q < a.indptr()[i + 1]; ++q)
+          r(i, a.indices()[q]) += unit ? 1.0 : static_cast<double>(a.values()[q]);
+      return r;
+    }
+    default: {
+      const auto& x = o.dense.at(n);
+      Mat r(x.dim(0), x.dim(1));
+      for (std::int64_t i = 0; i < x.dim(0); ++i)
+        for (std::int64_t j = 0; j < x.dim(1); ++j) r(i, j) = x.values()[i * x.dim(1) + j];
+      return r;
+    }
+  }
+}
+
+// The GAT layer holds Θ = H·W: bind it as the value "(H·W)".
+template <class T>
+sp::Tensor<T> held_theta(const Operands<T>& o) {
+  const Mat hw = reference(gnn::dense("H", "N", "K_in") * gnn::weight("W", "K_in", "K_out"), o);
+  auto t = sp::Tensor<T>::zeros({hw.rows(), hw.cols()});
+  for (Eigen::Index i = 0; i < hw.rows(); ++i)
+    for (Eigen::Index j = 0; j < hw.cols(); ++j) t.values()[i * hw.cols() + j] = static_cast<T>(hw(i, j));
+  return t;
+}
+
+// |got - ref| <= tol * (1 + max |ref|) elementwise.
+template <class T>
+void check_matches(const sp::Tensor<T>& got, const Mat& ref, double tol, const std::string& what) {
+  INFO(what);
+  REQUIRE(got.dim(0) == ref.rows());
+  REQUIRE(got.dim(1) == ref.cols());
+  const double scale = 1.0 + (ref.size() ? ref.cwiseAbs().maxCoeff() : 0.0);
+  double worst = 0;
+  for (Eigen::Index i = 0; i < ref.rows(); ++i)
+    for (Eigen::Index j = 0; j < ref.cols(); ++j) {
+      const double g = static_cast<double>(got.values()[i * ref.cols() + j]);
+      worst = std::max(worst, std::isnan(g) ? INFINITY : std::abs(g - ref(i, j)));
+    }
+  CHECK(worst <= tol * scale);
+}
+
+template <class T>
+void check_every_composition(const gnn::LayerExpr& layer, std::int64_t n, std::int64_t k_in, std::int64_t k_out,
+                             std::uint64_t seed, double tol) {
+  const auto o = make_operands<T>(n, k_in, k_out, seed);
+  auto b = o.bindings();
+  const auto theta = held_theta(o);
+  b.value("(H·W)", theta.view());
+  const Mat ref = reference(layer.expr, o);
+  const auto c = gnn::candidates(layer);
+  for (const auto& r : c.ranked)
+    check_matches(gnn::execute(r.composition, b), ref, tol,
+                  layer.name + " N=" + std::to_string(n) + " K_in=" + std::to_string(k_in) + " K_out=" +
+                      std::to_string(k_out) + " " + r.composition.text);
+}
+
+}  // namespace
+
+TEST_CASE("gnn compositions: every composition of every layer matches the dense reference (double)", "[gnn]") {
+  for (const auto& layer : gnn::layers::all()) {
+    check_every_composition<double>(layer, 53, 7, 3, 11, 1e-12);  // K_in > K_out
+    check_every_composition<double>(layer, 41, 3, 9, 12, 1e-12);  // K_in < K_out
+  }
+}
+
+TEST_CASE("gnn compositions: one node and no nodes", "[gnn]") {
+  for (const auto& layer : {gnn::layers::gcn(), gnn::layers::gin(), gnn::layers::sage_mean()}) {
+    check_every_composition<double>(layer, 1, 4, 2, 21, 1e-12);
+    check_every_composition<double>(layer, 0, 4, 2, 22, 1e-12);
+  }
+}
+
+TEST_CASE("gnn compositions: float, promoted compositions", "[gnn]") {
+  const auto o = make_operands<float>(300, 32, 16, 31);
+  const auto b = o.bindings();
+  for (const auto& layer : {gnn::layers::gcn(), gnn::layers::gin(), gnn::layers::sage_mean(), gnn::layers::sgc()}) {
+    const Mat ref = reference(layer.expr, o);
+    for (const auto& r : gnn::candidates(layer).promoted())
+      check_matches(gnn::execute(r.composition, b), ref, 2e-5, layer.name + " float " + r.composition.text);
+  }
+}
+
+TEST_CASE("gnn compositions: the promoted GCN compositions agree on cora", "[gnn][graphs]") {
+  const auto cora = spindle_test::load_graph<float>("gnn/cora.mtx.gz", 41);
+  if (!cora) return;
+  Operands<float> o;
+  const std::int64_t n = cora->rows();
+  o.sparse.emplace("A", *cora);
+  auto d = sp::Tensor<float>::zeros({n});
+  for (std::int64_t i = 0; i < n; ++i)
+    d.values()[i] = 1.0f / std::sqrt(static_cast<float>(cora->indptr()[i + 1] - cora->indptr()[i] + 1));
+  o.diag.emplace("D", d);
+  o.dense.emplace("H", sp::Tensor<float>::random({n, 64}, 42, -1, 1));
+  o.dense.emplace("W", sp::Tensor<float>::random({64, 16}, 43, -1, 1));
+  const Mat ref = reference(gnn::layers::gcn().expr, o);
+  const auto b = o.bindings();
+  for (const auto& r : gnn::candidates(gnn::layers::gcn()).promoted())
+    check_matches(gnn::execute(r.composition, b), ref, 2e-5, "cora " + r.composition.text);
+}
+
+TEST_CASE("gnn execute: a missing or mismatched operand is a ShapeError naming it, before any kernel runs", "[gnn]") {
+  auto o = make_operands<double>(20, 4, 3, 51);
+  const auto c = gnn::candidates(gnn::layers::gcn()).ranked.front().composition;
+  SECTION("missing") {
+    gnn::Bindings<double> b;
+    b.sparse("A", o.sparse.at("A")).dense("H", o.dense.at("H").view()).dense("W", o.dense.at("W").view());
+    CHECK_THROWS_WITH(gnn::execute(c, b), Catch::Contains("no diagonal operand bound for 'D'"));
+  }
+  SECTION("mismatched N") {
+    auto b = o.bindings();
+    const auto short_d = sp::Tensor<double>::zeros({19});
+    b.diagonal("D", short_d.view());
+    CHECK_THROWS_AS(gnn::execute(c, b), sp::ShapeError);
+    CHECK_THROWS_WITH(gnn::execute(c, b), Catch::Contains("N = 19"));
+  }
+  SECTION("mismatched K_in") {
+    auto b = o.bindings();
+    const auto w = sp::Tensor<double>::zeros({5, 3});
+    b.dense("W", w.view());
+    CHECK_THROWS_WITH(gnn::execute(c, b), Catch::Contains("K_in"));
+  }
+}
