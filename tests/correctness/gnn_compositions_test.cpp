@@ -15,6 +15,7 @@
 #include "correctness_support.hpp"
 #include "spindle/gnn.hpp"
 #include "spindle/gnn/execute.hpp"
+#include "spindle/gnn/layer.hpp"
 
 namespace sp = spindle;
 namespace gnn = spindle::gnn;
@@ -203,5 +204,43 @@ TEST_CASE("gnn execute: a missing or mismatched operand is a ShapeError naming i
     const auto w = sp::Tensor<double>::zeros({5, 3});
     b.dense("W", w.view());
     CHECK_THROWS_WITH(gnn::execute(c, b), Catch::Contains("K_in"));
+  }
+}
+
+TEST_CASE("gnn layers: GCNConv selects a composition per graph and sizes and matches the reference", "[gnn]") {
+  const Shape s{"graph", 120, 120, 6.0, 0.1};
+  const auto a = spindle_test::random_csr<double>(s, 61, 0.5, 2.0);
+  const auto a2 = spindle_test::random_csr<double>(Shape{"graph2", 90, 90, 3.0, 0.0}, 62, 0.5, 2.0);
+  for (auto [kin, kout] : {std::pair<std::int64_t, std::int64_t>{12, 4}, {4, 12}}) {
+    INFO("K_in " << kin << " K_out " << kout);
+    auto w = sp::Tensor<double>::random({kin, kout}, 63, -1, 1);
+    gnn::GCNConv<double> conv(w, gnn::CostModel{});
+    for (const auto* g : {&a, &a2}) {
+      Operands<double> o;
+      o.sparse.emplace("A", *g);
+      o.diag.emplace("D", gnn::inverse_sqrt_degree(*g));
+      o.dense.emplace("H", sp::Tensor<double>::random({g->rows(), kin}, 64, -1, 1));
+      o.dense.emplace("W", w);
+      const Mat ref = reference(gnn::layers::gcn().expr, o);
+      check_matches(conv(*g, o.dense.at("H").view()), ref, 1e-12, "GCNConv");
+      const std::string first = conv.explain();
+      CHECK(first.find("  * ") != std::string::npos);
+      // The second call reuses the choice.
+      check_matches(conv(*g, o.dense.at("H").view()), ref, 1e-12, "GCNConv again");
+      CHECK(conv.explain() == first);
+    }
+  }
+}
+
+TEST_CASE("gnn layers: AdaptiveLayer runs GIN and SAGE-mean with the selected composition", "[gnn]") {
+  for (const auto& layer : {gnn::layers::gin(), gnn::layers::sage_mean()}) {
+    const auto o = make_operands<double>(70, 6, 3, 71);
+    const auto b = o.bindings();
+    gnn::AdaptiveLayer<double> l(layer, gnn::CostModel{});
+    check_matches(l(b), reference(layer.expr, o), 1e-12, layer.name);
+    const auto& chosen = l.chosen(b);
+    bool promoted = false;
+    for (const auto& r : l.compositions().ranked) promoted |= r.promoted && r.composition.text == chosen.text;
+    CHECK(promoted);
   }
 }

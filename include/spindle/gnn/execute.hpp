@@ -11,6 +11,7 @@
 // Sparse operands of an unweighted leaf are read through their pattern only.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <span>
@@ -122,15 +123,14 @@ std::shared_ptr<Csr<T>> same_pattern(const Csr<T>& a) {
 
 }  // namespace detail
 
-// Runs `c` and returns its (dense) result.
+namespace detail {
+
+// Runs every step of `c` (after checking the operands) and returns the values of all steps.
+// With `step_ms`, the wall time of each step (milliseconds, 0 for inputs), indexed like c.steps.
 template <class T>
-Tensor<T> execute(const Composition& c, const Bindings<T>& b) {
+std::vector<RtValue<T>> run_steps(const Composition& c, const Bindings<T>& b, std::vector<double>* step_ms) {
   static_assert(std::is_floating_point_v<T>, "gnn::execute: T must be float or double");
-  const auto sym = detail::bind_symbols(c, b);
-  const MatrixInfo& out_info = c.steps.at(static_cast<std::size_t>(c.result)).value->info;
-  SPINDLE_CHECK(is_dense(out_info.kind), ShapeError, "gnn: composition ", c.text, " yields a ",
-                kind_name(out_info.kind), " matrix; execute returns dense results only");
-  (void)sym;
+  (void)bind_symbols(c, b);
 
   static const auto row_broadcast = kernels::row_broadcast<T>();
   static const auto column_broadcast = kernels::column_broadcast<T>();
@@ -141,15 +141,17 @@ Tensor<T> execute(const Composition& c, const Bindings<T>& b) {
   static const auto gemm = kernels::gemm<T>();
   static const auto add = kernels::dense_add<T>();
 
-  std::vector<detail::RtValue<T>> v(c.steps.size());
+  std::vector<RtValue<T>> v(c.steps.size());
   auto dense_result = [](std::int64_t r, std::int64_t k) {
     return std::make_shared<Tensor<T>>(Tensor<T>::zeros({r, k}));
   };
+  if (step_ms) step_ms->assign(c.steps.size(), 0.0);
   for (std::size_t s = 0; s < c.steps.size(); ++s) {
     const Step& st = c.steps[s];
+    const auto started = std::chrono::steady_clock::now();
     auto& out = v[s];
     out.kind = st.value->info.kind;
-    auto arg = [&](std::size_t k) -> detail::RtValue<T>& { return v[static_cast<std::size_t>(st.args.at(k))]; };
+    auto arg = [&](std::size_t k) -> RtValue<T>& { return v[static_cast<std::size_t>(st.args.at(k))]; };
     switch (st.prim) {
       case Primitive::input: {
         const std::string name = st.reused ? st.value->key : st.value->name;
@@ -244,8 +246,23 @@ Tensor<T> execute(const Composition& c, const Bindings<T>& b) {
         break;
       }
     }
+    if (step_ms)
+      (*step_ms)[s] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
   }
-  const auto& r = v[static_cast<std::size_t>(c.result)];
+  return v;
+}
+
+}  // namespace detail
+
+// Runs `c` and returns its (dense) result. With `step_ms`, the wall time of each step
+// (milliseconds, 0 for inputs) is stored there, indexed like c.steps.
+template <class T>
+Tensor<T> execute(const Composition& c, const Bindings<T>& b, std::vector<double>* step_ms = nullptr) {
+  const MatrixInfo& out_info = c.steps.at(static_cast<std::size_t>(c.result)).value->info;
+  SPINDLE_CHECK(is_dense(out_info.kind), ShapeError, "gnn: composition ", c.text, " yields a ",
+                kind_name(out_info.kind), " matrix; execute returns dense results only");
+  auto v = detail::run_steps(c, b, step_ms);
+  auto& r = v[static_cast<std::size_t>(c.result)];
   if (r.owned) return std::move(*r.owned);
   std::vector<T> copy(r.view.values().begin(), r.view.values().end());
   return Tensor<T>::from(std::move(copy), r.view.shape());

@@ -1,0 +1,187 @@
+// spindle-gnn-bench: GRANII's evaluation on this machine. For every graph, layer and
+// embedding pair it times every promoted composition of the layer, the framework default
+// (DGL / PyG order) and the composition the cost model selects, and reports per layer
+//   - how often the selection is within 10 % of the best promoted composition,
+//   - the geomean speedup of the selection over the default (and of the best over it),
+//   - the selection overhead (featurize + select) against one layer execution,
+//   - with --samples, the same for leave-one-graph-out models (fitted without the graph
+//     they rank).
+//
+//   spindle-gnn-bench [--graphs LIST] [--layers gcn,gin,gat,sgc,tagcn,sage,rgcn]
+//                     [--pairs 32:256,256:32,...] [--threads T] [--reps R]
+//                     [--model FILE] [--samples CSV] [--verbose]
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+
+#include "gnn_common.hpp"
+
+namespace {
+
+using namespace gnnbench;
+
+struct Config {
+  std::vector<std::string> graphs = {"gnn/cora", "gnn/citeseer", "gnn/pubmed", "gnn/ppi-graphsaint",
+                                     "gnn/ogbn-arxiv", "matrices/wiki-Vote", "matrices/luxembourg_osm"};
+  std::vector<std::string> layers = {"gcn", "gin", "gat", "sgc", "sage"};
+  std::vector<std::pair<int, int>> pairs = {{32, 256}, {256, 32}, {64, 512}, {512, 64}, {128, 128}, {32, 32}};
+  int threads = 2, reps = 5;
+  std::string model = SPINDLE_GNN_DEFAULT_MODEL, samples, data = SPINDLE_PROFILE_DATA_DIR;
+  bool verbose = false;
+};
+
+gnn::LayerExpr layer_by_name(const std::string& n) {
+  if (n == "gcn") return gnn::layers::gcn();
+  if (n == "gin") return gnn::layers::gin();
+  if (n == "gat") return gnn::layers::gat();
+  if (n == "sgc") return gnn::layers::sgc();
+  if (n == "tagcn") return gnn::layers::tagcn();
+  if (n == "sage") return gnn::layers::sage_mean();
+  if (n == "rgcn") return gnn::layers::rgcn();
+  SPINDLE_CHECK(false, sp::UserError, "unknown layer '", n, "' (gcn, gin, gat, sgc, tagcn, sage, rgcn)");
+  return {};
+}
+
+struct Case {
+  std::string graph, layer;
+  int k_in, k_out;
+  double best, dflt, selected, overhead, logo = NAN;
+};
+
+double geomean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += std::log(x);
+  return v.empty() ? NAN : std::exp(s / static_cast<double>(v.size()));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  Config c;
+  for (int i = 1; i < argc; ++i) {
+    const std::string s = argv[i];
+    auto next = [&]() -> std::string {
+      SPINDLE_CHECK(i + 1 < argc, sp::UserError, "spindle-gnn-bench: ", s, " needs a value");
+      return argv[++i];
+    };
+    if (s == "--graphs") c.graphs = split(next());
+    else if (s == "--layers") c.layers = split(next());
+    else if (s == "--pairs") {
+      c.pairs.clear();
+      for (const auto& p : split(next())) {
+        const auto kk = split(p, ':');
+        SPINDLE_CHECK(kk.size() == 2, sp::UserError, "--pairs: '", p, "' is not K_in:K_out");
+        c.pairs.emplace_back(std::stoi(kk[0]), std::stoi(kk[1]));
+      }
+    } else if (s == "--threads") c.threads = std::stoi(next());
+    else if (s == "--reps") c.reps = std::stoi(next());
+    else if (s == "--model") c.model = next();
+    else if (s == "--samples") c.samples = next();
+    else if (s == "--data") c.data = next();
+    else if (s == "--verbose") c.verbose = true;
+    else {
+      std::fprintf(stderr,
+                   "usage: spindle-gnn-bench [--graphs LIST] [--layers LIST] [--pairs KIN:KOUT,...] [--threads T] "
+                   "[--reps R] [--model FILE] [--samples CSV] [--data DIR] [--verbose]\n");
+      return s == "--help" || s == "-h" ? 0 : 2;
+    }
+  }
+  sp::runtime::Runtime::default_instance().pool().set_num_threads(c.threads);
+  const gnn::CostModel model = c.model.empty() ? gnn::CostModel{} : gnn::CostModel::load(c.model);
+  std::vector<gnn::CostSample> samples;
+  if (!c.samples.empty()) samples = read_samples(c.samples);
+  std::printf("spindle-gnn-bench: %d threads, model %s%s\n", c.threads, c.model.empty() ? "(operation counts)" : c.model.c_str(),
+              samples.empty() ? "" : (", leave-one-graph-out from " + c.samples).c_str());
+
+  std::vector<gnn::LayerCandidates> cands;
+  for (const auto& n : c.layers) cands.push_back(gnn::candidates(layer_by_name(n)));
+
+  std::vector<Case> cases;
+  const std::size_t total = c.graphs.size() * c.layers.size() * c.pairs.size();
+  std::size_t done = 0;
+  for (const std::string& spec : c.graphs) {
+    const Graph g = load_graph(spec, c.data);
+    std::optional<gnn::CostModel> logo;
+    if (!samples.empty()) {
+      std::vector<gnn::CostSample> rest;
+      for (const auto& s : samples)
+        if (s.graph != g.name) rest.push_back(s);
+      logo = gnn::CostModel::fit(rest);
+    }
+    for (const auto& [kin, kout] : c.pairs) {
+      const Operands o = make_operands(g, kin, kout);
+      auto b = o.bind(g);
+      // GAT holds Θ = H·W from its attention stage.
+      sp::Tensor<float> theta = sp::Tensor<float>::zeros({g.a.rows(), kout});
+      b.value("(H·W)", theta.view());
+      const std::map<std::string, double> sym = {{"N", double(g.a.rows())}, {"E", double(g.a.nnz())},
+                                                 {"E1", double(g.a.nnz())}, {"E2", double(g.a.nnz())},
+                                                 {"K_in", double(kin)}, {"K_out", double(kout)}};
+      for (std::size_t l = 0; l < cands.size(); ++l) {
+        const auto& cd = cands[l];
+        progress(g.name + " " + cd.layer.name + " " + std::to_string(kin) + "->" + std::to_string(kout), done, total);
+        std::map<std::size_t, double> ms;
+        auto time_of = [&](std::size_t i) {
+          auto it = ms.find(i);
+          if (it != ms.end()) return it->second;
+          const double t = time_ms([&] { (void)gnn::execute(cd.ranked[i].composition, b); }, c.reps);
+          ms[i] = t;
+          return t;
+        };
+        double best = INFINITY;
+        for (std::size_t i = 0; i < cd.ranked.size(); ++i)
+          if (cd.ranked[i].promoted) best = std::min(best, time_of(i));
+        const int d = cd.find(cd.layer.default_for(kin, kout));
+        SPINDLE_CHECK(d >= 0, sp::InternalError, "default composition of ", cd.layer.name, " not enumerated");
+        sp::Timer t;
+        const auto f = sp::inspect::graph_features(g.a);
+        const std::size_t sel = gnn::select_composition(cd, model, sym, f);
+        const double overhead = t.seconds() * 1e3;
+        Case k{g.name, cd.layer.name, kin, kout, best, time_of(static_cast<std::size_t>(d)), time_of(sel), overhead};
+        if (logo) k.logo = time_of(gnn::select_composition(cd, *logo, sym, f));
+        if (c.verbose) {
+          std::fprintf(stderr, "\n");
+          for (const auto& [i, t2] : ms)
+            std::fprintf(stderr, "  %9.3f ms%s%s %s\n", t2, i == sel ? " [selected]" : "",
+                         static_cast<int>(i) == d ? " [default]" : "", cd.ranked[i].composition.text.c_str());
+        }
+        cases.push_back(k);
+        ++done;
+      }
+    }
+  }
+  progress("done", total, total);
+
+  std::printf("\n%-22s %-9s %9s %10s %10s %10s %8s %8s %9s\n", "graph", "layer", "K", "best ms", "default", "selected",
+              "sel/best", "dflt/sel", "overhead");
+  for (const auto& k : cases)
+    std::printf("%-22s %-9s %4d:%-4d %10.3f %10.3f %10.3f %8.2f %8.2f %7.3fms\n", k.graph.c_str(), k.layer.c_str(),
+                k.k_in, k.k_out, k.best, k.dflt, k.selected, k.selected / k.best, k.dflt / k.selected, k.overhead);
+
+  std::printf("\n%-9s %6s %12s %14s %14s %16s %14s\n", "layer", "cases", "within 10%", "sel vs dflt", "best vs dflt",
+              "overhead/layer", "LOGO within");
+  std::vector<std::string> names;
+  for (const auto& cd : cands) names.push_back(cd.layer.name);
+  names.push_back("all");
+  for (const auto& n : names) {
+    std::vector<double> sd, bd;
+    int within = 0, lw = 0, count = 0, lcount = 0;
+    double worst_overhead = 0;
+    for (const auto& k : cases) {
+      if (n != "all" && k.layer != n) continue;
+      ++count;
+      within += k.selected <= 1.1 * k.best;
+      sd.push_back(k.dflt / k.selected);
+      bd.push_back(k.dflt / k.best);
+      worst_overhead = std::max(worst_overhead, k.overhead / k.selected);
+      if (!std::isnan(k.logo)) ++lcount, lw += k.logo <= 1.1 * k.best;
+    }
+    std::printf("%-9s %6d %11.0f%% %13.2fx %13.2fx %15.3fx %13s\n", n.c_str(), count, 100.0 * within / std::max(count, 1),
+                geomean(sd), geomean(bd), worst_overhead,
+                lcount ? (std::to_string(100 * lw / lcount) + "%").c_str() : "-");
+  }
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "\nspindle-gnn-bench: %s\n", e.what());
+  return 1;
+}

@@ -1,0 +1,157 @@
+// spindle-profile: times the GNN primitives (gnn/associate.hpp) over graphs and embedding
+// sizes, writes the samples (CSV) and fits the per-primitive cost models
+// (gnn/cost_model.hpp) that GNN layers select their composition with.
+//
+//   spindle-profile [--graphs gnn/cora,...,rmat:14:8] [--k 16,32,...] [--threads T]
+//                   [--reps R] [--samples FILE.csv] [--model FILE] [--data DIR]
+//
+// Each primitive is timed inside a one-primitive composition run by gnn::execute (the same
+// code path the layers take), median of R calls after one untimed call. A progress bar goes to
+// stderr. Defaults: the shared GNN graphs and matrices plus two R-MAT graphs, K in
+// {16, 32, 64, 128, 256, 512}, 2 threads, 3 repetitions.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "gnn_common.hpp"
+
+namespace {
+
+using namespace gnnbench;
+
+struct Config {
+  std::vector<std::string> graphs = {"gnn/cora",          "gnn/citeseer",         "gnn/pubmed",
+                                     "gnn/ppi-graphsaint", "gnn/ogbn-arxiv",      "matrices/wiki-Vote",
+                                     "matrices/astro-ph",  "matrices/luxembourg_osm", "matrices/delaunay_n16",
+                                     "matrices/bcsstk25",  "rmat:14:8",           "rmat:16:16"};
+  std::vector<int> ks = {16, 32, 64, 128, 256, 512};
+  int threads = 2, reps = 3;
+  std::string samples = "gnn-samples.csv", model = "gnn-cost-model.txt";
+  std::string data = SPINDLE_PROFILE_DATA_DIR;
+};
+
+// The one-primitive expressions that are profiled, with the symbol values they need.
+struct Probe {
+  std::string what;
+  gnn::Expr expr;
+  int k_in = 0, k_out = 0;
+};
+
+std::vector<Probe> probes(const std::vector<int>& ks) {
+  auto A = gnn::sparse("A", "N", "N");
+  auto alpha = gnn::sparse("alpha", "N", "N", true);
+  auto D = gnn::diagonal("D", "N");
+  auto S = gnn::diagonal("S", "N");
+  auto H = gnn::dense("H", "N", "K_in");
+  auto H2 = gnn::dense("Hb", "N", "K_in");  // a second N x K_in operand
+  auto W = gnn::weight("W", "K_in", "K_out");
+  std::vector<Probe> p = {{"sparse_scale (pattern)", D * A * D},
+                          {"sparse_scale (weighted)", D * alpha * D},
+                          {"diag_product", D * S},
+                          {"sparse_add", A + S}};
+  for (int k : ks) {
+    p.push_back({"spmm_unweighted K=" + std::to_string(k), A * H, k, k});
+    p.push_back({"spmm_weighted K=" + std::to_string(k), alpha * H, k, k});
+    p.push_back({"row_broadcast K=" + std::to_string(k), D * H, k, k});
+    p.push_back({"dense_add K=" + std::to_string(k), H + H2, k, k});
+    for (int k2 : ks) p.push_back({"gemm " + std::to_string(k) + "x" + std::to_string(k2), H * W, k, k2});
+  }
+  return p;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  Config c;
+  for (int i = 1; i < argc; ++i) {
+    const std::string s = argv[i];
+    auto next = [&]() -> std::string {
+      SPINDLE_CHECK(i + 1 < argc, sp::UserError, "spindle-profile: ", s, " needs a value");
+      return argv[++i];
+    };
+    if (s == "--graphs") c.graphs = split(next());
+    else if (s == "--k") {
+      c.ks.clear();
+      for (const auto& k : split(next())) c.ks.push_back(std::stoi(k));
+    } else if (s == "--threads") c.threads = std::stoi(next());
+    else if (s == "--reps") c.reps = std::stoi(next());
+    else if (s == "--samples") c.samples = next();
+    else if (s == "--model") c.model = next();
+    else if (s == "--data") c.data = next();
+    else {
+      std::fprintf(stderr,
+                   "usage: spindle-profile [--graphs LIST] [--k LIST] [--threads T] [--reps R] [--samples CSV] "
+                   "[--model FILE] [--data DIR]\n");
+      return s == "--help" || s == "-h" ? 0 : 2;
+    }
+  }
+  sp::runtime::Runtime::default_instance().pool().set_num_threads(c.threads);
+  const auto ps = probes(c.ks);
+  std::vector<gnn::CostSample> samples;
+  const std::size_t total = c.graphs.size() * ps.size();
+  std::size_t done = 0;
+  sp::Timer wall;
+  for (const std::string& spec : c.graphs) {
+    progress("loading " + spec, done, total);
+    const Graph g = load_graph(spec, c.data);
+    for (const Probe& p : ps) {
+      progress(spec + ": " + p.what, done, total);
+      const int kin = p.k_in ? p.k_in : 1, kout = p.k_out ? p.k_out : 1;
+      Operands o = make_operands(g, kin, kout);
+      o.dense.emplace("Hb", sp::Tensor<float>::random({g.a.rows(), kin}, 77, -1, 1));
+      auto b = o.bind(g);
+      const auto comps = gnn::enumerate_compositions(p.expr);
+      const gnn::Composition& comp = comps.front();
+      const std::map<std::string, double> sym = {{"N", double(g.a.rows())}, {"E", double(g.a.nnz())},
+                                                 {"K_in", double(kin)}, {"K_out", double(kout)}};
+      std::vector<std::vector<double>> runs;
+      time_ms(
+          [&] {
+            std::vector<double> ms;
+            gnn::detail::run_steps(comp, b, &ms);
+            runs.push_back(ms);
+          },
+          c.reps);
+      // The median over the timed runs (the first, untimed run is dropped) of the primitive step.
+      const auto inputs = gnn::primitive_inputs(comp, sym, g.features);
+      std::size_t q = 0;
+      for (std::size_t s = 0; s < comp.steps.size(); ++s) {
+        if (comp.steps[s].prim == gnn::Primitive::input) continue;
+        std::vector<double> t;
+        for (std::size_t r = 1; r < runs.size(); ++r) t.push_back(runs[r][s]);
+        if (t.empty()) t.push_back(runs[0][s]);
+        std::sort(t.begin(), t.end());
+        samples.push_back({inputs[q++], t[t.size() / 2], g.name});
+      }
+      ++done;
+    }
+  }
+  progress("done", total, total);
+  {
+    std::ofstream f(c.samples);
+    f << csv_header() << "\n";
+    for (const auto& s : samples) f << csv_line(s) << "\n";
+  }
+  const auto model = gnn::CostModel::fit(samples);
+  {
+    std::ofstream f(c.model);
+    f << "# spindle-profile: " << samples.size() << " samples, " << c.graphs.size() << " graphs, " << c.threads
+      << " threads\n"
+      << model.serialize();
+  }
+  // Fit quality on the training samples: median and 90th percentile of |predicted/measured - 1|.
+  std::map<gnn::Primitive, std::vector<double>> err;
+  for (const auto& s : samples) err[s.input.prim].push_back(std::abs(model.predict_ms(s.input) / s.ms - 1.0));
+  std::printf("spindle-profile: %zu samples over %zu graphs in %.1f s -> %s, %s\n", samples.size(), c.graphs.size(),
+              wall.seconds(), c.samples.c_str(), c.model.c_str());
+  std::printf("%-18s %8s %12s %12s\n", "primitive", "samples", "median err", "p90 err");
+  for (auto& [p, e] : err) {
+    std::sort(e.begin(), e.end());
+    std::printf("%-18s %8zu %11.1f%% %11.1f%%\n", gnn::primitive_name(p), e.size(), 100 * e[e.size() / 2],
+                100 * e[std::min(e.size() - 1, e.size() * 9 / 10)]);
+  }
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "\nspindle-profile: %s\n", e.what());
+  return 1;
+}

@@ -1,0 +1,266 @@
+// Per-primitive cost models and input-aware selection (GRANII, seed 004 §IV-D, §IV-E).
+//
+// A composition's cost is the sum of its primitives' predicted times. Each primitive has its
+// own model, fed with the step's sizes (rows, inner, columns, stored entries) and, for the
+// sparse primitives, the graph's features (inspect/graph_features.hpp): degree variation,
+// Gini coefficient, locality, empty rows, load imbalance.
+//
+// The learned model is log-linear per primitive, fitted by ridge least squares on profiled
+// samples (spindle-profile): log t = w · [1, log sizes..., graph features...]. It is small,
+// has no dependency and extrapolates as a power law. A primitive with no fitted model falls
+// back to its operation count (cost polynomial) at a nominal rate, so a missing or partial
+// model file still selects by work.
+//
+// Selection (`select_composition`) first keeps the promoted compositions annotated for the
+// call's embedding relation (K_in > K_out or K_in < K_out; both when equal: the seed's
+// size-only conditions), then takes the one of least predicted cost.
+//
+// Model file (text, one primitive per line; `#` comments):
+//   spindle-gnn-cost-model 1
+//   <primitive> <n> w0 w1 ... w(n-1)
+#pragma once
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "spindle/gnn/associate.hpp"
+#include "spindle/gnn/layers.hpp"
+#include "spindle/inspect/graph_features.hpp"
+
+namespace spindle::gnn {
+
+// What a primitive's time depends on.
+struct PrimitiveInput {
+  Primitive prim = Primitive::gemm;
+  double rows = 0, inner = 0, cols = 0, nnz = 0;
+  // Graph features (0 for dense primitives).
+  double degree_cv = 0, degree_gini = 0, near_diagonal = 0, empty_row_fraction = 0, max_to_mean = 0;
+};
+
+inline bool is_sparse_primitive(Primitive p) {
+  return p == Primitive::spmm_weighted || p == Primitive::spmm_unweighted || p == Primitive::sparse_scale ||
+         p == Primitive::sparse_add;
+}
+
+// The design vector of a primitive's model.
+inline std::vector<double> model_features(const PrimitiveInput& x) {
+  auto lg = [](double v) { return std::log(v + 1.0); };
+  std::vector<double> f{1.0, lg(x.rows), lg(x.inner), lg(x.cols)};
+  if (is_sparse_primitive(x.prim)) {
+    f.insert(f.end(), {lg(x.nnz), x.degree_cv, x.degree_gini, x.near_diagonal, x.empty_row_fraction,
+                       lg(x.max_to_mean)});
+  }
+  return f;
+}
+
+// The step's operation count, as the cost polynomials of associate.hpp count it.
+inline double operation_count(const PrimitiveInput& x) {
+  switch (x.prim) {
+    case Primitive::input: return 0;
+    case Primitive::diag_product: return x.rows;
+    case Primitive::sparse_scale:
+    case Primitive::sparse_add: return x.nnz;
+    case Primitive::row_broadcast:
+    case Primitive::column_broadcast:
+    case Primitive::dense_add: return x.rows * x.cols;
+    case Primitive::spmm_weighted:
+    case Primitive::spmm_unweighted: return x.nnz * x.cols;
+    case Primitive::gemm: return x.rows * x.inner * x.cols;
+  }
+  return 0;
+}
+
+struct CostSample {
+  PrimitiveInput input;
+  double ms = 0;
+  std::string graph;  // where it was measured (leave-one-graph-out evaluation)
+};
+
+class CostModel {
+ public:
+  // Nominal rate of the operation-count fallback: 1 ns per operation.
+  static constexpr double fallback_ns_per_op = 1.0;
+
+  bool has(Primitive p) const { return weights_.count(p) != 0; }
+  bool empty() const { return weights_.empty(); }
+
+  double predict_ms(const PrimitiveInput& x) const {
+    if (x.prim == Primitive::input) return 0;
+    auto it = weights_.find(x.prim);
+    if (it == weights_.end()) return operation_count(x) * fallback_ns_per_op * 1e-6;
+    const auto f = model_features(x);
+    double s = 0;
+    for (std::size_t i = 0; i < f.size() && i < it->second.size(); ++i) s += f[i] * it->second[i];
+    return std::exp(s);
+  }
+
+  // Ridge least squares per primitive on log times; primitives with fewer samples than
+  // features keep the fallback.
+  static CostModel fit(const std::vector<CostSample>& samples, double ridge = 1e-3) {
+    std::map<Primitive, std::vector<const CostSample*>> by;
+    for (const CostSample& s : samples)
+      if (s.ms > 0) by[s.input.prim].push_back(&s);
+    CostModel m;
+    for (const auto& [p, list] : by) {
+      const std::size_t d = model_features(list.front()->input).size();
+      if (list.size() < d) continue;
+      std::vector<std::vector<double>> a(d, std::vector<double>(d + 1, 0.0));
+      for (const CostSample* s : list) {
+        const auto f = model_features(s->input);
+        const double y = std::log(s->ms);
+        for (std::size_t i = 0; i < d; ++i) {
+          for (std::size_t j = 0; j < d; ++j) a[i][j] += f[i] * f[j];
+          a[i][d] += f[i] * y;
+        }
+      }
+      for (std::size_t i = 1; i < d; ++i) a[i][i] += ridge * static_cast<double>(list.size());
+      if (auto w = solve(a)) m.weights_[p] = *w;
+    }
+    return m;
+  }
+
+  std::string serialize() const {
+    std::ostringstream os;
+    os.precision(17);
+    os << "spindle-gnn-cost-model 1\n";
+    for (const auto& [p, w] : weights_) {
+      os << primitive_name(p) << " " << w.size();
+      for (double v : w) os << " " << v;
+      os << "\n";
+    }
+    return os.str();
+  }
+
+  // FormatError naming the line on a malformed file.
+  static CostModel parse(const std::string& text, const std::string& where = "cost model") {
+    std::istringstream is(text);
+    std::string line;
+    int no = 0;
+    CostModel m;
+    bool header = false;
+    while (std::getline(is, line)) {
+      ++no;
+      if (line.empty() || line[0] == '#') continue;
+      std::istringstream ls(line);
+      std::string name;
+      ls >> name;
+      if (!header) {
+        int version = 0;
+        ls >> version;
+        SPINDLE_CHECK(name == "spindle-gnn-cost-model" && version == 1, FormatError, where, ":", no,
+                      ": expected the header 'spindle-gnn-cost-model 1'");
+        header = true;
+        continue;
+      }
+      std::optional<Primitive> p;
+      for (int k = 0; k <= static_cast<int>(Primitive::sparse_add); ++k)
+        if (name == primitive_name(static_cast<Primitive>(k))) p = static_cast<Primitive>(k);
+      SPINDLE_CHECK(p.has_value(), FormatError, where, ":", no, ": unknown primitive '", name, "'");
+      std::size_t n = 0;
+      SPINDLE_CHECK(static_cast<bool>(ls >> n) && n > 0 && n <= 64, FormatError, where, ":", no,
+                    ": expected a weight count after '", name, "'");
+      std::vector<double> w(n);
+      for (double& v : w)
+        SPINDLE_CHECK(static_cast<bool>(ls >> v) && std::isfinite(v), FormatError, where, ":", no, ": '", name,
+                      "' needs ", n, " finite weights");
+      PrimitiveInput probe;
+      probe.prim = *p;
+      SPINDLE_CHECK(n == model_features(probe).size(), FormatError, where, ":", no, ": '", name, "' has ", n,
+                    " weights, its model has ", model_features(probe).size(), " features");
+      m.weights_[*p] = std::move(w);
+    }
+    SPINDLE_CHECK(header, FormatError, where, ": empty (no 'spindle-gnn-cost-model 1' header)");
+    return m;
+  }
+  static CostModel load(const std::string& path) {
+    std::ifstream f(path);
+    SPINDLE_CHECK(f.good(), IOError, "cannot read the GNN cost model '", path, "'");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return parse(ss.str(), path);
+  }
+
+ private:
+  static std::optional<std::vector<double>> solve(std::vector<std::vector<double>> a) {
+    const std::size_t d = a.size();
+    for (std::size_t c = 0; c < d; ++c) {
+      std::size_t piv = c;
+      for (std::size_t r = c + 1; r < d; ++r)
+        if (std::abs(a[r][c]) > std::abs(a[piv][c])) piv = r;
+      if (std::abs(a[piv][c]) < 1e-12) return std::nullopt;
+      std::swap(a[c], a[piv]);
+      for (std::size_t r = 0; r < d; ++r) {
+        if (r == c) continue;
+        const double k = a[r][c] / a[c][c];
+        for (std::size_t j = c; j <= d; ++j) a[r][j] -= k * a[c][j];
+      }
+    }
+    std::vector<double> w(d);
+    for (std::size_t i = 0; i < d; ++i) w[i] = a[i][d] / a[i][i];
+    return w;
+  }
+  std::map<Primitive, std::vector<double>> weights_;
+};
+
+// The inputs of a composition's primitives for concrete symbol values and graph features.
+inline std::vector<PrimitiveInput> primitive_inputs(const Composition& c, const std::map<std::string, double>& sym,
+                                                    const GraphFeatures& g) {
+  std::vector<PrimitiveInput> out;
+  auto ev = [&](const std::string& s) { return Size::symbol(s).eval(sym); };
+  for (const Step& st : c.steps) {
+    if (st.prim == Primitive::input) continue;
+    PrimitiveInput x;
+    x.prim = st.prim;
+    x.rows = ev(st.value->info.rows);
+    x.cols = ev(st.value->info.cols);
+    const auto& first = c.steps[static_cast<std::size_t>(st.args.at(0))].value->info;
+    x.inner = ev(first.cols);
+    if (is_sparse_primitive(st.prim)) {
+      x.nnz = st.prim == Primitive::sparse_add || st.prim == Primitive::sparse_scale
+                  ? st.value->info.nnz.eval(sym)
+                  : first.nnz.eval(sym);
+      x.degree_cv = g.degree_cv;
+      x.degree_gini = g.degree_gini;
+      x.near_diagonal = g.near_diagonal;
+      x.empty_row_fraction = g.empty_row_fraction;
+      x.max_to_mean = g.max_to_mean;
+    }
+    out.push_back(x);
+  }
+  return out;
+}
+
+inline double predict_ms(const Composition& c, const CostModel& m, const std::map<std::string, double>& sym,
+                         const GraphFeatures& g) {
+  double t = 0;
+  for (const PrimitiveInput& x : primitive_inputs(c, sym, g)) t += m.predict_ms(x);
+  return t;
+}
+
+// The promoted composition to run (index into cands.ranked) for these sizes and features.
+inline std::size_t select_composition(const LayerCandidates& cands, const CostModel& m,
+                                      const std::map<std::string, double>& sym, const GraphFeatures& g) {
+  const double k_in = sym.count("K_in") ? sym.at("K_in") : 0, k_out = sym.count("K_out") ? sym.at("K_out") : 0;
+  const std::string want = k_in > k_out ? "K_in > K_out" : "K_in < K_out";
+  std::size_t best = cands.ranked.size();
+  double best_ms = 0;
+  for (int pass = 0; pass < 2 && best == cands.ranked.size(); ++pass)
+    for (std::size_t i = 0; i < cands.ranked.size(); ++i) {
+      const auto& r = cands.ranked[i];
+      if (!r.promoted) continue;
+      const bool fits = k_in == k_out || pass == 1 ||
+                        std::find(r.profitable_in.begin(), r.profitable_in.end(), want) != r.profitable_in.end();
+      if (!fits) continue;
+      const double t = predict_ms(r.composition, m, sym, g);
+      if (best == cands.ranked.size() || t < best_ms) best = i, best_ms = t;
+    }
+  SPINDLE_CHECK(best < cands.ranked.size(), ShapeError, "gnn: layer ", cands.layer.name, " has no promoted composition");
+  return best;
+}
+
+}  // namespace spindle::gnn
