@@ -45,7 +45,7 @@ gnn::LayerExpr layer_by_name(const std::string& n) {
 struct Case {
   std::string graph, layer;
   int k_in, k_out;
-  double best, dflt, selected, overhead, logo = NAN;
+  double best, dflt, pyg, selected, overhead, logo = NAN;
 };
 
 double geomean(const std::vector<double>& v) {
@@ -133,17 +133,24 @@ int main(int argc, char** argv) try {
           if (cd.ranked[i].promoted) best = std::min(best, time_of(i));
         const int d = cd.find(cd.layer.default_for(kin, kout));
         SPINDLE_CHECK(d >= 0, sp::InternalError, "default composition of ", cd.layer.name, " not enumerated");
+        // Selection as a layer's first call does it: the graph is featurized only when the
+        // embedding sizes leave more than one candidate.
         sp::Timer t;
-        const auto f = sp::inspect::graph_features(g.a);
-        const std::size_t sel = gnn::select_composition(cd, model, sym, f);
+        const std::size_t sel =
+            gnn::select_composition(cd, model, sym, [&] { return sp::inspect::graph_features(g.a); });
         const double overhead = t.seconds() * 1e3;
-        Case k{g.name, cd.layer.name, kin, kout, best, time_of(static_cast<std::size_t>(d)), time_of(sel), overhead};
+        const auto& f = g.features;
+        const int fixed = cd.find(cd.layer.default_fixed);
+        SPINDLE_CHECK(fixed >= 0, sp::InternalError, "PyG composition of ", cd.layer.name, " not enumerated");
+        Case k{g.name,      cd.layer.name, kin, kout, best, time_of(static_cast<std::size_t>(d)),
+               time_of(static_cast<std::size_t>(fixed)), time_of(sel), overhead};
         if (logo) k.logo = time_of(gnn::select_composition(cd, *logo, sym, f));
         if (c.verbose) {
           std::fprintf(stderr, "\n");
           for (const auto& [i, t2] : ms)
-            std::fprintf(stderr, "  %9.3f ms%s%s %s\n", t2, i == sel ? " [selected]" : "",
-                         static_cast<int>(i) == d ? " [default]" : "", cd.ranked[i].composition.text.c_str());
+            std::fprintf(stderr, "  %9.3f ms%s%s%s %s\n", t2, i == sel ? " [selected]" : "",
+                         static_cast<int>(i) == d ? " [DGL]" : "", static_cast<int>(i) == fixed ? " [PyG]" : "",
+                         cd.ranked[i].composition.text.c_str());
         }
         cases.push_back(k);
         ++done;
@@ -152,19 +159,20 @@ int main(int argc, char** argv) try {
   }
   progress("done", total, total);
 
-  std::printf("\n%-22s %-9s %9s %10s %10s %10s %8s %8s %9s\n", "graph", "layer", "K", "best ms", "default", "selected",
-              "sel/best", "dflt/sel", "overhead");
+  std::printf("\n%-24s %-9s %9s %9s %9s %9s %9s %8s %8s %8s %9s\n", "graph", "layer", "K", "best ms", "DGL ms",
+              "PyG ms", "selected", "sel/best", "DGL/sel", "PyG/sel", "overhead");
   for (const auto& k : cases)
-    std::printf("%-22s %-9s %4d:%-4d %10.3f %10.3f %10.3f %8.2f %8.2f %7.3fms\n", k.graph.c_str(), k.layer.c_str(),
-                k.k_in, k.k_out, k.best, k.dflt, k.selected, k.selected / k.best, k.dflt / k.selected, k.overhead);
+    std::printf("%-24s %-9s %4d:%-4d %9.3f %9.3f %9.3f %9.3f %8.2f %8.2f %8.2f %7.3fms\n", k.graph.c_str(),
+                k.layer.c_str(), k.k_in, k.k_out, k.best, k.dflt, k.pyg, k.selected, k.selected / k.best,
+                k.dflt / k.selected, k.pyg / k.selected, k.overhead);
 
-  std::printf("\n%-9s %6s %12s %14s %14s %16s %14s\n", "layer", "cases", "within 10%", "sel vs dflt", "best vs dflt",
-              "overhead/layer", "LOGO within");
+  std::printf("\n%-9s %6s %11s %12s %12s %12s %12s %15s %12s\n", "layer", "cases", "within 10%", "sel vs DGL",
+              "best vs DGL", "sel vs PyG", "best vs PyG", "overhead/layer", "LOGO within");
   std::vector<std::string> names;
   for (const auto& cd : cands) names.push_back(cd.layer.name);
   names.push_back("all");
   for (const auto& n : names) {
-    std::vector<double> sd, bd;
+    std::vector<double> sd, bd, sp_, bp;
     int within = 0, lw = 0, count = 0, lcount = 0;
     double worst_overhead = 0;
     for (const auto& k : cases) {
@@ -173,11 +181,13 @@ int main(int argc, char** argv) try {
       within += k.selected <= 1.1 * k.best;
       sd.push_back(k.dflt / k.selected);
       bd.push_back(k.dflt / k.best);
+      sp_.push_back(k.pyg / k.selected);
+      bp.push_back(k.pyg / k.best);
       worst_overhead = std::max(worst_overhead, k.overhead / k.selected);
       if (!std::isnan(k.logo)) ++lcount, lw += k.logo <= 1.1 * k.best;
     }
-    std::printf("%-9s %6d %11.0f%% %13.2fx %13.2fx %15.3fx %13s\n", n.c_str(), count, 100.0 * within / std::max(count, 1),
-                geomean(sd), geomean(bd), worst_overhead,
+    std::printf("%-9s %6d %10.0f%% %11.2fx %11.2fx %11.2fx %11.2fx %14.3fx %12s\n", n.c_str(), count,
+                100.0 * within / std::max(count, 1), geomean(sd), geomean(bd), geomean(sp_), geomean(bp), worst_overhead,
                 lcount ? (std::to_string(100 * lw / lcount) + "%").c_str() : "-");
   }
   return 0;

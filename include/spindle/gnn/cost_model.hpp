@@ -22,6 +22,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -242,25 +243,45 @@ inline double predict_ms(const Composition& c, const CostModel& m, const std::ma
   return t;
 }
 
-// The promoted composition to run (index into cands.ranked) for these sizes and features.
-inline std::size_t select_composition(const LayerCandidates& cands, const CostModel& m,
-                                      const std::map<std::string, double>& sym, const GraphFeatures& g) {
+// The promoted compositions annotated for the call's embedding relation (K_in > K_out or
+// K_in < K_out; all promoted ones when equal or when none is annotated for it).
+inline std::vector<std::size_t> fitting_compositions(const LayerCandidates& cands,
+                                                     const std::map<std::string, double>& sym) {
   const double k_in = sym.count("K_in") ? sym.at("K_in") : 0, k_out = sym.count("K_out") ? sym.at("K_out") : 0;
   const std::string want = k_in > k_out ? "K_in > K_out" : "K_in < K_out";
-  std::size_t best = cands.ranked.size();
-  double best_ms = 0;
-  for (int pass = 0; pass < 2 && best == cands.ranked.size(); ++pass)
+  std::vector<std::size_t> out;
+  for (int pass = 0; pass < 2 && out.empty(); ++pass)
     for (std::size_t i = 0; i < cands.ranked.size(); ++i) {
       const auto& r = cands.ranked[i];
       if (!r.promoted) continue;
-      const bool fits = k_in == k_out || pass == 1 ||
-                        std::find(r.profitable_in.begin(), r.profitable_in.end(), want) != r.profitable_in.end();
-      if (!fits) continue;
-      const double t = predict_ms(r.composition, m, sym, g);
-      if (best == cands.ranked.size() || t < best_ms) best = i, best_ms = t;
+      if (k_in == k_out || pass == 1 ||
+          std::find(r.profitable_in.begin(), r.profitable_in.end(), want) != r.profitable_in.end())
+        out.push_back(i);
     }
-  SPINDLE_CHECK(best < cands.ranked.size(), ShapeError, "gnn: layer ", cands.layer.name, " has no promoted composition");
+  SPINDLE_CHECK(!out.empty(), ShapeError, "gnn: layer ", cands.layer.name, " has no promoted composition");
+  return out;
+}
+
+// The composition to run (index into cands.ranked): when the embedding sizes leave one
+// candidate, that one (the graph is not inspected: `features` is not called); otherwise the
+// one of least predicted cost.
+inline std::size_t select_composition(const LayerCandidates& cands, const CostModel& m,
+                                      const std::map<std::string, double>& sym,
+                                      const std::function<GraphFeatures()>& features) {
+  const auto fit = fitting_compositions(cands, sym);
+  if (fit.size() == 1) return fit.front();
+  const GraphFeatures g = features();
+  std::size_t best = fit.front();
+  double best_ms = INFINITY;
+  for (std::size_t i : fit) {
+    const double t = predict_ms(cands.ranked[i].composition, m, sym, g);
+    if (t < best_ms) best = i, best_ms = t;
+  }
   return best;
+}
+inline std::size_t select_composition(const LayerCandidates& cands, const CostModel& m,
+                                      const std::map<std::string, double>& sym, const GraphFeatures& g) {
+  return select_composition(cands, m, sym, [&] { return g; });
 }
 
 }  // namespace spindle::gnn

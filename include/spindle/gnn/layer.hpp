@@ -64,8 +64,11 @@ class AdaptiveLayer {
     auto it = choices_.find(key);
     if (it == choices_.end()) {
       Timer t;
-      const GraphFeatures f = inspect::graph_features(*a);
-      const std::size_t i = select_composition(cands_, model_, key.symbols, f);
+      GraphFeatures f;
+      const std::size_t i = select_composition(cands_, model_, key.symbols, [&] {
+        f = inspect::graph_features(*a);
+        return f;
+      });
       last_select_seconds_ = t.seconds();
       last_features_ = f;
       last_symbols_ = key.symbols;

@@ -20,8 +20,11 @@ struct LayerExpr {
   std::string name;
   Expr expr;
   std::set<std::string> available;  // expression keys computed before this expression
-  // The default composition's text for K_in > K_out and for K_in <= K_out.
+  // DGL's default composition (it reorders by the embedding sizes): for K_in > K_out and
+  // for K_in <= K_out.
   std::string default_wide_in, default_narrow_in;
+  // PyTorch Geometric's composition: one fixed order whatever the sizes.
+  std::string default_fixed;
   const std::string& default_for(double k_in, double k_out) const {
     return k_in > k_out ? default_wide_in : default_narrow_in;
   }
@@ -37,14 +40,17 @@ inline Expr W(const std::string& name = "W") { return weight(name, "K_in", "K_ou
 // GCN (Kipf & Welling): D^-1/2 A D^-1/2 H W. DGL GraphConv(norm='both'): scale, multiply by
 // W first when K_in > K_out, aggregate, scale.
 inline LayerExpr gcn() {
-  return {"GCN", D() * A() * D() * H() * W(), {}, "(D·(A·(D·(H·W))))", "((D·(A·(D·H)))·W)"};
+  return {"GCN", D() * A() * D() * H() * W(), {}, "(D·(A·(D·(H·W))))", "((D·(A·(D·H)))·W)",
+          // PyG GCNConv: gcn_norm edge weights (D·A·D once), the linear map, then propagate.
+          "([D·A·D]·(H·W))"};
 }
 
 // GIN (Xu et al.): ((1+eps)·H + A·H) · W (the first linear map of the MLP; the rest is after
 // a barrier). DGL GINConv: sum aggregation, add the scaled self term, then the MLP.
 inline LayerExpr gin() {
   Expr S = diagonal("S", "N");
-  return {"GIN", (S * H() + A() * H()) * W(), {}, "(((A·H) + (S·H))·W)", "(((A·H) + (S·H))·W)"};
+  return {"GIN", (S * H() + A() * H()) * W(), {}, "(((A·H) + (S·H))·W)", "(((A·H) + (S·H))·W)",
+          "(((A·H) + (S·H))·W)"};
 }
 
 // GAT (Velickovic et al.), aggregation with the attention scores alpha (sparse, weighted, on
@@ -52,7 +58,7 @@ inline LayerExpr gin() {
 // DGL GATConv aggregates Θ.
 inline LayerExpr gat() {
   Expr alpha = sparse("alpha", "N", "N", true);
-  return {"GAT", alpha * H() * W(), {"(H·W)"}, "(alpha·(H·W))", "(alpha·(H·W))"};
+  return {"GAT", alpha * H() * W(), {"(H·W)"}, "(alpha·(H·W))", "(alpha·(H·W))", "(alpha·(H·W))"};
 }
 
 // SGC (Wu et al.) with k hops: (D^-1/2 A D^-1/2)^k H W. DGL SGConv propagates k hops (with
@@ -64,7 +70,10 @@ inline LayerExpr sgc(int k = 2) {
   f.push_back(W());
   std::string prop = "H";
   for (int i = 0; i < k; ++i) prop = "(D·(A·(D·" + prop + ")))";
-  return {"SGC", product(f), {}, "(" + prop + "·W)", "(" + prop + "·W)"};
+  // PyG SGConv: k propagations with the gcn_norm edge weights, then the linear map.
+  std::string fixed = "H";
+  for (int i = 0; i < k; ++i) fixed = "([D·A·D]·" + fixed + ")";
+  return {"SGC", product(f), {}, "(" + prop + "·W)", "(" + prop + "·W)", "(" + fixed + "·W)"};
 }
 
 // TAGCN (Du et al.) with k hops: sum_{i=0..k} (D^-1/2 A D^-1/2)^i H W_i. DGL TAGConv
@@ -89,7 +98,17 @@ inline LayerExpr tagcn(int k = 2) {
   Expr e = sum(terms);
   std::sort(parts.begin(), parts.end());
   for (std::size_t i = 0; i < parts.size(); ++i) text += (i ? " + " : "") + parts[i];
-  return {"TAGCN", e, {}, "(" + text + ")", "(" + text + ")"};
+  // PyG TAGConv: propagate with the gcn_norm edge weights hop by hop, one linear map per hop.
+  std::vector<std::string> fixed_parts;
+  for (int i = 0; i <= k; ++i) {
+    std::string prop = "H";
+    for (int j = 0; j < i; ++j) prop = "([D·A·D]·" + prop + ")";
+    fixed_parts.push_back("(" + prop + "·W" + std::to_string(i) + ")");
+  }
+  std::sort(fixed_parts.begin(), fixed_parts.end());
+  std::string fixed;
+  for (std::size_t i = 0; i < fixed_parts.size(); ++i) fixed += (i ? " + " : "") + fixed_parts[i];
+  return {"TAGCN", e, {}, "(" + text + ")", "(" + text + ")", "(" + fixed + ")"};
 }
 
 // GraphSAGE, mean aggregator: H W_self + D^-1 A H W_neigh. PyG SAGEConv / DGL SAGEConv
@@ -97,7 +116,9 @@ inline LayerExpr tagcn(int k = 2) {
 inline LayerExpr sage_mean() {
   Expr Dinv = diagonal("Dinv", "N");
   Expr e = H() * W("Wself") + Dinv * A() * H() * W("Wneigh");
-  return {"SAGE-mean", e, {}, "((Dinv·(A·(H·Wneigh))) + (H·Wself))", "(((Dinv·(A·H))·Wneigh) + (H·Wself))"};
+  // PyG SAGEConv: mean aggregation, then lin_l; plus lin_r of the node itself.
+  return {"SAGE-mean", e, {}, "((Dinv·(A·(H·Wneigh))) + (H·Wself))", "(((Dinv·(A·H))·Wneigh) + (H·Wself))",
+          "(((Dinv·(A·H))·Wneigh) + (H·Wself))"};
 }
 
 // RGCN (Schlichtkrull et al.) with two relations, right-normalised: sum_r Dinv_r A_r H W_r
@@ -109,8 +130,10 @@ inline LayerExpr rgcn() {
     e = e + diagonal("Dinv" + s, "N") * sparse("A" + s, "N", "N", false, Size::symbol("E" + s)) * H() *
                 W("W" + s);
   }
+  // PyG RGCNConv: mean aggregation per relation, then the relation's weight.
   return {"RGCN", e, {}, "((Dinv1·(A1·(H·W1))) + (Dinv2·(A2·(H·W2))) + (H·W0))",
-          "((Dinv1·(A1·(H·W1))) + (Dinv2·(A2·(H·W2))) + (H·W0))"};
+          "((Dinv1·(A1·(H·W1))) + (Dinv2·(A2·(H·W2))) + (H·W0))",
+          "(((Dinv1·(A1·H))·W1) + ((Dinv2·(A2·H))·W2) + (H·W0))"};
 }
 
 inline std::vector<LayerExpr> all() { return {gcn(), gin(), gat(), sgc(), tagcn(), sage_mean(), rgcn()}; }

@@ -180,6 +180,7 @@ TEST_CASE("gnn layers: candidate counts, the GCN survivors, defaults among the c
     // The framework default is a candidate (the bar compares the selection with it).
     CHECK(c.find(layers[i].default_wide_in) >= 0);
     CHECK(c.find(layers[i].default_narrow_in) >= 0);
+    CHECK(c.find(layers[i].default_fixed) >= 0);
     // Every promoted composition is profitable in at least one scenario.
     for (const auto& r : c.promoted()) CHECK(!r.profitable_in.empty());
   }
