@@ -26,6 +26,7 @@ struct Config {
   std::vector<std::string> layers = {"gcn", "gin", "gat", "sgc", "sage"};
   std::vector<std::pair<int, int>> pairs = {{32, 256}, {256, 32}, {64, 512}, {512, 64}, {128, 128}, {32, 32}};
   int threads = 2, reps = 5;
+  int trees = gnn::xgboost::available() ? 200 : 0;  // rounds of the leave-one-graph-out models
   std::string model = SPINDLE_GNN_DEFAULT_MODEL, samples, data = SPINDLE_PROFILE_DATA_DIR;
   bool verbose = false;
 };
@@ -77,12 +78,13 @@ int main(int argc, char** argv) try {
     else if (s == "--reps") c.reps = std::stoi(next());
     else if (s == "--model") c.model = next();
     else if (s == "--samples") c.samples = next();
+    else if (s == "--trees") c.trees = std::stoi(next());
     else if (s == "--data") c.data = next();
     else if (s == "--verbose") c.verbose = true;
     else {
       std::fprintf(stderr,
                    "usage: spindle-gnn-bench [--graphs LIST] [--layers LIST] [--pairs KIN:KOUT,...] [--threads T] "
-                   "[--reps R] [--model FILE] [--samples CSV] [--data DIR] [--verbose]\n");
+                   "[--reps R] [--model FILE] [--samples CSV] [--trees ROUNDS] [--data DIR] [--verbose]\n");
       return s == "--help" || s == "-h" ? 0 : 2;
     }
   }
@@ -106,7 +108,7 @@ int main(int argc, char** argv) try {
       std::vector<gnn::CostSample> rest;
       for (const auto& s : samples)
         if (s.graph != g.name) rest.push_back(s);
-      logo = gnn::CostModel::fit(rest);
+      logo = gnn::CostModel::fit(rest, 1e-3, c.trees);
     }
     for (const auto& [kin, kout] : c.pairs) {
       const Operands o = make_operands(g, kin, kout);

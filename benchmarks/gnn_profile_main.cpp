@@ -10,7 +10,9 @@
 // stderr. Defaults: the shared GNN graphs and matrices plus two R-MAT graphs, K in
 // {16, 32, 64, 128, 256, 512}, 2 threads, 3 repetitions.
 #include <cstdio>
+#include <array>
 #include <fstream>
+#include <set>
 #include <iostream>
 
 #include "gnn_common.hpp"
@@ -26,6 +28,7 @@ struct Config {
                                      "matrices/bcsstk25",  "rmat:14:8",           "rmat:16:16"};
   std::vector<int> ks = {16, 32, 64, 128, 256, 512};
   int threads = 2, reps = 3;
+  int trees = gnn::xgboost::available() ? 200 : 0;  // XGBoost rounds per primitive (0: log-linear only)
   std::string samples = "gnn-samples.csv", model = "gnn-cost-model.txt";
   std::string data = SPINDLE_PROFILE_DATA_DIR;
 };
@@ -75,13 +78,14 @@ int main(int argc, char** argv) try {
       for (const auto& k : split(next())) c.ks.push_back(std::stoi(k));
     } else if (s == "--threads") c.threads = std::stoi(next());
     else if (s == "--reps") c.reps = std::stoi(next());
+    else if (s == "--trees") c.trees = std::stoi(next());
     else if (s == "--samples") c.samples = next();
     else if (s == "--model") c.model = next();
     else if (s == "--data") c.data = next();
     else {
       std::fprintf(stderr,
-                   "usage: spindle-profile [--graphs LIST] [--k LIST] [--threads T] [--reps R] [--samples CSV] "
-                   "[--model FILE] [--data DIR]\n");
+                   "usage: spindle-profile [--graphs LIST] [--k LIST] [--threads T] [--reps R] [--trees ROUNDS] "
+                   "[--samples CSV] [--model FILE] [--data DIR]\n");
       return s == "--help" || s == "-h" ? 0 : 2;
     }
   }
@@ -132,7 +136,7 @@ int main(int argc, char** argv) try {
     f << csv_header() << "\n";
     for (const auto& s : samples) f << csv_line(s) << "\n";
   }
-  const auto model = gnn::CostModel::fit(samples);
+  const auto model = gnn::CostModel::fit(samples, 1e-3, c.trees);
   {
     std::ofstream f(c.model);
     f << "# spindle-profile: " << samples.size() << " samples, " << c.graphs.size() << " graphs, " << c.threads
@@ -140,16 +144,38 @@ int main(int argc, char** argv) try {
       << model.serialize();
   }
   // Fit quality on the training samples: median and 90th percentile of |predicted/measured - 1|.
-  std::map<gnn::Primitive, std::vector<double>> err;
-  for (const auto& s : samples) err[s.input.prim].push_back(std::abs(model.predict_ms(s.input) / s.ms - 1.0));
-  std::printf("spindle-profile: %zu samples over %zu graphs in %.1f s -> %s, %s\n", samples.size(), c.graphs.size(),
-              wall.seconds(), c.samples.c_str(), c.model.c_str());
-  std::printf("%-18s %8s %12s %12s\n", "primitive", "samples", "median err", "p90 err");
-  for (auto& [p, e] : err) {
-    std::sort(e.begin(), e.end());
-    std::printf("%-18s %8zu %11.1f%% %11.1f%%\n", gnn::primitive_name(p), e.size(), 100 * e[e.size() / 2],
-                100 * e[std::min(e.size() - 1, e.size() * 9 / 10)]);
+  // Both learners, on the training samples and leave-one-graph-out (fitted without the graph).
+  std::map<gnn::Primitive, std::array<std::vector<double>, 4>> err;
+  std::set<std::string> names;
+  for (const auto& s : samples) names.insert(s.graph);
+  for (const std::string& held : names) {
+    std::vector<gnn::CostSample> rest;
+    for (const auto& s : samples)
+      if (s.graph != held) rest.push_back(s);
+    const auto logo = gnn::CostModel::fit(rest, 1e-3, c.trees);
+    for (const auto& s : samples) {
+      if (s.graph != held) continue;
+      err[s.input.prim][2].push_back(std::abs(logo.predict_loglinear_ms(s.input) / s.ms - 1.0));
+      err[s.input.prim][3].push_back(std::abs(logo.predict_ms(s.input) / s.ms - 1.0));
+    }
   }
+  for (const auto& s : samples) {
+    err[s.input.prim][0].push_back(std::abs(model.predict_loglinear_ms(s.input) / s.ms - 1.0));
+    err[s.input.prim][1].push_back(std::abs(model.predict_ms(s.input) / s.ms - 1.0));
+  }
+  std::printf("spindle-profile: %zu samples over %zu graphs in %.1f s -> %s, %s (%s)\n", samples.size(),
+              c.graphs.size(), wall.seconds(), c.samples.c_str(), c.model.c_str(),
+              c.trees > 0 ? "XGBoost trees + log-linear" : "log-linear only");
+  std::printf("median |predicted / measured - 1|    fit: log-linear  %-8s  leave-one-graph-out: log-linear  %s\n",
+              c.trees > 0 ? "trees" : "(same)", c.trees > 0 ? "trees" : "(same)");
+  auto med = [](std::vector<double> v) {
+    if (v.empty()) return std::nan("");
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  for (auto& [p, e] : err)
+    std::printf("  %-18s %5zu samples   %9.1f%%  %8.1f%%   %28.1f%%  %8.1f%%\n", gnn::primitive_name(p), e[0].size(),
+                100 * med(e[0]), 100 * med(e[1]), 100 * med(e[2]), 100 * med(e[3]));
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "\nspindle-profile: %s\n", e.what());

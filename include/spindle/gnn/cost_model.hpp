@@ -5,21 +5,25 @@
 // sparse primitives, the graph's features (inspect/graph_features.hpp): degree variation,
 // Gini coefficient, locality, empty rows, load imbalance.
 //
-// The learned model is log-linear per primitive, fitted by ridge least squares on profiled
-// samples (spindle-profile): log t = w · [1, log sizes..., graph features...]. It is small,
-// has no dependency and extrapolates as a power law. A primitive with no fitted model falls
-// back to its operation count (cost polynomial) at a nominal rate, so a missing or partial
-// model file still selects by work.
+// Two learned models per primitive, fitted on profiled samples (spindle-profile): gradient-
+// boosted trees of the log time (XGBoost, the seed's choice; xgboost.hpp loads it with dlopen),
+// and a log-linear one, log t = w · [1, log sizes..., graph features...], fitted by ridge least
+// squares: small, dependency-free, extrapolating as a power law. Prediction uses the trees
+// where they exist and XGBoost loads, else the log-linear weights; a primitive with neither
+// falls back to its operation count (cost polynomial) at a nominal rate, so a missing or
+// partial model file still selects by work.
 //
 // Selection (`select_composition`) first keeps the promoted compositions annotated for the
 // call's embedding relation (K_in > K_out or K_in < K_out; both when equal: the seed's
 // size-only conditions), then takes the one of least predicted cost.
 //
-// Model file (text, one primitive per line; `#` comments):
+// Model file (text; `#` comments):
 //   spindle-gnn-cost-model 1
-//   <primitive> <n> w0 w1 ... w(n-1)
+//   <primitive> <n> w0 w1 ... w(n-1)          log-linear weights
+//   xgboost <primitive> <bytes>\n<JSON>        an XGBoost booster (bytes of JSON follow)
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <functional>
@@ -31,6 +35,7 @@
 
 #include "spindle/gnn/associate.hpp"
 #include "spindle/gnn/layers.hpp"
+#include "spindle/gnn/xgboost.hpp"
 #include "spindle/inspect/graph_features.hpp"
 
 namespace spindle::gnn {
@@ -60,7 +65,7 @@ inline std::vector<double> model_features(const PrimitiveInput& x) {
 }
 
 // The step's operation count, as the cost polynomials of associate.hpp count it.
-inline double operation_count(const PrimitiveInput& x) {
+inline double operation_count_of(const PrimitiveInput& x) {
   switch (x.prim) {
     case Primitive::input: return 0;
     case Primitive::diag_product: return x.rows;
@@ -76,6 +81,22 @@ inline double operation_count(const PrimitiveInput& x) {
   return 0;
 }
 
+// The inputs of a primitive's tree model (XGBoost): every size in log scale and the graph
+// features, for every primitive (trees ignore what does not split the data).
+inline std::vector<float> tree_features(const PrimitiveInput& x) {
+  auto lg = [](double v) { return static_cast<float>(std::log(v + 1.0)); };
+  return {lg(x.rows),
+          lg(x.inner),
+          lg(x.cols),
+          lg(x.nnz),
+          lg(operation_count_of(x)),
+          static_cast<float>(x.degree_cv),
+          static_cast<float>(x.degree_gini),
+          static_cast<float>(x.near_diagonal),
+          static_cast<float>(x.empty_row_fraction),
+          lg(x.max_to_mean)};
+}
+
 struct CostSample {
   PrimitiveInput input;
   double ms = 0;
@@ -88,21 +109,55 @@ class CostModel {
   static constexpr double fallback_ns_per_op = 1.0;
 
   bool has(Primitive p) const { return weights_.count(p) != 0; }
-  bool empty() const { return weights_.empty(); }
+  bool has_trees(Primitive p) const { return boosters_.count(p) != 0; }
+  bool empty() const { return weights_.empty() && boosters_.empty(); }
 
+  // The tree model where there is one (and XGBoost loads), else the log-linear one, else
+  // the operation count.
   double predict_ms(const PrimitiveInput& x) const {
     if (x.prim == Primitive::input) return 0;
+    if (auto b = boosters_.find(x.prim); b != boosters_.end()) {
+      const auto f = tree_features(x);
+      return std::exp(static_cast<double>(b->second.predict(f, 1, f.size())[0]));
+    }
+    return predict_loglinear_ms(x);
+  }
+  double predict_loglinear_ms(const PrimitiveInput& x) const {
+    if (x.prim == Primitive::input) return 0;
     auto it = weights_.find(x.prim);
-    if (it == weights_.end()) return operation_count(x) * fallback_ns_per_op * 1e-6;
+    if (it == weights_.end()) return operation_count_of(x) * fallback_ns_per_op * 1e-6;
     const auto f = model_features(x);
     double s = 0;
     for (std::size_t i = 0; i < f.size() && i < it->second.size(); ++i) s += f[i] * it->second[i];
     return std::exp(s);
   }
 
-  // Ridge least squares per primitive on log times; primitives with fewer samples than
-  // features keep the fallback.
-  static CostModel fit(const std::vector<CostSample>& samples, double ridge = 1e-3) {
+  // Log-linear weights per primitive (ridge least squares on log times; primitives with
+  // fewer samples than features keep the fallback) and, with `trees` > 0 rounds, an XGBoost
+  // regressor of the log time per primitive (UnavailableError without XGBoost).
+  static CostModel fit(const std::vector<CostSample>& samples, double ridge = 1e-3, int trees = 0) {
+    CostModel m = fit_loglinear(samples, ridge);
+    if (trees > 0) {
+      std::map<Primitive, std::vector<const CostSample*>> by;
+      for (const CostSample& s : samples)
+        if (s.ms > 0) by[s.input.prim].push_back(&s);
+      for (const auto& [p, list] : by) {
+        if (list.size() < 8) continue;
+        std::vector<float> x, y;
+        std::size_t cols = 0;
+        for (const CostSample* s : list) {
+          const auto f = tree_features(s->input);
+          cols = f.size();
+          x.insert(x.end(), f.begin(), f.end());
+          y.push_back(static_cast<float>(std::log(s->ms)));
+        }
+        m.boosters_.emplace(p, xgboost::Booster::train(x, list.size(), cols, y, trees));
+      }
+    }
+    return m;
+  }
+
+  static CostModel fit_loglinear(const std::vector<CostSample>& samples, double ridge = 1e-3) {
     std::map<Primitive, std::vector<const CostSample*>> by;
     for (const CostSample& s : samples)
       if (s.ms > 0) by[s.input.prim].push_back(&s);
@@ -134,6 +189,11 @@ class CostModel {
       for (double v : w) os << " " << v;
       os << "\n";
     }
+    // Tree models: "xgboost <primitive> <bytes>", then that many bytes of XGBoost JSON.
+    for (const auto& [p, b] : boosters_) {
+      const std::string json = b.save();
+      os << "xgboost " << primitive_name(p) << " " << json.size() << "\n" << json << "\n";
+    }
     return os.str();
   }
 
@@ -158,10 +218,34 @@ class CostModel {
         header = true;
         continue;
       }
+      const bool tree = name == "xgboost";
+      if (tree) ls >> name;
       std::optional<Primitive> p;
       for (int k = 0; k <= static_cast<int>(Primitive::sparse_add); ++k)
         if (name == primitive_name(static_cast<Primitive>(k))) p = static_cast<Primitive>(k);
       SPINDLE_CHECK(p.has_value(), FormatError, where, ":", no, ": unknown primitive '", name, "'");
+      if (tree) {
+        std::size_t bytes = 0;
+        SPINDLE_CHECK(static_cast<bool>(ls >> bytes) && bytes > 0 && bytes < (std::size_t{1} << 30), FormatError,
+                      where, ":", no, ": expected a byte count after 'xgboost ", name, "'");
+        std::string json(bytes, '\0');
+        SPINDLE_CHECK(static_cast<bool>(is.read(json.data(), static_cast<std::streamsize>(bytes))), FormatError,
+                      where, ":", no, ": the XGBoost model of '", name, "' is cut short (", bytes, " bytes expected)");
+        std::string rest;
+        std::getline(is, rest);  // the newline after the JSON
+        ++no;
+        no += static_cast<int>(std::count(json.begin(), json.end(), '\n'));
+        // Without XGBoost the tree model is skipped and the log-linear weights are used.
+        if (xgboost::available()) {
+          try {
+            m.boosters_.emplace(*p, xgboost::Booster::load(json));
+          } catch (const RuntimeError& e) {
+            SPINDLE_CHECK(false, FormatError, where, ":", no, ": the XGBoost model of '", name, "' does not load: ",
+                          e.what());
+          }
+        }
+        continue;
+      }
       std::size_t n = 0;
       SPINDLE_CHECK(static_cast<bool>(ls >> n) && n > 0 && n <= 64, FormatError, where, ":", no,
                     ": expected a weight count after '", name, "'");
@@ -206,6 +290,7 @@ class CostModel {
     return w;
   }
   std::map<Primitive, std::vector<double>> weights_;
+  std::map<Primitive, xgboost::Booster> boosters_;
 };
 
 // The inputs of a composition's primitives for concrete symbol values and graph features.

@@ -105,3 +105,30 @@ TEST_CASE("gnn selection: embedding relation first, then the least predicted cos
       CHECK(cands.ranked[gnn::select_composition(cands, ops, sym, f)].promoted);
     }
 }
+
+TEST_CASE("gnn cost model: XGBoost trees fit, round-trip through the model file, and a cut file is an error", "[gnn]") {
+  if (!gnn::xgboost::available()) {
+    WARN("XGBoost not available, tree models not tested: " << gnn::xgboost::unavailable_reason());
+    return;
+  }
+  std::vector<gnn::CostSample> samples;
+  for (double n : {1e3, 3e3, 1e4, 3e4, 1e5})
+    for (double deg : {2.0, 8.0, 30.0})
+      for (double k : {16.0, 64.0, 256.0})
+        for (double cv : {0.2, 1.5}) {
+          auto x = spmm(n, n * deg, k, cv);
+          // The irregular graphs (cv 1.5) run 3x slower: a feature effect trees should find.
+          samples.push_back({x, 2e-6 * x.nnz * std::pow(k, 0.8) * (cv > 1 ? 3.0 : 1.0), "g"});
+        }
+  const auto m = gnn::CostModel::fit(samples, 1e-3, 300);
+  REQUIRE(m.has_trees(gnn::Primitive::spmm_weighted));
+  for (const auto& s : samples) CHECK(m.predict_ms(s.input) == Approx(s.ms).epsilon(0.15));
+  const std::string text = m.serialize();
+  CHECK(text.find("xgboost spmm_weighted ") != std::string::npos);
+  const auto again = gnn::CostModel::parse(text);
+  REQUIRE(again.has_trees(gnn::Primitive::spmm_weighted));
+  for (const auto& s : samples) CHECK(again.predict_ms(s.input) == Approx(m.predict_ms(s.input)).epsilon(1e-6));
+  const auto cut = text.substr(0, text.size() - 100);
+  CHECK_THROWS_AS(gnn::CostModel::parse(cut), spindle::FormatError);
+  CHECK_THROWS_WITH(gnn::CostModel::parse(cut), Catch::Contains("cut short"));
+}
