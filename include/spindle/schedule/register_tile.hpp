@@ -31,6 +31,7 @@
 
 #include "spindle/ir/equal.hpp"
 #include "spindle/ir/functor.hpp"
+#include "spindle/schedule/loop_utils.hpp"
 
 namespace spindle::schedule {
 
@@ -116,6 +117,11 @@ class RegisterTiling : public ir::IRMutator {
     for (std::size_t k = 0; k + 1 < r->indices.size(); ++k) {
       if (ir::uses_var(r->indices[k], inner->var.get()) || uses_any(r->indices[k], bound)) return std::nullopt;
     }
+    // A nest that reads C itself (`c(k) max= (c(k) + a(j)) / 2` over j: each update depends
+    // on the ones before it, docs/language.md) is left alone: inside a tile those reads would
+    // see C as it was before the reduction instead of the running value in the accumulator
+    // (spindle-kernel-fuzz seed 7000097 got 2 instead of 6).
+    if (loads_buffer(nest, r->buffer)) return std::nullopt;
     m.inner = inner;
     m.reduce = r;
     return m;
