@@ -158,6 +158,8 @@ class Runner {
     // A write the generator indexed by a non-iterator (docs/language.md §4.1) must be rejected.
     if (fe::has_bad_write(model.body)) return {"fail", "definition", "accepted a write indexed by a non-iterator (rule 4.1)"};
     bool compared = false;
+    std::string over_budget;  // sizes skipped because the interpreter's budget ran out
+    time_.clear();            // an earlier kernel that failed or was skipped left its times
     spindle::test::EmulatorCache emulators;  // this kernel's CUDA modules, compiled once
     for (fe::Size size : o_.sizes) {
       const std::uint64_t data_seed = entry.seed * 31 + static_cast<std::uint64_t>(size);
@@ -166,13 +168,16 @@ class Runner {
       bool exact = model.exact;
       std::string why;
       auto ti = std::chrono::steady_clock::now();
-      // Large inputs are scaled down until the interpreter needs at most 3M statements.
+      // Large inputs are scaled down until the interpreter needs at most 3M steps (statements
+      // executed plus iteration points visited, so that an effect-free nest over large extents
+      // is scaled down too); a size over the budget even at the smallest scale is skipped.
       for (double scale : {1.0, 0.5, 0.25, 0.1, 0.03}) {
         data = fe::make_data(model, ir, size, data_seed, scale);
         why = interpret(ir.function, data, ref, exact, size == fe::Size::large ? 3'000'000 : 20'000'000);
         if (why != "budget" || size != fe::Size::large) break;
       }
       time_["interp"] += ms_since(ti);
+      if (why == "budget") over_budget += std::string(over_budget.empty() ? "" : ",") + fe::size_name(size);
       if (why == "undefined" || why == "budget") continue;
       if (!why.empty()) return {"fail", "interpreter", std::string(fe::size_name(size)) + " inputs: " + why};
       // The front end alone: the IR it recorded must compute the same.
@@ -215,6 +220,7 @@ class Runner {
     }
     if (!compared) return {"skipped", "-", "every input size was undefined or over the interpreter's budget"};
     for (auto& [k, v] : time_) res.message += k + "=" + std::to_string(static_cast<long>(v)) + "ms ";
+    if (!over_budget.empty()) res.message += "skipped over the interpreter's budget: " + over_budget;
     time_.clear();
     return res;
   }

@@ -217,7 +217,7 @@ sp::ir::Function shrink(RandomKernel& k, const std::string& engine,
 // The same kernel on inputs of thousands of rows (make_large_data), on the CPU engines with
 // 1 and 3 pool threads and in the CUDA emulator: parallel loops really split, so lost
 // updates and other races show. Inputs are scaled down until the interpreter needs at most
-// 2M statements.
+// 2M steps (statements plus iteration points, see reference_interpreter.hpp).
 void check_large(RandomKernel k, const sp::ir::Function& completed, std::uint64_t ks, const std::vector<std::string>& engines,
                  std::map<std::string, std::unique_ptr<sp::runtime::Runtime>>& runtimes, Stats& st) {
   std::vector<std::vector<double>> ref;
