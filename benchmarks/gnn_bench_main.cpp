@@ -123,10 +123,12 @@ int main(int argc, char** argv) try {
         const auto& cd = cands[l];
         progress(g.name + " " + cd.layer.name + " " + std::to_string(kin) + "->" + std::to_string(kout), done, total);
         std::map<std::size_t, double> ms;
+        std::map<std::size_t, gnn::Workspace<float>> ws;  // buffers reused between calls, as a layer does
         auto time_of = [&](std::size_t i) {
           auto it = ms.find(i);
           if (it != ms.end()) return it->second;
-          const double t = time_ms([&] { (void)gnn::execute(cd.ranked[i].composition, b); }, c.reps);
+          const double t = time_ms([&] { (void)gnn::execute(cd.ranked[i].composition, b, ws[i]); }, c.reps);
+          ws.erase(i);
           ms[i] = t;
           return t;
         };

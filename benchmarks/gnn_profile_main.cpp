@@ -28,7 +28,8 @@ struct Config {
                                      "matrices/bcsstk25",  "rmat:14:8",           "rmat:16:16"};
   std::vector<int> ks = {16, 32, 64, 128, 256, 512};
   int threads = 2, reps = 3;
-  int trees = gnn::xgboost::available() ? 200 : 0;  // XGBoost rounds per primitive (0: log-linear only)
+  int trees = gnn::xgboost::available() ? 100 : 0;  // XGBoost rounds per primitive (0: log-linear only)
+  std::string from;                                 // refit from a samples CSV instead of timing
   std::string samples = "gnn-samples.csv", model = "gnn-cost-model.txt";
   std::string data = SPINDLE_PROFILE_DATA_DIR;
 };
@@ -79,13 +80,14 @@ int main(int argc, char** argv) try {
     } else if (s == "--threads") c.threads = std::stoi(next());
     else if (s == "--reps") c.reps = std::stoi(next());
     else if (s == "--trees") c.trees = std::stoi(next());
+    else if (s == "--from-samples") c.from = next();
     else if (s == "--samples") c.samples = next();
     else if (s == "--model") c.model = next();
     else if (s == "--data") c.data = next();
     else {
       std::fprintf(stderr,
                    "usage: spindle-profile [--graphs LIST] [--k LIST] [--threads T] [--reps R] [--trees ROUNDS] "
-                   "[--samples CSV] [--model FILE] [--data DIR]\n");
+                   "[--samples CSV] [--model FILE] [--data DIR] [--from-samples CSV]\n");
       return s == "--help" || s == "-h" ? 0 : 2;
     }
   }
@@ -95,7 +97,13 @@ int main(int argc, char** argv) try {
   const std::size_t total = c.graphs.size() * ps.size();
   std::size_t done = 0;
   sp::Timer wall;
-  for (const std::string& spec : c.graphs) {
+  if (!c.from.empty()) {
+    samples = read_samples(c.from);
+    std::set<std::string> gs;
+    for (const auto& s : samples) gs.insert(s.graph);
+    c.graphs.assign(gs.begin(), gs.end());
+  }
+  for (const std::string& spec : c.from.empty() ? c.graphs : std::vector<std::string>{}) {
     progress("loading " + spec, done, total);
     const Graph g = load_graph(spec, c.data);
     for (const Probe& p : ps) {
@@ -109,10 +117,11 @@ int main(int argc, char** argv) try {
       const std::map<std::string, double> sym = {{"N", double(g.a.rows())}, {"E", double(g.a.nnz())},
                                                  {"K_in", double(kin)}, {"K_out", double(kout)}};
       std::vector<std::vector<double>> runs;
+      gnn::Workspace<float> ws;  // outputs reused between calls, as a layer does
       time_ms(
           [&] {
             std::vector<double> ms;
-            gnn::detail::run_steps(comp, b, &ms);
+            gnn::detail::run_steps(comp, b, &ms, &ws);
             runs.push_back(ms);
           },
           c.reps);
@@ -130,20 +139,13 @@ int main(int argc, char** argv) try {
       ++done;
     }
   }
-  progress("done", total, total);
-  {
+  if (c.from.empty()) progress("done", total, total);
+  if (c.from.empty()) {
     std::ofstream f(c.samples);
     f << csv_header() << "\n";
     for (const auto& s : samples) f << csv_line(s) << "\n";
   }
-  const auto model = gnn::CostModel::fit(samples, 1e-3, c.trees);
-  {
-    std::ofstream f(c.model);
-    f << "# spindle-profile: " << samples.size() << " samples, " << c.graphs.size() << " graphs, " << c.threads
-      << " threads\n"
-      << model.serialize();
-  }
-  // Fit quality on the training samples: median and 90th percentile of |predicted/measured - 1|.
+  auto model = gnn::CostModel::fit(samples, 1e-3, c.trees);
   // Both learners, on the training samples and leave-one-graph-out (fitted without the graph).
   std::map<gnn::Primitive, std::array<std::vector<double>, 4>> err;
   std::set<std::string> names;
@@ -163,19 +165,34 @@ int main(int argc, char** argv) try {
     err[s.input.prim][0].push_back(std::abs(model.predict_loglinear_ms(s.input) / s.ms - 1.0));
     err[s.input.prim][1].push_back(std::abs(model.predict_ms(s.input) / s.ms - 1.0));
   }
+  // Per primitive, the learner with the smaller median leave-one-graph-out error is kept.
+  auto median = [](std::vector<double> v) {
+    if (v.empty()) return std::nan("");
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  std::string kept;
+  for (auto& [p, e] : err)
+    if (model.has_trees(p)) {
+      const bool trees_better = median(e[3]) < median(e[2]);
+      if (!trees_better) model.drop_trees(p);
+      kept += std::string(kept.empty() ? "" : ", ") + gnn::primitive_name(p) + (trees_better ? " trees" : " log-linear");
+    }
+  {
+    std::ofstream f(c.model);
+    f << "# spindle-profile: " << samples.size() << " samples, " << c.graphs.size() << " graphs, " << c.threads
+      << " threads; learner per primitive (smaller leave-one-graph-out error): " << kept << "\n"
+      << model.serialize();
+  }
   std::printf("spindle-profile: %zu samples over %zu graphs in %.1f s -> %s, %s (%s)\n", samples.size(),
               c.graphs.size(), wall.seconds(), c.samples.c_str(), c.model.c_str(),
               c.trees > 0 ? "XGBoost trees + log-linear" : "log-linear only");
   std::printf("median |predicted / measured - 1|    fit: log-linear  %-8s  leave-one-graph-out: log-linear  %s\n",
               c.trees > 0 ? "trees" : "(same)", c.trees > 0 ? "trees" : "(same)");
-  auto med = [](std::vector<double> v) {
-    if (v.empty()) return std::nan("");
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
   for (auto& [p, e] : err)
-    std::printf("  %-18s %5zu samples   %9.1f%%  %8.1f%%   %28.1f%%  %8.1f%%\n", gnn::primitive_name(p), e[0].size(),
-                100 * med(e[0]), 100 * med(e[1]), 100 * med(e[2]), 100 * med(e[3]));
+    std::printf("  %-18s %5zu samples   %9.1f%%  %8.1f%%   %28.1f%%  %8.1f%%   -> %s\n", gnn::primitive_name(p),
+                e[0].size(), 100 * median(e[0]), 100 * median(e[1]), 100 * median(e[2]), 100 * median(e[3]),
+                model.has_trees(p) ? "trees" : "log-linear");
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "\nspindle-profile: %s\n", e.what());

@@ -110,6 +110,8 @@ class CostModel {
 
   bool has(Primitive p) const { return weights_.count(p) != 0; }
   bool has_trees(Primitive p) const { return boosters_.count(p) != 0; }
+  // Keeps the log-linear model only for `p` (where the trees predict worse held-out graphs).
+  void drop_trees(Primitive p) { boosters_.erase(p); }
   bool empty() const { return weights_.empty() && boosters_.empty(); }
 
   // The tree model where there is one (and XGBoost loads), else the log-linear one, else
@@ -135,7 +137,8 @@ class CostModel {
   // Log-linear weights per primitive (ridge least squares on log times; primitives with
   // fewer samples than features keep the fallback) and, with `trees` > 0 rounds, an XGBoost
   // regressor of the log time per primitive (UnavailableError without XGBoost).
-  static CostModel fit(const std::vector<CostSample>& samples, double ridge = 1e-3, int trees = 0) {
+  static CostModel fit(const std::vector<CostSample>& samples, double ridge = 1e-3, int trees = 0,
+                       int tree_depth = 4) {
     CostModel m = fit_loglinear(samples, ridge);
     if (trees > 0) {
       std::map<Primitive, std::vector<const CostSample*>> by;
@@ -151,7 +154,7 @@ class CostModel {
           x.insert(x.end(), f.begin(), f.end());
           y.push_back(static_cast<float>(std::log(s->ms)));
         }
-        m.boosters_.emplace(p, xgboost::Booster::train(x, list.size(), cols, y, trees));
+        m.boosters_.emplace(p, xgboost::Booster::train(x, list.size(), cols, y, trees, tree_depth, 0.2));
       }
     }
     return m;

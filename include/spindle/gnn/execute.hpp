@@ -113,22 +113,48 @@ std::shared_ptr<Tensor<T>> ones(std::int64_t n) {
   return std::make_shared<Tensor<T>>(Tensor<T>::full({n}, T(1)));
 }
 
-// A Csr with `a`'s pattern and zero values (the output of a pattern-preserving kernel).
-template <class T>
-std::shared_ptr<Csr<T>> same_pattern(const Csr<T>& a) {
-  std::vector<std::int32_t> ptr(a.indptr().begin(), a.indptr().end()), idx(a.indices().begin(), a.indices().end());
-  return std::make_shared<Csr<T>>(a.rows(), a.cols(), std::move(ptr), std::move(idx),
-                                  std::vector<T>(static_cast<std::size_t>(a.nnz()), T(0)));
-}
-
 }  // namespace detail
+
+// The intermediate and result buffers of a composition, kept between calls: a layer that
+// runs again with the same shapes writes into the same memory (no allocation, no first-touch
+// page faults; a fresh 20 MB intermediate costs more than the row broadcast that fills it).
+// One workspace serves one composition on one thread at a time.
+template <class T>
+class Workspace {
+ public:
+  // A dense buffer of this shape for step `s` (its previous contents are overwritten by the
+  // kernel that writes it: Spindle kernels initialise their `out` buffers).
+  std::shared_ptr<Tensor<T>> dense(std::size_t s, std::vector<std::int64_t> shape) {
+    auto& slot = dense_[s];
+    if (!slot || slot->shape() != shape) slot = std::make_shared<Tensor<T>>(Tensor<T>::zeros(std::move(shape)));
+    return slot;
+  }
+  // A Csr with `a`'s pattern for step `s`, rebuilt when `a` changes.
+  std::shared_ptr<Csr<T>> pattern_of(std::size_t s, const Csr<T>& a) {
+    auto& slot = sparse_[s];
+    if (!slot.second || slot.first != static_cast<const void*>(a.indptr().data()) || slot.second->nnz() != a.nnz() ||
+        slot.second->rows() != a.rows()) {
+      std::vector<std::int32_t> ptr(a.indptr().begin(), a.indptr().end()), idx(a.indices().begin(), a.indices().end());
+      slot = {a.indptr().data(), std::make_shared<Csr<T>>(a.rows(), a.cols(), std::move(ptr), std::move(idx),
+                                                         std::vector<T>(static_cast<std::size_t>(a.nnz()), T(0)))};
+    }
+    return slot.second;
+  }
+
+ private:
+  std::map<std::size_t, std::shared_ptr<Tensor<T>>> dense_;
+  std::map<std::size_t, std::pair<const void*, std::shared_ptr<Csr<T>>>> sparse_;
+};
 
 namespace detail {
 
 // Runs every step of `c` (after checking the operands) and returns the values of all steps.
 // With `step_ms`, the wall time of each step (milliseconds, 0 for inputs), indexed like c.steps.
 template <class T>
-std::vector<RtValue<T>> run_steps(const Composition& c, const Bindings<T>& b, std::vector<double>* step_ms) {
+std::vector<RtValue<T>> run_steps(const Composition& c, const Bindings<T>& b, std::vector<double>* step_ms,
+                                  Workspace<T>* ws = nullptr) {
+  Workspace<T> local;
+  if (!ws) ws = &local;
   static_assert(std::is_floating_point_v<T>, "gnn::execute: T must be float or double");
   (void)bind_symbols(c, b);
 
@@ -142,12 +168,12 @@ std::vector<RtValue<T>> run_steps(const Composition& c, const Bindings<T>& b, st
   static const auto add = kernels::dense_add<T>();
 
   std::vector<RtValue<T>> v(c.steps.size());
-  auto dense_result = [](std::int64_t r, std::int64_t k) {
-    return std::make_shared<Tensor<T>>(Tensor<T>::zeros({r, k}));
-  };
+  std::size_t current = 0;  // the step being run (its workspace slot)
+  auto dense_result = [&](std::int64_t r, std::int64_t k) { return ws->dense(current, {r, k}); };
   if (step_ms) step_ms->assign(c.steps.size(), 0.0);
   for (std::size_t s = 0; s < c.steps.size(); ++s) {
     const Step& st = c.steps[s];
+    current = s;
     const auto started = std::chrono::steady_clock::now();
     auto& out = v[s];
     out.kind = st.value->info.kind;
@@ -163,7 +189,7 @@ std::vector<RtValue<T>> run_steps(const Composition& c, const Bindings<T>& b, st
       case Primitive::diag_product: {
         const auto& x = arg(0).view;
         const auto& y = arg(1).view;
-        out.owned = std::make_shared<Tensor<T>>(Tensor<T>::zeros({x.dim(0)}));
+        out.owned = ws->dense(s, {x.dim(0)});
         for (std::int64_t i = 0; i < x.dim(0); ++i) out.owned->values()[i] = x.values()[i] * y.values()[i];
         out.view = out.owned->view();
         break;
@@ -176,7 +202,7 @@ std::vector<RtValue<T>> run_steps(const Composition& c, const Bindings<T>& b, st
         TensorView<const T> r, sc;
         if (ai == 1) r = arg(0).view; else { r1 = detail::ones<T>(a.csr->rows()); r = r1->view(); }
         if (st.args.size() > ai + 1) sc = arg(ai + 1).view; else { s1 = detail::ones<T>(a.csr->cols()); sc = s1->view(); }
-        out.owned_csr = detail::same_pattern(*a.csr);
+        out.owned_csr = ws->pattern_of(s, *a.csr);
         if (a.kind == MatrixKind::sparse_unweighted) scale_u(*a.csr, r, sc, *out.owned_csr);
         else scale_w(*a.csr, r, sc, T(1), *out.owned_csr);
         out.csr = out.owned_csr.get();
@@ -216,7 +242,8 @@ std::vector<RtValue<T>> run_steps(const Composition& c, const Bindings<T>& b, st
         out.owned = dense_result(x0.dim(0), x0.dim(1));
         add(x0, arg(1).view, *out.owned);
         for (std::size_t k = 2; k < st.args.size(); ++k) {
-          auto next = dense_result(x0.dim(0), x0.dim(1));
+          // Ping-pong between the step's buffer and a second one (slots past the steps).
+          auto next = ws->dense(c.steps.size() * k + s, {x0.dim(0), x0.dim(1)});
           add(out.owned->view(), arg(k).view, *next);
           out.owned = next;
         }
@@ -263,9 +290,22 @@ Tensor<T> execute(const Composition& c, const Bindings<T>& b, std::vector<double
                 kind_name(out_info.kind), " matrix; execute returns dense results only");
   auto v = detail::run_steps(c, b, step_ms);
   auto& r = v[static_cast<std::size_t>(c.result)];
-  if (r.owned) return std::move(*r.owned);
+  if (r.owned) return std::move(*r.owned);  // the local workspace's buffer: moved out
   std::vector<T> copy(r.view.values().begin(), r.view.values().end());
   return Tensor<T>::from(std::move(copy), r.view.shape());
+}
+
+// Runs `c` with its buffers in `ws` (reused from the previous call with the same shapes) and
+// returns a view of the result, valid until the next call with `ws`. A result that is an
+// input (a composition of one leaf) is returned as that input's view.
+template <class T>
+TensorView<const T> execute(const Composition& c, const Bindings<T>& b, Workspace<T>& ws,
+                            std::vector<double>* step_ms = nullptr) {
+  const MatrixInfo& out_info = c.steps.at(static_cast<std::size_t>(c.result)).value->info;
+  SPINDLE_CHECK(is_dense(out_info.kind), ShapeError, "gnn: composition ", c.text, " yields a ",
+                kind_name(out_info.kind), " matrix; execute returns dense results only");
+  auto v = detail::run_steps(c, b, step_ms, &ws);
+  return v[static_cast<std::size_t>(c.result)].view;
 }
 
 }  // namespace spindle::gnn

@@ -52,7 +52,15 @@ class AdaptiveLayer {
 
   // Runs the layer; `graph` names the sparse operand whose features drive the choice.
   Tensor<T> operator()(const Bindings<T>& b, const std::string& graph = "A") {
-    return execute(chosen(b, graph), b);
+    const TensorView<const T> r = run(b, graph);
+    return Tensor<T>::from(std::vector<T>(r.values().begin(), r.values().end()), r.shape());
+  }
+  // The same without a copy: a view of the result in the layer's workspace, valid until the
+  // next call (intermediates and the result are reused between calls with the same shapes).
+  TensorView<const T> run(const Bindings<T>& b, const std::string& graph = "A") {
+    const Composition& c = chosen(b, graph);
+    std::lock_guard<std::mutex> lock(run_mutex_);
+    return execute(c, b, workspaces_[last_]);
   }
 
   // The composition this call would run (selecting it if needed).
@@ -118,6 +126,8 @@ class AdaptiveLayer {
   CostModel model_;
   std::mutex mutex_;
   std::map<ChoiceKey, std::size_t> choices_;
+  std::mutex run_mutex_;
+  std::map<std::size_t, Workspace<T>> workspaces_;  // per composition
   std::size_t last_ = static_cast<std::size_t>(-1);
   double last_select_seconds_ = 0;
   GraphFeatures last_features_;
