@@ -27,7 +27,7 @@ std::vector<Loaded<T>> load_matrices(const Config& cfg) {
     std::fprintf(stderr, "[bench] reading %s\n", path.c_str());
     spindle::Timer t;
     Loaded<T> m{{}, spindle::read_matrix_market<T>(path)};
-    m.info = {m.a.name(), path, m.a.rows(), m.a.cols(), m.a.nnz(), t.seconds()};
+    m.info = {m.a.name(), path, m.a.rows(), m.a.cols(), m.a.nnz(), t.seconds(), {}};
     out.push_back(std::move(m));
   }
   if (cfg.rmat_scale > 0) {
@@ -36,7 +36,7 @@ std::vector<Loaded<T>> load_matrices(const Config& cfg) {
     spindle::Timer t;
     Loaded<T> m{{}, generate_rmat<T>(p)};
     m.info = {m.a.name(), "R-MAT a=.57 b=.19 c=.19, seed " + std::to_string(cfg.seed), m.a.rows(), m.a.cols(),
-              m.a.nnz(), t.seconds()};
+              m.a.nnz(), t.seconds(), {}};
     out.push_back(std::move(m));
   }
   // The input features that format and composition choices read (spindle/inspect).
