@@ -59,12 +59,10 @@ double geomean(const std::vector<double>& v) {
 
 int main(int argc, char** argv) try {
   Config c;
-  for (int i = 1; i < argc; ++i) {
-    const std::string s = argv[i];
-    auto next = [&]() -> std::string {
-      SPINDLE_CHECK(i + 1 < argc, sp::UserError, "spindle-gnn-bench: ", s, " needs a value");
-      return argv[++i];
-    };
+  Args a(argc, argv, "spindle-gnn-bench");
+  while (a.next()) {
+    const std::string& s = a.flag;
+    auto next = [&] { return a.value(); };
     if (s == "--graphs") c.graphs = split(next());
     else if (s == "--layers") c.layers = split(next());
     else if (s == "--pairs") {

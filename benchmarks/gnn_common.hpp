@@ -36,6 +36,33 @@ inline std::vector<std::string> split(const std::string& s, char sep = ',') {
   return out;
 }
 
+// Command-line flags: `while (a.next()) { if (a.flag == "--x") v = a.value(); ... }`.
+struct Args {
+  Args(int argc, char** argv, std::string tool) : argc_(argc), argv_(argv), tool_(std::move(tool)) {}
+  bool next() {
+    if (++i_ >= argc_) return false;
+    flag = argv_[i_];
+    return true;
+  }
+  // The flag's value; UserError when it is missing.
+  std::string value() {
+    SPINDLE_CHECK(i_ + 1 < argc_, sp::UserError, tool_, ": ", flag, " needs a value");
+    return argv_[++i_];
+  }
+  std::vector<int> ints() {
+    std::vector<int> r;
+    for (const auto& x : split(value())) r.push_back(std::stoi(x));
+    return r;
+  }
+  std::string flag;
+
+ private:
+  int argc_;
+  char** argv_;
+  std::string tool_;
+  int i_ = 0;
+};
+
 struct Graph {
   std::string name;
   sp::Csr<float> a;
@@ -150,10 +177,9 @@ inline std::vector<gnn::CostSample> read_samples(const std::string& path) {
     SPINDLE_CHECK(c.size() == 12, sp::FormatError, path, ":", no, ": expected 12 fields");
     gnn::CostSample s;
     s.graph = c[0];
-    bool known = false;
-    for (int k = 0; k <= static_cast<int>(gnn::Primitive::sparse_add); ++k)
-      if (c[1] == gnn::primitive_name(static_cast<gnn::Primitive>(k))) s.input.prim = static_cast<gnn::Primitive>(k), known = true;
-    SPINDLE_CHECK(known, sp::FormatError, path, ":", no, ": unknown primitive '", c[1], "'");
+    const auto prim = gnn::primitive_from_name(c[1]);
+    SPINDLE_CHECK(prim.has_value(), sp::FormatError, path, ":", no, ": unknown primitive '", c[1], "'");
+    s.input.prim = *prim;
     double* fields[] = {&s.input.rows, &s.input.inner, &s.input.cols, &s.input.nnz, &s.input.degree_cv,
                         &s.input.degree_gini, &s.input.near_diagonal, &s.input.empty_row_fraction,
                         &s.input.max_to_mean, &s.ms};

@@ -67,17 +67,13 @@ std::vector<Probe> probes(const std::vector<int>& ks) {
 
 int main(int argc, char** argv) try {
   Config c;
-  for (int i = 1; i < argc; ++i) {
-    const std::string s = argv[i];
-    auto next = [&]() -> std::string {
-      SPINDLE_CHECK(i + 1 < argc, sp::UserError, "spindle-profile: ", s, " needs a value");
-      return argv[++i];
-    };
+  Args a(argc, argv, "spindle-profile");
+  while (a.next()) {
+    const std::string& s = a.flag;
+    auto next = [&] { return a.value(); };
     if (s == "--graphs") c.graphs = split(next());
-    else if (s == "--k") {
-      c.ks.clear();
-      for (const auto& k : split(next())) c.ks.push_back(std::stoi(k));
-    } else if (s == "--threads") c.threads = std::stoi(next());
+    else if (s == "--k") c.ks = a.ints();
+    else if (s == "--threads") c.threads = std::stoi(next());
     else if (s == "--reps") c.reps = std::stoi(next());
     else if (s == "--trees") c.trees = std::stoi(next());
     else if (s == "--from-samples") c.from = next();

@@ -63,6 +63,15 @@ inline const char* primitive_name(Primitive p) {
   return "?";
 }
 
+constexpr std::size_t kPrimitiveCount = static_cast<std::size_t>(Primitive::sparse_add) + 1;
+
+// The primitive printed as `name` by primitive_name, if any (model files, sample CSVs).
+inline std::optional<Primitive> primitive_from_name(const std::string& name) {
+  for (std::size_t k = 0; k < kPrimitiveCount; ++k)
+    if (name == primitive_name(static_cast<Primitive>(k))) return static_cast<Primitive>(k);
+  return std::nullopt;
+}
+
 struct TreeNode;
 using Tree = std::shared_ptr<const TreeNode>;
 struct TreeNode {

@@ -223,9 +223,7 @@ class CostModel {
       }
       const bool tree = name == "xgboost";
       if (tree) ls >> name;
-      std::optional<Primitive> p;
-      for (int k = 0; k <= static_cast<int>(Primitive::sparse_add); ++k)
-        if (name == primitive_name(static_cast<Primitive>(k))) p = static_cast<Primitive>(k);
+      const std::optional<Primitive> p = primitive_from_name(name);
       SPINDLE_CHECK(p.has_value(), FormatError, where, ":", no, ": unknown primitive '", name, "'");
       if (tree) {
         std::size_t bytes = 0;

@@ -35,11 +35,9 @@ inline std::vector<Scenario> default_scenarios() {
 
 namespace detail {
 
-constexpr std::size_t primitive_count = static_cast<std::size_t>(Primitive::sparse_add) + 1;
-
 // A composition's primitive sizes in one scenario, per primitive kind, largest first.
 struct Signature {
-  std::array<std::vector<double>, primitive_count> sizes;
+  std::array<std::vector<double>, kPrimitiveCount> sizes;
 };
 
 inline Signature signature(const Composition& c, const Scenario& s) {
@@ -52,7 +50,7 @@ inline Signature signature(const Composition& c, const Scenario& s) {
 // Does y make x unprofitable (ties broken by position)?
 inline bool dominates(const Signature& y, std::size_t y_pos, const Signature& x, std::size_t x_pos) {
   bool strict = false;
-  for (std::size_t p = 0; p < primitive_count; ++p) {
+  for (std::size_t p = 0; p < kPrimitiveCount; ++p) {
     const auto& mine = y.sizes[p];
     const auto& theirs = x.sizes[p];
     if (theirs.size() < mine.size()) return false;
