@@ -5,6 +5,7 @@
 #pragma once
 
 #include "spindle/gnn/associate.hpp"
+#include "spindle/gnn/backward.hpp"
 #include "spindle/gnn/cost_model.hpp"
 #include "spindle/gnn/execute.hpp"
 #include "spindle/gnn/layer.hpp"

@@ -244,3 +244,232 @@ TEST_CASE("gnn layers: AdaptiveLayer runs GIN and SAGE-mean with the selected co
     CHECK(promoted);
   }
 }
+
+// --- backward -------------------------------------------------------------------------------
+// Gradients of L = sum(out ∘ G) by gnn::backward against the expression's own dense gradient
+// (reference_backward below: product rule over the expression tree, independent of any
+// composition), for every composition of every layer; finite differences of Spindle's
+// forward check the reference itself.
+
+namespace {
+
+// Accumulates dL/d(leaf) as dense matrices, for dL/d(e) = g.
+template <class T>
+void reference_backward(const gnn::Expr& e, const Mat& g, const Operands<T>& o, std::map<std::string, Mat>& out) {
+  using Op = gnn::ExprNode::Op;
+  if (e->op == Op::sum) {
+    for (const auto& c : e->children) reference_backward(c, g, o, out);
+    return;
+  }
+  if (e->op == Op::product) {
+    const std::size_t m = e->children.size();
+    std::vector<Mat> val;
+    for (const auto& c : e->children) val.push_back(reference(c, o));
+    for (std::size_t k = 0; k < m; ++k) {
+      Mat gk = g;
+      for (std::size_t j = 0; j < k; ++j) gk = val[j].transpose() * gk;  // (f1..f(k-1))^T g
+      for (std::size_t j = m; j-- > k + 1;) gk = gk * val[j].transpose();  // ... (f(k+1)..fm)^T
+      reference_backward(e->children[k], gk, o, out);
+    }
+    return;
+  }
+  auto [it, fresh] = out.emplace(e->name, g);
+  if (!fresh) it->second += g;
+}
+
+// The gradient of a leaf as backward returns it: dense whole, diagonal its diagonal, sparse
+// weighted its stored entries.
+template <class T>
+Mat project(const std::string& name, const Mat& g, const Operands<T>& o) {
+  if (o.diag.count(name)) return g.diagonal();
+  if (o.sparse.count(name)) {
+    const auto& a = o.sparse.at(name);
+    Mat r(a.nnz(), 1);
+    for (std::int64_t i = 0; i < a.rows(); ++i)
+      for (auto q = a.indptr()[i]; q < a.indptr()[i + 1]; ++q) r(q, 0) = g(i, a.indices()[q]);
+    return r;
+  }
+  return g;
+}
+
+template <class T>
+Mat to_mat(sp::TensorView<const T> v) {
+  const Eigen::Index r = v.dim(0), c = v.rank() == 2 ? v.dim(1) : 1;
+  Mat m(r, c);
+  for (Eigen::Index i = 0; i < r; ++i)
+    for (Eigen::Index j = 0; j < c; ++j) m(i, j) = static_cast<double>(v.values()[i * c + j]);
+  return m;
+}
+
+void check_close(const Mat& got, const Mat& ref, double tol, const std::string& what) {
+  INFO(what);
+  REQUIRE(got.rows() == ref.rows());
+  REQUIRE(got.cols() == ref.cols());
+  const double scale = 1.0 + (ref.size() ? ref.cwiseAbs().maxCoeff() : 0.0);
+  const double worst = ref.size() ? (got - ref).cwiseAbs().maxCoeff() : 0.0;
+  CHECK(worst <= tol * scale);
+}
+
+// The names a composition reads that have a gradient (every input but pattern-only sparse).
+std::set<std::string> differentiable_inputs(const gnn::Composition& c) {
+  std::set<std::string> r;
+  for (const auto& st : c.steps)
+    if (st.prim == gnn::Primitive::input && st.value->info.kind != gnn::MatrixKind::sparse_unweighted)
+      r.insert(st.reused ? st.value->key : st.value->name);
+  return r;
+}
+
+template <class T>
+void check_every_gradient(const gnn::LayerExpr& layer, std::int64_t n, std::int64_t k_in, std::int64_t k_out,
+                          std::uint64_t seed, double tol, std::size_t stride = 1) {
+  auto o = make_operands<T>(n, k_in, k_out, seed);
+  o.dense.emplace("(H·W)", held_theta(o));
+  auto b = o.bindings();
+  const Mat ref_out = reference(layer.expr, o);
+  const auto g = sp::Tensor<T>::random({ref_out.rows(), ref_out.cols()}, seed + 99, -1, 1);
+  const Mat gm = to_mat<T>(g.view());
+  std::map<std::string, Mat> ref;
+  reference_backward(layer.expr, gm, o, ref);
+  // A held value Θ = (H·W) enters as a dense leaf of its own: dL/dΘ = (factors left of it)^T G.
+  std::map<std::string, Mat> ref_held;
+  if (!layer.available.empty()) {
+    Operands<T> oh = o;
+    reference_backward(gnn::sparse("alpha", "N", "N", true) * gnn::dense("(H·W)", "N", "K_out"), gm, oh, ref_held);
+  }
+  const auto c = gnn::candidates(layer);
+  for (std::size_t i = 0; i < c.ranked.size(); ++i) {
+    const auto& r = c.ranked[i];
+    if (i % stride != 0 && !r.promoted) continue;
+    const std::string what = layer.name + " N=" + std::to_string(n) + " " + r.composition.text;
+    gnn::Workspace<T> ws;
+    gnn::execute(r.composition, b, ws);
+    const auto wrt = differentiable_inputs(r.composition);
+    const auto grads = gnn::backward(r.composition, ws, g.view(), wrt);
+    for (const auto& name : wrt) {
+      const auto& full = ref_held.count(name) ? ref_held.at(name) : ref.at(name);
+      check_close(to_mat<T>(grads.at(name)), project(name, full, o), tol, what + " d" + name);
+    }
+    // Run twice: buffers reused, results unchanged.
+    gnn::execute(r.composition, b, ws);
+    const auto again = gnn::backward(r.composition, ws, g.view(), wrt);
+    for (const auto& name : wrt) CHECK(to_mat<T>(again.at(name)) == to_mat<T>(grads.at(name)));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("gnn backward: every composition of every layer has the expression's gradient (double)", "[gnn][backward]") {
+  for (const auto& layer : gnn::layers::all()) {
+    const std::size_t stride = layer.name == "TAGCN" ? 97 : layer.name == "SGC" ? 7 : 1;
+    check_every_gradient<double>(layer, 37, 5, 3, 81, 1e-11, stride);  // K_in > K_out
+    check_every_gradient<double>(layer, 29, 3, 6, 82, 1e-11, stride);  // K_in < K_out
+  }
+}
+
+TEST_CASE("gnn backward: one node, no nodes, empty rows, float at GNN sizes", "[gnn][backward]") {
+  for (const auto& layer : {gnn::layers::gcn(), gnn::layers::gin(), gnn::layers::sage_mean(), gnn::layers::gat()}) {
+    check_every_gradient<double>(layer, 1, 4, 2, 91, 1e-11);
+    check_every_gradient<double>(layer, 0, 4, 2, 92, 1e-11);
+  }
+  // The weight gradient's row blocks: row counts around the block size, with and without a tail.
+  for (std::int64_t n : {255, 256, 257, 513})
+    check_every_gradient<float>(gnn::layers::gcn(), n, 48, 20, 93 + static_cast<std::uint64_t>(n), 2e-4);
+  check_every_gradient<float>(gnn::layers::sage_mean(), 600, 16, 40, 94, 2e-4);
+}
+
+TEST_CASE("gnn backward: finite differences of Spindle's forward agree with backward", "[gnn][backward]") {
+  for (const auto& layer : {gnn::layers::gcn(), gnn::layers::gin(), gnn::layers::sage_mean(), gnn::layers::gat(),
+                            gnn::layers::rgcn()}) {
+    auto o = make_operands<double>(17, 4, 3, 101);
+    o.dense.emplace("(H·W)", held_theta(o));
+    for (const auto& r : gnn::candidates(layer).promoted()) {
+      const auto& c = r.composition;
+      const auto g = sp::Tensor<double>::random({17, 3}, 102, -1, 1);
+      auto loss = [&](const Operands<double>& p) {
+        const auto out = gnn::execute(c, p.bindings());
+        double l = 0;
+        for (std::size_t q = 0; q < out.values().size(); ++q) l += out.values()[q] * g.values()[q];
+        return l;
+      };
+      gnn::Workspace<double> ws;
+      auto b = o.bindings();
+      gnn::execute(c, b, ws);
+      const auto wrt = differentiable_inputs(c);
+      const auto grads = gnn::backward(c, ws, g.view(), wrt);
+      for (const auto& name : wrt) {
+        INFO(layer.name << " " << c.text << " d" << name);
+        const auto got = grads.at(name);
+        // Three entries of each operand: first, middle, last.
+        const std::int64_t count = static_cast<std::int64_t>(got.values().size());
+        for (std::int64_t q : {std::int64_t{0}, count / 2, count - 1}) {
+          if (q < 0 || q >= count) continue;
+          Operands<double> plus = o, minus = o;
+          auto entry = [&](Operands<double>& p) -> double& {
+            if (p.sparse.count(name)) return p.sparse.at(name).values()[q];
+            if (p.diag.count(name)) return p.diag.at(name).values()[q];
+            return p.dense.at(name).values()[q];
+          };
+          const double h = 1e-6;
+          entry(plus) += h;
+          entry(minus) -= h;
+          const double fd = (loss(plus) - loss(minus)) / (2 * h);
+          CHECK(std::abs(fd - got.values()[q]) <= 1e-6 * (1 + std::abs(fd)));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("gnn backward: errors name what is wrong", "[gnn][backward]") {
+  const auto o = make_operands<double>(20, 4, 3, 111);
+  const auto b = o.bindings();
+  const auto c = gnn::candidates(gnn::layers::gcn()).promoted().front().composition;
+  gnn::Workspace<double> ws;
+  const auto g = sp::Tensor<double>::zeros({20, 3});
+  CHECK_THROWS_WITH(gnn::backward(c, ws, g.view(), {"W"}), Catch::Contains("no forward run"));
+  gnn::execute(c, b, ws);
+  CHECK_THROWS_AS(gnn::backward(c, ws, g.view(), {"Q"}), sp::UserError);
+  CHECK_THROWS_WITH(gnn::backward(c, ws, g.view(), {"Q"}), Catch::Contains("'Q' is not an operand"));
+  CHECK_THROWS_WITH(gnn::backward(c, ws, g.view(), {"A"}), Catch::Contains("unweighted"));
+  const auto bad = sp::Tensor<double>::zeros({20, 4});
+  CHECK_THROWS_AS(gnn::backward(c, ws, bad.view(), {"W"}), sp::ShapeError);
+  const auto other = gnn::candidates(gnn::layers::gcn()).promoted().back().composition;
+  CHECK_THROWS_WITH(gnn::backward(other, ws, g.view(), {"W"}), Catch::Contains("no forward run"));
+}
+
+TEST_CASE("gnn layers: GCNConv, SAGEConv and GINConv forward and backward match the reference", "[gnn][backward]") {
+  const auto a = spindle_test::random_csr<double>(Shape{"graph", 150, 150, 5.0, 0.1}, 121, 0.5, 2.0);
+  for (auto [kin, kout] : {std::pair<std::int64_t, std::int64_t>{9, 4}, {4, 9}}) {
+    INFO("K_in " << kin << " K_out " << kout);
+    Operands<double> o;
+    o.sparse.emplace("A", a);
+    o.diag.emplace("D", gnn::inverse_sqrt_degree(a));
+    o.diag.emplace("Dinv", gnn::inverse_degree(a));
+    o.diag.emplace("S", sp::Tensor<double>::full({150}, 1.25));
+    o.dense.emplace("H", sp::Tensor<double>::random({150, kin}, 122, -1, 1));
+    for (const char* w : {"W", "Wself", "Wneigh"})
+      o.dense.emplace(w, sp::Tensor<double>::random({kin, kout}, 123 + std::string(w).size(), -1, 1));
+    const auto g = sp::Tensor<double>::random({150, kout}, 124, -1, 1);
+    gnn::GCNConv<double> gcn(o.dense.at("W"), gnn::CostModel{});
+    gnn::SAGEConv<double> sage(o.dense.at("Wself"), o.dense.at("Wneigh"), gnn::CostModel{});
+    gnn::GINConv<double> gin(o.dense.at("W"), 0.25, gnn::CostModel{});
+    const std::vector<std::pair<gnn::GraphConv<double>*, gnn::LayerExpr>> convs{
+        {&gcn, gnn::layers::gcn()}, {&sage, gnn::layers::sage_mean()}, {&gin, gnn::layers::gin()}};
+    for (auto& [conv, layer] : convs) {
+      INFO(layer.name);
+      const auto out = conv->forward(a, o.dense.at("H").view());
+      check_close(to_mat<double>(out), reference(layer.expr, o), 1e-12, layer.name + " forward");
+      std::map<std::string, Mat> ref;
+      reference_backward(layer.expr, to_mat<double>(g.view()), o, ref);
+      const auto grads = conv->backward(g.view());
+      for (const auto& [name, gw] : grads.weights) check_close(to_mat<double>(gw), ref.at(name), 1e-12, "d" + name);
+      check_close(to_mat<double>(grads.input), ref.at("H"), 1e-12, "dH");
+      CHECK(conv->backward(g.view(), false).input.values().empty());
+    }
+  }
+  gnn::GCNConv<double> fresh(sp::Tensor<double>::zeros({3, 2}), gnn::CostModel{});
+  const auto g = sp::Tensor<double>::zeros({4, 2});
+  CHECK_THROWS_WITH(fresh.backward(g.view()), Catch::Contains("backward before any forward"));
+  CHECK_THROWS_AS(gnn::SAGEConv<double>(sp::Tensor<double>::zeros({3, 2}), sp::Tensor<double>::zeros({3, 4})),
+                  sp::ShapeError);
+}

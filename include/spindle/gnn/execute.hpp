@@ -20,6 +20,7 @@
 
 #include "spindle/format/csr.hpp"
 #include "spindle/format/tensor.hpp"
+#include "spindle/format/transpose.hpp"
 #include "spindle/gnn/associate.hpp"
 #include "spindle/gnn/primitives.hpp"
 
@@ -141,9 +142,28 @@ class Workspace {
     return slot.second;
   }
 
+  // The transpose of `a` for slot `s` (pattern rebuilt when `a` changes; values refreshed
+  // on every call when `with_values`).
+  const Csr<T>& transpose_of(std::size_t s, const Csr<T>& a, bool with_values) {
+    auto& slot = transposed_[s];
+    if (!slot.second || slot.first != static_cast<const void*>(a.indptr().data()) ||
+        slot.second->matrix.nnz() != a.nnz() || slot.second->matrix.cols() != a.rows()) {
+      slot = {a.indptr().data(), std::make_shared<CsrTranspose<T>>(transpose(a))};
+    } else if (with_values) {
+      slot.second->refresh(a);
+    }
+    return slot.second->matrix;
+  }
+
+  // The values of every step of the last run (execute with this workspace), which backward
+  // reads; `tape_text` names the composition that made them.
+  std::vector<detail::RtValue<T>> tape;
+  std::string tape_text;
+
  private:
   std::map<std::size_t, std::shared_ptr<Tensor<T>>> dense_;
   std::map<std::size_t, std::pair<const void*, std::shared_ptr<Csr<T>>>> sparse_;
+  std::map<std::size_t, std::pair<const void*, std::shared_ptr<CsrTranspose<T>>>> transposed_;
 };
 
 namespace detail {
@@ -304,8 +324,9 @@ TensorView<const T> execute(const Composition& c, const Bindings<T>& b, Workspac
   const MatrixInfo& out_info = c.steps.at(static_cast<std::size_t>(c.result)).value->info;
   SPINDLE_CHECK(is_dense(out_info.kind), ShapeError, "gnn: composition ", c.text, " yields a ",
                 kind_name(out_info.kind), " matrix; execute returns dense results only");
-  auto v = detail::run_steps(c, b, step_ms, &ws);
-  return v[static_cast<std::size_t>(c.result)].view;
+  ws.tape = detail::run_steps(c, b, step_ms, &ws);
+  ws.tape_text = c.text;
+  return ws.tape[static_cast<std::size_t>(c.result)].view;
 }
 
 }  // namespace spindle::gnn

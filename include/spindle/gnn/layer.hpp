@@ -12,12 +12,15 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <tuple>
 
+#include "spindle/gnn/backward.hpp"
 #include "spindle/gnn/cost_model.hpp"
 #include "spindle/gnn/execute.hpp"
 #include "spindle/gnn/layers.hpp"
@@ -60,7 +63,17 @@ class AdaptiveLayer {
   TensorView<const T> run(const Bindings<T>& b, const std::string& graph = "A") {
     const Composition& c = chosen(b, graph);
     std::lock_guard<std::mutex> lock(run_mutex_);
+    last_run_ = last_;
     return execute(c, b, workspaces_[last_]);
+  }
+
+  // The gradients of the operands named in `wrt` for the last run (backward.hpp), given
+  // d_out = dLoss/d(result); views into the layer's workspace, valid until its next call.
+  // The operands bound for that run must still be alive and unchanged.
+  std::map<std::string, TensorView<const T>> backward(TensorView<const T> d_out, const std::set<std::string>& wrt) {
+    std::lock_guard<std::mutex> lock(run_mutex_);
+    SPINDLE_CHECK(last_run_ != kNone, UserError, cands_.layer.name, ": backward before any forward run");
+    return gnn::backward(cands_.ranked[last_run_].composition, workspaces_[last_run_], d_out, wrt);
   }
 
   // The composition this call would run (selecting it if needed).
@@ -128,7 +141,9 @@ class AdaptiveLayer {
   std::map<ChoiceKey, std::size_t> choices_;
   std::mutex run_mutex_;
   std::map<std::size_t, Workspace<T>> workspaces_;  // per composition
-  std::size_t last_ = static_cast<std::size_t>(-1);
+  static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+  std::size_t last_ = kNone;
+  std::size_t last_run_ = kNone;
   double last_select_seconds_ = 0;
   GraphFeatures last_features_;
   std::map<std::string, double> last_symbols_;
@@ -145,37 +160,128 @@ Tensor<T> inverse_sqrt_degree(const Csr<T>& a) {
   return d;
 }
 
-// GCN layer (Kipf & Welling, symmetric normalisation): D^-1/2 A D^-1/2 H W with D the row
-// degrees of A as given (add self loops to A first for the usual Ã = A + I). A is read as a
-// pattern (unweighted). The composition is chosen per graph and sizes.
+// d(i) = 1 / (stored entries of row i), 0 for an empty row (mean aggregation).
 template <class T>
-class GCNConv {
+Tensor<T> inverse_degree(const Csr<T>& a) {
+  auto d = Tensor<T>::zeros({a.rows()});
+  for (std::int64_t i = 0; i < a.rows(); ++i) {
+    const auto n = a.indptr()[i + 1] - a.indptr()[i];
+    d.values()[i] = n > 0 ? static_cast<T>(1.0 / static_cast<double>(n)) : T(0);
+  }
+  return d;
+}
+
+// A graph convolution with trainable weights over one graph operand "A" (read as a
+// pattern) and node features "H": the base of GCNConv, SAGEConv and GINConv. The diagonal
+// operands derived from the graph (degree normalisations) are computed on each call (O(N));
+// the composition is chosen once per graph and sizes (AdaptiveLayer).
+//
+//   out = conv(A, H);                       // forward (keeps what backward needs)
+//   auto g = conv.backward(d_out);          // g.weights["W"], g.input (dLoss/dH)
+//   conv.weight("W") -= lr * g.weights["W"] // (with your optimiser)
+template <class T>
+class GraphConv {
  public:
-  GCNConv(Tensor<T> weight, CostModel model = default_cost_model())
-      : w_(std::move(weight)), layer_(layers::gcn(), std::move(model)) {
-    SPINDLE_CHECK(w_.rank() == 2, ShapeError, "GCNConv: the weight must be [K_in, K_out], got rank ", w_.rank());
+  struct Gradients {
+    std::map<std::string, TensorView<const T>> weights;  // by weight name
+    TensorView<const T> input;                           // dLoss/dH (empty when not asked for)
+  };
+
+  // Forward: a view of the result in the layer's workspace, valid until the next call. `a`
+  // and `h` must stay alive and unchanged until backward (if it is called).
+  TensorView<const T> forward(const Csr<T>& a, TensorView<const T> h) {
+    Bindings<T> b;
+    b.sparse("A", a).dense("H", h);
+    for (const auto& [name, w] : weights_) b.dense(name, w.view());
+    std::lock_guard<std::mutex> lock(mutex_);
+    // Recomputed on every call (O(N)): a cache keyed by the graph's address could outlive
+    // the graph and serve another one allocated in its place.
+    for (const auto& [name, make] : diagonal_makers_) {
+      diagonals_[name] = make(a);
+      b.diagonal(name, diagonals_[name].view());
+    }
+    return layer_.run(b);
   }
   Tensor<T> operator()(const Csr<T>& a, TensorView<const T> h) {
-    const Tensor<T>& d = degrees(a);
-    Bindings<T> b;
-    b.sparse("A", a).diagonal("D", d.view()).dense("H", h).dense("W", w_.view());
-    return layer_(b);
+    const auto r = forward(a, h);
+    return Tensor<T>::from(std::vector<T>(r.values().begin(), r.values().end()), r.shape());
   }
+
+  // The weights' gradients (and dLoss/dH with `input_gradient`) for the last forward run.
+  Gradients backward(TensorView<const T> d_out, bool input_gradient = true) {
+    std::set<std::string> wrt;
+    for (const auto& [name, w] : weights_) wrt.insert(name);
+    if (input_gradient) wrt.insert("H");
+    auto g = layer_.backward(d_out, wrt);
+    Gradients r;
+    for (const auto& [name, w] : weights_) r.weights[name] = g.at(name);
+    if (input_gradient) r.input = g.at("H");
+    return r;
+  }
+
+  Tensor<T>& weight(const std::string& name) {
+    auto it = weights_.find(name);
+    SPINDLE_CHECK(it != weights_.end(), UserError, layer_.compositions().layer.name, ": no weight '", name, "'");
+    return it->second;
+  }
+  std::map<std::string, Tensor<T>>& weights() { return weights_; }
   AdaptiveLayer<T>& adaptive() { return layer_; }
   std::string explain() const { return layer_.explain(); }
 
- private:
-  const Tensor<T>& degrees(const Csr<T>& a) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    const auto key = std::make_tuple(static_cast<const void*>(a.indptr().data()), a.rows(), a.nnz());
-    auto it = degrees_.find(key);
-    if (it == degrees_.end()) it = degrees_.emplace(key, inverse_sqrt_degree(a)).first;
-    return it->second;
+ protected:
+  using DiagonalMaker = std::function<Tensor<T>(const Csr<T>&)>;
+  GraphConv(LayerExpr expr, std::map<std::string, Tensor<T>> weights, std::map<std::string, DiagonalMaker> diagonals,
+            CostModel model)
+      : weights_(std::move(weights)), diagonal_makers_(std::move(diagonals)), layer_(std::move(expr), std::move(model)) {
+    std::int64_t k_in = -1, k_out = -1;
+    for (const auto& [name, w] : weights_) {
+      SPINDLE_CHECK(w.rank() == 2, ShapeError, layer_.compositions().layer.name, ": weight '", name,
+                    "' must be [K_in, K_out], got rank ", w.rank());
+      SPINDLE_CHECK(k_in < 0 || (w.dim(0) == k_in && w.dim(1) == k_out), ShapeError, layer_.compositions().layer.name,
+                    ": weight '", name, "' is [", w.dim(0), ", ", w.dim(1), "] but another weight is [", k_in, ", ",
+                    k_out, "]");
+      k_in = w.dim(0);
+      k_out = w.dim(1);
+    }
   }
-  Tensor<T> w_;
+
+ private:
+  std::map<std::string, Tensor<T>> weights_;
+  std::map<std::string, DiagonalMaker> diagonal_makers_;
   AdaptiveLayer<T> layer_;
   std::mutex mutex_;
-  std::map<std::tuple<const void*, std::int64_t, std::int64_t>, Tensor<T>> degrees_;
+  std::map<std::string, Tensor<T>> diagonals_;  // of the last forward (backward reads them)
+};
+
+// GCN layer (Kipf & Welling, symmetric normalisation): D^-1/2 A D^-1/2 H W with D the row
+// degrees of A as given (add self loops to A first for the usual Ã = A + I). A is read as a
+// pattern (unweighted). PyG: GCNConv(add_self_loops=False, bias=False) on the same edges.
+template <class T>
+class GCNConv : public GraphConv<T> {
+ public:
+  explicit GCNConv(Tensor<T> weight, CostModel model = default_cost_model())
+      : GraphConv<T>(layers::gcn(), {{"W", std::move(weight)}}, {{"D", inverse_sqrt_degree<T>}}, std::move(model)) {}
+};
+
+// GraphSAGE layer, mean aggregator: H Wself + D^-1 A H Wneigh (a node without neighbours
+// aggregates 0). PyG: SAGEConv(aggr='mean', bias=False), lin_r = Wself^T, lin_l = Wneigh^T.
+template <class T>
+class SAGEConv : public GraphConv<T> {
+ public:
+  SAGEConv(Tensor<T> w_self, Tensor<T> w_neigh, CostModel model = default_cost_model())
+      : GraphConv<T>(layers::sage_mean(), {{"Wself", std::move(w_self)}, {"Wneigh", std::move(w_neigh)}},
+                     {{"Dinv", inverse_degree<T>}}, std::move(model)) {}
+};
+
+// GIN layer (Xu et al.), the first linear map of its MLP: ((1 + eps) H + A H) W (sum
+// aggregation). PyG: GINConv(Linear(K_in, K_out, bias=False), eps).
+template <class T>
+class GINConv : public GraphConv<T> {
+ public:
+  GINConv(Tensor<T> weight, double eps = 0.0, CostModel model = default_cost_model())
+      : GraphConv<T>(layers::gin(), {{"W", std::move(weight)}},
+                     {{"S", [eps](const Csr<T>& a) { return Tensor<T>::full({a.rows()}, static_cast<T>(1.0 + eps)); }}},
+                     std::move(model)) {}
 };
 
 }  // namespace spindle::gnn

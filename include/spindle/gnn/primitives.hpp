@@ -63,4 +63,59 @@ auto dense_add() {
                                         sp::iter<K> k) { c(i, k) = a(i, k) + b(i, k); });
 }
 
+// --- backward (backward.hpp) -----------------------------------------------------------
+
+// y(i) = sum_k a(i, k) b(i, k): the gradient of a row broadcast's diagonal.
+template <class T>
+auto row_dot() {
+  return sp::kernel("gnn_row_dot", [](sp::in<T, I, K> a, sp::in<T, I, K> b, sp::out<T, I> y, sp::iter<I> i,
+                                      sp::iter<K> k) { y(i) += a(i, k) * b(i, k); });
+}
+
+// y(k) = sum_i a(i, k) b(i, k): the gradient of a column broadcast's diagonal.
+template <class T>
+auto column_dot() {
+  return sp::kernel("gnn_column_dot", [](sp::in<T, I, K> a, sp::in<T, I, K> b, sp::out<T, K> y, sp::iter<I> i,
+                                         sp::iter<K> k) { y(k) += a(i, k) * b(i, k); });
+}
+
+// B(i, j) = sum_k X(i, k) Y(j, k) on A's stored positions, A read as a pattern: the gradient
+// of a weighted SpMM C = A Y with respect to A's values, given X = dC.
+template <class T>
+auto sddmm_pattern() {
+  return sp::kernel("gnn_sddmm_pattern",
+                    [](sp::in<T, I, J> a, sp::in<T, I, K> x, sp::in<T, sp::dense<J>, K> y, sp::out<T, I, J> b,
+                       sp::iter<I> i, sp::iter<J> j, sp::iter<K> k) {
+                      (void)a;
+                      b(i, j) += x(i, k) * y(j, k);
+                    });
+}
+
+// C = A W^T: c(i, k) = sum_n a(i, n) w(k, n) (the input gradient of a GEMM).
+template <class T>
+auto gemm_nt() {
+  return sp::kernel("gnn_gemm_nt", [](sp::in<T, I, N> a, sp::in<T, K, N> w, sp::out<T, I, K> c, sp::iter<I> i,
+                                      sp::iter<K> k, sp::iter<N> n) { c(i, k) += a(i, n) * w(k, n); });
+}
+
+// The row blocks of A^T B (the weight gradient of a GEMM, a reduction over the long row
+// axis): A and B viewed as [P, rows per block, K] and [P, rows per block, N]; block p's
+// partial product goes to c(p, :, :), and the blocks run in parallel. gemm_tn sums them.
+struct Block : sp::dense_fixed {};
+template <class T>
+auto gemm_tn_blocks() {
+  return sp::kernel("gnn_gemm_tn_blocks",
+                    [](sp::in<T, Block, I, K> a, sp::in<T, Block, I, N> b, sp::out<T, Block, K, N> c,
+                       sp::iter<Block> p, sp::iter<I> i, sp::iter<K> k, sp::iter<N> n) {
+                      c(p, k, n) += a(p, i, k) * b(p, i, n);
+                    });
+}
+
+// C = sum_p A(p, :, :)
+template <class T>
+auto sum_blocks() {
+  return sp::kernel("gnn_sum_blocks", [](sp::in<T, Block, K, N> a, sp::out<T, K, N> c, sp::iter<K> k,
+                                         sp::iter<N> n, sp::iter<Block> p) { c(k, n) += a(p, k, n); });
+}
+
 }  // namespace spindle::gnn::kernels

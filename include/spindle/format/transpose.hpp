@@ -1,0 +1,63 @@
+// The transpose of a CSR matrix, with the map from its stored entries back to the source's,
+// so that a matrix whose values change (a normalised adjacency, attention scores) is
+// transposed once and refreshed in O(nnz) without re-sorting.
+//
+//   auto at = spindle::transpose(a);   // at.matrix: a.cols() x a.rows(), rows sorted
+//   ...                               // a's values change, its pattern does not
+//   at.refresh(a);                     // at.matrix.values()[q] = a.values()[at.source[q]]
+//
+// Counting sort by column: O(rows + cols + nnz); the transposed rows come out sorted when
+// the source's rows are sorted or not (entries are placed in row order of the source).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "spindle/format/csr.hpp"
+
+namespace spindle {
+
+template <class T, class Index = std::int32_t>
+struct CsrTranspose {
+  Csr<T, Index> matrix;
+  std::vector<std::int64_t> source;  // matrix.values()[q] comes from a.values()[source[q]]
+
+  // Copies `a`'s current values into the transpose. `a` must have the pattern this
+  // transpose was built from (FormatError when its nnz or shape differ).
+  void refresh(const Csr<T, Index>& a) {
+    SPINDLE_CHECK(a.nnz() == matrix.nnz() && a.rows() == matrix.cols() && a.cols() == matrix.rows(), FormatError,
+                  "CsrTranspose::refresh: the matrix is ", a.rows(), "x", a.cols(), " with ", a.nnz(),
+                  " entries but the transpose was built from a ", matrix.cols(), "x", matrix.rows(), " matrix with ",
+                  matrix.nnz());
+    auto out = matrix.values();
+    const auto in = a.values();
+    for (std::size_t q = 0; q < source.size(); ++q) out[q] = in[static_cast<std::size_t>(source[q])];
+  }
+};
+
+template <class T, class Index>
+CsrTranspose<T, Index> transpose(const Csr<T, Index>& a) {
+  const std::int64_t rows = a.rows(), cols = a.cols(), nnz = a.nnz();
+  std::vector<Index> ptr(static_cast<std::size_t>(cols) + 1, Index(0));
+  const auto idx = a.indices();
+  const auto aptr = a.indptr();
+  for (std::int64_t q = 0; q < nnz; ++q) ++ptr[static_cast<std::size_t>(idx[q]) + 1];
+  for (std::int64_t c = 0; c < cols; ++c) ptr[c + 1] += ptr[c];
+  std::vector<Index> next(ptr.begin(), ptr.end() - 1);
+  std::vector<Index> tidx(static_cast<std::size_t>(nnz));
+  std::vector<std::int64_t> source(static_cast<std::size_t>(nnz));
+  std::vector<T> tval(static_cast<std::size_t>(nnz));
+  const auto val = a.values();
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (Index q = aptr[r]; q < aptr[r + 1]; ++q) {
+      const auto at = static_cast<std::size_t>(next[static_cast<std::size_t>(idx[q])]++);
+      tidx[at] = static_cast<Index>(r);
+      source[at] = q;
+      tval[at] = val[q];
+    }
+  CsrTranspose<T, Index> t{Csr<T, Index>(cols, rows, std::move(ptr), std::move(tidx), std::move(tval)),
+                           std::move(source)};
+  return t;
+}
+
+}  // namespace spindle

@@ -1,0 +1,393 @@
+// Reverse-mode gradients of a composition (backward of execute.hpp), so that any composition
+// of any layer can be trained:
+//
+//   gnn::Workspace<float> ws;
+//   auto out = gnn::execute(c, b, ws);                            // forward; ws keeps every step's value
+//   auto g = gnn::backward(c, ws, d_out, {"W", "H"});             // dLoss/dW, dLoss/dH given dLoss/dout
+//   g.at("W")                                                     // [K_in, K_out], a view into ws
+//
+// Each step's rule, with dC the gradient of its result (summed over the steps that use it):
+//   gemm            C = X W        dX = dC W^T (gemm_nt)          dW = X^T dC (gemm_tn_blocks + sum_blocks)
+//   spmm            C = A X        dX = A^T dC (SpMM on the cached transpose)
+//                                   dA = dC X^T on A's pattern (sddmm_pattern), weighted A only
+//   row_broadcast   C = diag(d) X  dX = diag(d) dC                 dd = rowwise dot(dC, X) (row_dot)
+//   column_broadcast C = X diag(d) dX = dC diag(d)                 dd = columnwise dot(dC, X) (column_dot)
+//   dense_add       C = X + Y      dX = dY = dC
+//   sparse_scale    S = diag(r) A diag(s)   dA = diag(r) dS diag(s) (scale), weighted A only
+//                                   dr(i) = sum_j dS(i,j) A(i,j) s(j), ds likewise (host loops, O(nnz))
+//   sparse_add      S = A + B (union)       dA = dS on A's entries (host gather, O(nnz log))
+//   diag_product    z = x * y      dx = dz * y, dy = dz * x (host loops, O(N))
+// Unweighted sparse operands have no values and so no gradient; a gradient of a sparse
+// weighted operand (e.g. GAT's attention scores) is its values' gradient, in its stored
+// order (rank 1, nnz entries). Only the steps on a path from a requested leaf to the result
+// get gradients.
+//
+// The returned views point into the workspace (and, for a gradient passed straight
+// through, into d_out) and stay valid until the next forward or backward with it. The
+// operands bound for the forward run must still be alive and unchanged.
+#pragma once
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "spindle/gnn/execute.hpp"
+
+namespace spindle::gnn {
+
+namespace detail {
+
+// A step's gradient: contributions from the steps that use it, summed when read.
+template <class T>
+struct Adjoint {
+  std::vector<TensorView<const T>> dense;           // dense / diagonal contributions
+  std::vector<std::shared_ptr<const void>> keep;    // owners of contributions outside the workspace
+  std::vector<std::shared_ptr<Csr<T>>> sparse;      // sparse contributions (the step's pattern)
+};
+
+template <class T>
+class BackwardRun {
+ public:
+  BackwardRun(const Composition& c, Workspace<T>& ws) : c_(c), ws_(ws), v_(ws.tape), adj_(c.steps.size()) {}
+
+  std::map<std::string, TensorView<const T>> run(TensorView<const T> d_out, const std::set<std::string>& wrt) {
+    const std::size_t n = c_.steps.size();
+    // Which steps lie on a path from a requested leaf.
+    std::vector<char> needs(n, 0);
+    std::set<std::string> found;
+    for (std::size_t s = 0; s < n; ++s) {
+      const Step& st = c_.steps[s];
+      if (st.prim == Primitive::input) {
+        const std::string name = input_name(st);
+        if (wrt.count(name)) {
+          needs[s] = 1;
+          found.insert(name);
+        }
+      } else {
+        for (int a : st.args) needs[s] |= needs[static_cast<std::size_t>(a)];
+      }
+    }
+    for (const std::string& w : wrt) {
+      if (found.count(w)) continue;
+      std::string names;
+      for (const Step& st : c_.steps)
+        if (st.prim == Primitive::input) names += (names.empty() ? "" : ", ") + input_name(st);
+      SPINDLE_CHECK(false, UserError, "gnn::backward: '", w, "' is not an operand of ", c_.text, " (operands: ", names, ")");
+    }
+    for (std::size_t s = 0; s < n; ++s) {
+      const Step& st = c_.steps[s];
+      if (st.prim != Primitive::input || !needs[s] || st.value->info.kind != MatrixKind::sparse_unweighted) continue;
+      SPINDLE_CHECK(false, UserError, "gnn::backward: '", input_name(st),
+                   "' is an unweighted (pattern-only) sparse operand: it has no values to differentiate");
+    }
+    const auto& res = v_.at(static_cast<std::size_t>(c_.result));
+    SPINDLE_CHECK(d_out.rank() == 2 && d_out.dim(0) == res.view.dim(0) && d_out.dim(1) == res.view.dim(1), ShapeError,
+                  "gnn::backward: the result's gradient must be [", res.view.dim(0), ", ", res.view.dim(1), "]",
+                  d_out.rank() == 2 ? ", got [" + std::to_string(d_out.dim(0)) + ", " + std::to_string(d_out.dim(1)) + "]"
+                                    : ", got rank " + std::to_string(d_out.rank()));
+    adj_[static_cast<std::size_t>(c_.result)].dense.push_back(d_out);
+    needs_ = needs;
+
+    std::map<std::string, TensorView<const T>> grads;
+    for (std::size_t s = n; s-- > 0;) {
+      const Step& st = c_.steps[s];
+      if (!needs[s] || (adj_[s].dense.empty() && adj_[s].sparse.empty())) continue;
+      if (st.prim == Primitive::input) {
+        grads[input_name(st)] = gradient_view(s);
+        continue;
+      }
+      step_back(s);
+    }
+    for (const std::string& w : wrt)
+      if (!grads.count(w)) grads[w] = zero_gradient(w);  // an operand the result does not depend on
+    return grads;
+  }
+
+ private:
+  static std::string input_name(const Step& st) { return st.reused ? st.value->key : st.value->name; }
+
+  std::size_t slot(std::size_t s, std::size_t role) const { return (role + 2) * (c_.steps.size() + 1) * 4 + s; }
+
+  const RtValue<T>& value(std::size_t s) const { return v_.at(s); }
+  std::size_t arg_of(std::size_t s, std::size_t k) const { return static_cast<std::size_t>(c_.steps[s].args.at(k)); }
+  bool needs_arg(std::size_t s, std::size_t k) const {
+    // A step on a path from a requested leaf received an adjoint slot; the others are skipped.
+    return needs_[arg_of(s, k)];
+  }
+
+  // The summed dense (or diagonal) gradient of step s.
+  TensorView<const T> dense_adjoint(std::size_t s) {
+    auto& a = adj_[s];
+    SPINDLE_CHECK(!a.dense.empty(), InternalError, "gnn::backward: step ", s, " has no gradient");
+    if (a.dense.size() == 1) return a.dense[0];
+    static const auto add = kernels::dense_add<T>();
+    TensorView<const T> acc = a.dense[0];
+    for (std::size_t k = 1; k < a.dense.size(); ++k) {
+      if (acc.rank() == 1) {
+        auto buf = ws_.dense(slot(s, 10 + k % 2), acc.shape());
+        for (std::int64_t i = 0; i < acc.dim(0); ++i) buf->values()[i] = acc.values()[i] + a.dense[k].values()[i];
+        acc = buf->view();
+      } else {
+        auto buf = ws_.dense(slot(s, 10 + k % 2), acc.shape());
+        add(acc, a.dense[k], *buf);
+        acc = buf->view();
+      }
+    }
+    a.dense = {acc};
+    return acc;
+  }
+
+  // The summed sparse gradient of step s (values on the step's pattern).
+  std::shared_ptr<Csr<T>> sparse_adjoint(std::size_t s) {
+    auto& a = adj_[s];
+    SPINDLE_CHECK(!a.sparse.empty(), InternalError, "gnn::backward: step ", s, " has no sparse gradient");
+    auto acc = a.sparse[0];
+    for (std::size_t k = 1; k < a.sparse.size(); ++k) {
+      auto buf = ws_.pattern_of(slot(s, 12 + k % 2), *acc);
+      auto o = buf->values();
+      const auto x = acc->values(), y = a.sparse[k]->values();
+      for (std::size_t q = 0; q < o.size(); ++q) o[q] = x[q] + y[q];
+      acc = buf;
+    }
+    a.sparse = {acc};
+    return acc;
+  }
+
+  TensorView<const T> gradient_view(std::size_t s) {
+    if (!adj_[s].sparse.empty()) {
+      auto g = sparse_adjoint(s);
+      return TensorView<const T>(g->values().data(), {g->nnz()});
+    }
+    return dense_adjoint(s);
+  }
+
+  TensorView<const T> zero_gradient(const std::string& w) {
+    for (std::size_t s = 0; s < c_.steps.size(); ++s) {
+      const Step& st = c_.steps[s];
+      if (st.prim != Primitive::input || input_name(st) != w) continue;
+      const auto& val = value(s);
+      std::vector<std::int64_t> shape = val.csr ? std::vector<std::int64_t>{val.csr->nnz()} : val.view.shape();
+      auto buf = ws_.dense(slot(s, 14), shape);
+      std::fill(buf->values().begin(), buf->values().end(), T(0));
+      return buf->view();
+    }
+    SPINDLE_CHECK(false, InternalError, "gnn::backward: no operand '", w, "'");
+    return {};
+  }
+
+  void push_dense(std::size_t to, const std::shared_ptr<Tensor<T>>& g) { adj_[to].dense.push_back(g->view()); }
+
+  // dense gradient buffer for a contribution of step s to its k-th argument
+  std::shared_ptr<Tensor<T>> buffer(std::size_t s, std::size_t k, std::vector<std::int64_t> shape) {
+    return ws_.dense(slot(s, k), std::move(shape));
+  }
+
+  void gemm_tn(TensorView<const T> x, TensorView<const T> g, Tensor<T>& out, std::size_t s) {
+    static const auto blocks = kernels::gemm_tn_blocks<T>();
+    static const auto sum = kernels::sum_blocks<T>();
+    const std::int64_t rows = x.dim(0), k = x.dim(1), n = g.dim(1);
+    const std::int64_t hw = std::max<std::int64_t>(1, std::thread::hardware_concurrency());
+    const std::int64_t p = std::clamp<std::int64_t>(rows / 256, 1, 2 * hw);
+    const std::int64_t per = rows / p, tail = rows - p * per;
+    auto part = ws_.dense(slot(s, 15), {p + 1, k, n});
+    T* pd = part->values().data();
+    blocks(TensorView<const T>(x.values().data(), {p, per, k}), TensorView<const T>(g.values().data(), {p, per, n}),
+           TensorView<T>(pd, {p, k, n}));
+    blocks(TensorView<const T>(x.values().data() + p * per * k, {1, tail, k}),
+           TensorView<const T>(g.values().data() + p * per * n, {1, tail, n}), TensorView<T>(pd + p * k * n, {1, k, n}));
+    sum(part->view(), out);
+  }
+
+  void step_back(std::size_t s) {
+    static const auto row_broadcast = kernels::row_broadcast<T>();
+    static const auto column_broadcast = kernels::column_broadcast<T>();
+    static const auto row_dot = kernels::row_dot<T>();
+    static const auto column_dot = kernels::column_dot<T>();
+    static const auto spmm_u = kernels::spmm_unweighted<T>();
+    static const auto spmm_w = ops::spmm<T>();
+    static const auto sddmm = kernels::sddmm_pattern<T>();
+    static const auto gemm_nt = kernels::gemm_nt<T>();
+    static const auto scale_w = ops::scale<T>();
+
+    const Step& st = c_.steps[s];
+    const std::size_t nargs = st.args.size();
+    switch (st.prim) {
+      case Primitive::input:
+        break;
+      case Primitive::gemm: {
+        const auto dc = dense_adjoint(s);
+        const auto& x = value(arg_of(s, 0)).view;
+        const auto& w = value(arg_of(s, 1)).view;
+        if (needs_arg(s, 0)) {
+          auto dx = buffer(s, 0, x.shape());
+          gemm_nt(dc, w, *dx);
+          push_dense(arg_of(s, 0), dx);
+        }
+        if (needs_arg(s, 1)) {
+          auto dw = buffer(s, 1, w.shape());
+          gemm_tn(x, dc, *dw, s);
+          push_dense(arg_of(s, 1), dw);
+        }
+        break;
+      }
+      case Primitive::spmm_weighted:
+      case Primitive::spmm_unweighted: {
+        const auto dc = dense_adjoint(s);
+        const Csr<T>& a = *value(arg_of(s, 0)).csr;
+        const auto& x = value(arg_of(s, 1)).view;
+        const bool weighted = st.prim == Primitive::spmm_weighted;
+        if (needs_arg(s, 1)) {
+          const Csr<T>& at = ws_.transpose_of(slot(s, 0), a, weighted);
+          auto dx = buffer(s, 1, x.shape());
+          if (weighted) spmm_w(at, dc, *dx);
+          else spmm_u(at, dc, *dx);
+          push_dense(arg_of(s, 1), dx);
+        }
+        if (weighted && needs_arg(s, 0)) {
+          auto da = ws_.pattern_of(slot(s, 2), a);
+          sddmm(a, dc, x, *da);
+          adj_[arg_of(s, 0)].sparse.push_back(da);
+        }
+        break;
+      }
+      case Primitive::row_broadcast:
+      case Primitive::column_broadcast: {
+        const bool row = st.prim == Primitive::row_broadcast;
+        const std::size_t di = row ? 0 : 1, xi = row ? 1 : 0;
+        const auto dc = dense_adjoint(s);
+        const auto& d = value(arg_of(s, di)).view;
+        const auto& x = value(arg_of(s, xi)).view;
+        if (needs_arg(s, xi)) {
+          auto dx = buffer(s, xi, x.shape());
+          if (row) row_broadcast(d, dc, *dx);
+          else column_broadcast(d, dc, *dx);
+          push_dense(arg_of(s, xi), dx);
+        }
+        if (needs_arg(s, di)) {
+          auto dd = buffer(s, di, d.shape());
+          if (row) row_dot(dc, x, *dd);
+          else column_dot(dc, x, *dd);
+          push_dense(arg_of(s, di), dd);
+        }
+        break;
+      }
+      case Primitive::dense_add: {
+        const auto dc = dense_adjoint(s);
+        for (std::size_t k = 0; k < nargs; ++k)
+          if (needs_arg(s, k)) adj_[arg_of(s, k)].dense.push_back(dc);
+        break;
+      }
+      case Primitive::diag_product: {
+        const auto dz = dense_adjoint(s);
+        for (std::size_t k = 0; k < 2; ++k) {
+          if (!needs_arg(s, k)) continue;
+          const auto& other = value(arg_of(s, 1 - k)).view;
+          auto g = buffer(s, k, dz.shape());
+          for (std::int64_t i = 0; i < dz.dim(0); ++i) g->values()[i] = dz.values()[i] * other.values()[i];
+          push_dense(arg_of(s, k), g);
+        }
+        break;
+      }
+      case Primitive::sparse_scale: {
+        const auto ds = sparse_adjoint(s);
+        const std::size_t ai = value(arg_of(s, 0)).kind == MatrixKind::diagonal ? 1 : 0;
+        const RtValue<T>& av = value(arg_of(s, ai));
+        const Csr<T>& a = *av.csr;
+        const bool has_r = ai == 1, has_s = nargs > ai + 1;
+        auto ones_r = detail::ones<T>(a.rows()), ones_s = detail::ones<T>(a.cols());
+        const TensorView<const T> r = has_r ? value(arg_of(s, 0)).view : ones_r->view();
+        const TensorView<const T> sc = has_s ? value(arg_of(s, ai + 1)).view : ones_s->view();
+        const bool weighted = av.kind != MatrixKind::sparse_unweighted;
+        if (weighted && needs_arg(s, ai)) {
+          auto da = ws_.pattern_of(slot(s, ai), a);
+          scale_w(*ds, r, sc, T(1), *da);
+          adj_[arg_of(s, ai)].sparse.push_back(da);
+        }
+        const auto ptr = a.indptr();
+        const auto idx = a.indices();
+        const auto av_vals = a.values();
+        const auto g = ds->values();
+        auto entry = [&](std::int64_t q) { return weighted ? av_vals[q] : T(1); };
+        if (has_r && needs_arg(s, 0)) {
+          auto dr = buffer(s, 0, {a.rows()});
+          for (std::int64_t i = 0; i < a.rows(); ++i) {
+            T acc = 0;
+            for (auto q = ptr[i]; q < ptr[i + 1]; ++q) acc += g[q] * entry(q) * sc.values()[idx[q]];
+            dr->values()[i] = acc;
+          }
+          push_dense(arg_of(s, 0), dr);
+        }
+        if (has_s && needs_arg(s, ai + 1)) {
+          auto dsv = buffer(s, ai + 1, {a.cols()});
+          std::fill(dsv->values().begin(), dsv->values().end(), T(0));
+          for (std::int64_t i = 0; i < a.rows(); ++i)
+            for (auto q = ptr[i]; q < ptr[i + 1]; ++q) dsv->values()[idx[q]] += g[q] * r.values()[i] * entry(q);
+          push_dense(arg_of(s, ai + 1), dsv);
+        }
+        break;
+      }
+      case Primitive::sparse_add: {
+        const auto ds = sparse_adjoint(s);
+        const auto uptr = ds->indptr();
+        const auto uidx = ds->indices();
+        const auto g = ds->values();
+        auto find = [&](std::int64_t i, std::int64_t j) -> T {
+          const auto* b = uidx.data() + uptr[i];
+          const auto* e = uidx.data() + uptr[i + 1];
+          const auto* p = std::lower_bound(b, e, static_cast<std::int32_t>(j));
+          SPINDLE_CHECK(p != e && *p == j, InternalError, "gnn::backward: (", i, ", ", j,
+                        ") missing from a sparse sum's pattern");
+          return g[p - uidx.data()];
+        };
+        for (std::size_t k = 0; k < nargs; ++k) {
+          if (!needs_arg(s, k)) continue;
+          const RtValue<T>& t = value(arg_of(s, k));
+          if (t.kind == MatrixKind::diagonal) {
+            auto dd = buffer(s, k, {t.view.dim(0)});
+            for (std::int64_t i = 0; i < t.view.dim(0); ++i) dd->values()[i] = find(i, i);
+            push_dense(arg_of(s, k), dd);
+          } else if (t.kind != MatrixKind::sparse_unweighted) {
+            auto dt = ws_.pattern_of(slot(s, k), *t.csr);
+            const auto tptr = t.csr->indptr();
+            const auto tidx = t.csr->indices();
+            for (std::int64_t i = 0; i < t.csr->rows(); ++i)
+              for (auto q = tptr[i]; q < tptr[i + 1]; ++q) dt->values()[q] = find(i, tidx[q]);
+            adj_[arg_of(s, k)].sparse.push_back(dt);
+          }
+        }
+        break;
+      }
+    }
+  }
+
+  const Composition& c_;
+  Workspace<T>& ws_;
+  const std::vector<RtValue<T>>& v_;
+  std::vector<Adjoint<T>> adj_;
+  std::vector<char> needs_;
+};
+
+}  // namespace detail
+
+// The gradients of the operands named in `wrt` (leaf names, or keys of held values such as
+// "(H·W)"), given d_out = dLoss/d(result), for the forward run of `c` that `ws` holds
+// (execute(c, b, ws) must have run last with this workspace). Dense operands get [rows,
+// cols] gradients, diagonals [n], sparse weighted operands their values' gradient [nnz].
+// UserError for a name that is not an operand or an unweighted sparse operand, ShapeError
+// for a d_out of the wrong shape.
+template <class T>
+std::map<std::string, TensorView<const T>> backward(const Composition& c, Workspace<T>& ws, TensorView<const T> d_out,
+                                                    const std::set<std::string>& wrt) {
+  SPINDLE_CHECK(ws.tape_text == c.text && ws.tape.size() == c.steps.size(), UserError,
+                "gnn::backward: the workspace holds no forward run of ", c.text,
+                ws.tape_text.empty() ? std::string() : " (its last run was " + ws.tape_text + ")",
+                "; call execute(c, bindings, ws) first");
+  detail::BackwardRun<T> run(c, ws);
+  return run.run(d_out, wrt);
+}
+
+}  // namespace spindle::gnn
