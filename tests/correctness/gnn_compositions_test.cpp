@@ -16,6 +16,8 @@
 #include "spindle/gnn.hpp"
 #include "spindle/gnn/execute.hpp"
 #include "spindle/gnn/layer.hpp"
+#include "support/emulated_cuda_call.hpp"
+#include "support/reference_interpreter.hpp"
 
 namespace sp = spindle;
 namespace gnn = spindle::gnn;
@@ -375,6 +377,11 @@ TEST_CASE("gnn backward: one node, no nodes, empty rows, float at GNN sizes", "[
   for (std::int64_t n : {255, 256, 257, 513})
     check_every_gradient<float>(gnn::layers::gcn(), n, 48, 20, 93 + static_cast<std::uint64_t>(n), 2e-4);
   check_every_gradient<float>(gnn::layers::sage_mean(), 600, 16, 40, 94, 2e-4);
+  // Both GEMM forms (outputs narrower than a SIMD vector take the dot-product form) and the
+  // weight gradient of a narrow output (formed transposed).
+  check_every_gradient<float>(gnn::layers::gcn(), 300, 24, 6, 95, 2e-4);
+  check_every_gradient<float>(gnn::layers::sage_mean(), 300, 4, 24, 96, 2e-4);
+  check_every_gradient<float>(gnn::layers::gin(), 300, 15, 16, 97, 2e-4);
 }
 
 TEST_CASE("gnn backward: finite differences of Spindle's forward agree with backward", "[gnn][backward]") {
@@ -472,4 +479,108 @@ TEST_CASE("gnn layers: GCNConv, SAGEConv and GINConv forward and backward match 
   CHECK_THROWS_WITH(fresh.backward(g.view()), Catch::Contains("backward before any forward"));
   CHECK_THROWS_AS(gnn::SAGEConv<double>(sp::Tensor<double>::zeros({3, 2}), sp::Tensor<double>::zeros({3, 4})),
                   sp::ShapeError);
+}
+
+// --- the GNN kernels against the language's semantics ------------------------------------
+// Every kernel of gnn/primitives.hpp (forward and backward) run by the reference interpreter
+// and by every CPU engine with 1 and 2 threads and by its CUDA build (on the GPU when there
+// is one, else in the emulator after an NVRTC compile to cubin): each output element within
+// the interpreter's float error bound.
+
+namespace {
+
+sp::runtime::Runtime& engine_runtime(const std::string& engine, int threads) {
+  static std::map<std::pair<std::string, int>, std::unique_ptr<sp::runtime::Runtime>> all;
+  auto& rt = all[{engine, threads}];
+  if (!rt) {
+    sp::Options o = sp::Options::from_env();
+    o.engine = engine;
+    o.disk_cache = false;
+    o.num_threads = threads;
+    rt = std::make_unique<sp::runtime::Runtime>(o);
+  }
+  return *rt;
+}
+
+// `k(ins..., out)`: out (a Tensor or Csr, its initial contents as given) is compared.
+template <class Kernel, class Out, class... In>
+void check_kernel(const std::string& what, const Kernel& k, const Out& out0, const In&... ins) {
+  INFO(what);
+  std::vector<sp::runtime::CallArg> args;
+  auto ref = out0;
+  ((args.emplace_back().view = sp::storage_of(ins)), ...);
+  args.emplace_back().view = sp::storage_of(ref);
+  spindle::test::Interpreter interp(k.ir(), args);
+  interp.run();
+  const sp::ir::BufferNode* out = nullptr;
+  for (auto& fb : k.ir().buffers)
+    if (fb.buffer->role == sp::ir::BufferRole::output && fb.origin.kind == sp::ir::ParamOrigin::values)
+      out = fb.buffer.get();
+  REQUIRE(out);
+  auto compare = [&](const Out& got, const std::string& engine) {
+    INFO(engine);
+    const auto g = got.values();
+    const auto r = ref.values();
+    REQUIRE(g.size() == r.size());
+    std::size_t bad = 0;
+    for (std::size_t p = 0; p < r.size(); ++p)
+      bad += !(std::abs(static_cast<double>(g[p]) - static_cast<double>(r[p])) <=
+               interp.error_bound(out, static_cast<std::int64_t>(p)) + 1e-30);
+    CHECK(bad == 0);
+  };
+  std::vector<std::string> engines{"system"};
+#ifdef SPINDLE_WITH_ORC
+  engines.insert(engines.begin(), "orc");
+#endif
+  for (const auto& e : engines)
+    for (int threads : {1, 2}) {
+      auto got = out0;
+      k.with_runtime(engine_runtime(e, threads))(ins..., got);
+      compare(got, e + " " + std::to_string(threads) + " thread(s)");
+    }
+  static spindle::test::NvrtcCheck nvrtc;
+  static spindle::test::EmulatorCache cache;
+  auto got = out0;
+  std::vector<sp::runtime::CallArg> cargs;
+  ((cargs.emplace_back().view = sp::storage_of(ins)), ...);
+  cargs.emplace_back().view = sp::storage_of(got);
+  spindle::test::run_cuda_build(k.ir(), cargs, &nvrtc, &cache);
+  compare(got, spindle::test::cuda_engine_name());
+}
+
+}  // namespace
+
+TEST_CASE("gnn kernels: forward and backward primitives agree with the reference interpreter on every engine",
+          "[gnn][interpreter]") {
+  namespace kn = gnn::kernels;
+  for (auto [n, kin, kout] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{70, 5, 19}, {33, 17, 3}, {1, 2, 2},
+                              {0, 3, 4}}) {
+    INFO("N " << n << " K_in " << kin << " K_out " << kout);
+    const auto a = spindle_test::random_csr<float>(Shape{"graph", n, n, 4.0, 0.2}, 131, 0.5, 2.0);
+    auto pattern_out = a;
+    for (float& v : pattern_out.values()) v = 7.0f;  // overwritten by the kernels
+    const auto d = sp::Tensor<float>::random({n}, 132, 0.25, 1.5);
+    const auto dk = sp::Tensor<float>::random({kin}, 133, 0.25, 1.5);
+    const auto x = sp::Tensor<float>::random({n, kin}, 134, -1, 1);
+    const auto y = sp::Tensor<float>::random({n, kin}, 135, -1, 1);
+    const auto w = sp::Tensor<float>::random({kin, kout}, 136, -1, 1);
+    const auto wt = sp::Tensor<float>::random({kout, kin}, 137, -1, 1);
+    const auto g = sp::Tensor<float>::random({n, kout}, 138, -1, 1);
+    const auto junk = [](std::vector<std::int64_t> shape) { return sp::Tensor<float>::full(std::move(shape), 3.0f); };
+    check_kernel("row_broadcast", kn::row_broadcast<float>(), junk({n, kin}), d, x);
+    check_kernel("column_broadcast", kn::column_broadcast<float>(), junk({n, kin}), dk, x);
+    check_kernel("spmm_unweighted", kn::spmm_unweighted<float>(), junk({n, kin}), a, x);
+    check_kernel("scale_pattern", kn::scale_pattern<float>(), pattern_out, a, d, d);
+    check_kernel("gemm", kn::gemm<float>(), junk({n, kout}), x, w);
+    check_kernel("gemm_nt", kn::gemm_nt<float>(), junk({n, kout}), x, wt);
+    check_kernel("transpose", kn::transpose<float>(), junk({kout, kin}), w);
+    check_kernel("dense_add", kn::dense_add<float>(), junk({n, kin}), x, y);
+    check_kernel("row_dot", kn::row_dot<float>(), junk({n}), x, y);
+    check_kernel("column_dot", kn::column_dot<float>(), junk({kin}), x, y);
+    check_kernel("sddmm_pattern", kn::sddmm_pattern<float>(), pattern_out, a, x, y);
+    const sp::TensorView<const float> x3(x.values().data(), {1, n, kin}), g3(g.values().data(), {1, n, kout});
+    check_kernel("gemm_tn_blocks", kn::gemm_tn_blocks<float>(), junk({1, kin, kout}), x3, g3);
+    const auto parts = sp::Tensor<float>::random({3, kin, kout}, 139, -1, 1);
+    check_kernel("sum_blocks", kn::sum_blocks<float>(), junk({kin, kout}), parts);
+  }
 }

@@ -123,6 +123,13 @@ std::shared_ptr<Tensor<T>> ones(std::int64_t n) {
 template <class T>
 class Workspace {
  public:
+  // Slot keys: the step, what the buffer is for (its role), and who uses it (space 0: the
+  // step's forward result, 1: forward scratch, 2: backward), so that no two buffers that are
+  // alive together share a slot.
+  static std::size_t slot(std::size_t space, std::size_t role, std::size_t step) {
+    return (space << 56) | (role << 40) | step;
+  }
+
   // A dense buffer of this shape for step `s` (its previous contents are overwritten by the
   // kernel that writes it: Spindle kernels initialise their `out` buffers).
   std::shared_ptr<Tensor<T>> dense(std::size_t s, std::vector<std::int64_t> shape) {
@@ -168,6 +175,36 @@ class Workspace {
 
 namespace detail {
 
+// Output widths below one SIMD vector (64 bytes) take the dot-product GEMM form.
+template <class T>
+constexpr std::int64_t kNarrowOutput = static_cast<std::int64_t>(64 / sizeof(T));
+
+// out = x w (dense), in the faster of the two GEMM forms for the output width; `slot` is a
+// workspace slot for the transposed weight.
+template <class T>
+void matmul(TensorView<const T> x, TensorView<const T> w, Tensor<T>& out, Workspace<T>& ws, std::size_t slot) {
+  static const auto gemm = kernels::gemm<T>();
+  static const auto gemm_nt = kernels::gemm_nt<T>();
+  static const auto transpose = kernels::transpose<T>();
+  if (w.dim(1) >= kNarrowOutput<T>) return gemm(x, w, out);
+  auto wt = ws.dense(slot, {w.dim(1), w.dim(0)});
+  transpose(w, *wt);
+  gemm_nt(x, wt->view(), out);
+}
+
+// out = x w^T (dense), likewise.
+template <class T>
+void matmul_transposed(TensorView<const T> x, TensorView<const T> w, Tensor<T>& out, Workspace<T>& ws,
+                       std::size_t slot) {
+  static const auto gemm = kernels::gemm<T>();
+  static const auto gemm_nt = kernels::gemm_nt<T>();
+  static const auto transpose = kernels::transpose<T>();
+  if (w.dim(0) < kNarrowOutput<T>) return gemm_nt(x, w, out);
+  auto wt = ws.dense(slot, {w.dim(1), w.dim(0)});
+  transpose(w, *wt);
+  gemm(x, wt->view(), out);
+}
+
 // Runs every step of `c` (after checking the operands) and returns the values of all steps.
 // With `step_ms`, the wall time of each step (milliseconds, 0 for inputs), indexed like c.steps.
 template <class T>
@@ -184,12 +221,11 @@ std::vector<RtValue<T>> run_steps(const Composition& c, const Bindings<T>& b, st
   static const auto spmm_w = ops::spmm<T>();
   static const auto scale_w = ops::scale<T>();
   static const auto scale_u = kernels::scale_pattern<T>();
-  static const auto gemm = kernels::gemm<T>();
   static const auto add = kernels::dense_add<T>();
 
   std::vector<RtValue<T>> v(c.steps.size());
   std::size_t current = 0;  // the step being run (its workspace slot)
-  auto dense_result = [&](std::int64_t r, std::int64_t k) { return ws->dense(current, {r, k}); };
+  auto dense_result = [&](std::int64_t r, std::int64_t k) { return ws->dense(Workspace<T>::slot(0, 0, current), {r, k}); };
   if (step_ms) step_ms->assign(c.steps.size(), 0.0);
   for (std::size_t s = 0; s < c.steps.size(); ++s) {
     const Step& st = c.steps[s];
@@ -209,7 +245,7 @@ std::vector<RtValue<T>> run_steps(const Composition& c, const Bindings<T>& b, st
       case Primitive::diag_product: {
         const auto& x = arg(0).view;
         const auto& y = arg(1).view;
-        out.owned = ws->dense(s, {x.dim(0)});
+        out.owned = ws->dense(Workspace<T>::slot(0, 0, s), {x.dim(0)});
         for (std::int64_t i = 0; i < x.dim(0); ++i) out.owned->values()[i] = x.values()[i] * y.values()[i];
         out.view = out.owned->view();
         break;
@@ -222,7 +258,7 @@ std::vector<RtValue<T>> run_steps(const Composition& c, const Bindings<T>& b, st
         TensorView<const T> r, sc;
         if (ai == 1) r = arg(0).view; else { r1 = detail::ones<T>(a.csr->rows()); r = r1->view(); }
         if (st.args.size() > ai + 1) sc = arg(ai + 1).view; else { s1 = detail::ones<T>(a.csr->cols()); sc = s1->view(); }
-        out.owned_csr = ws->pattern_of(s, *a.csr);
+        out.owned_csr = ws->pattern_of(Workspace<T>::slot(0, 0, s), *a.csr);
         if (a.kind == MatrixKind::sparse_unweighted) scale_u(*a.csr, r, sc, *out.owned_csr);
         else scale_w(*a.csr, r, sc, T(1), *out.owned_csr);
         out.csr = out.owned_csr.get();
@@ -253,7 +289,7 @@ std::vector<RtValue<T>> run_steps(const Composition& c, const Bindings<T>& b, st
         const auto& x = arg(0).view;
         const auto& w = arg(1).view;
         out.owned = dense_result(x.dim(0), w.dim(1));
-        gemm(x, w, *out.owned);
+        matmul(x, w, *out.owned, *ws, Workspace<T>::slot(1, 0, s));
         out.view = out.owned->view();
         break;
       }
@@ -263,7 +299,7 @@ std::vector<RtValue<T>> run_steps(const Composition& c, const Bindings<T>& b, st
         add(x0, arg(1).view, *out.owned);
         for (std::size_t k = 2; k < st.args.size(); ++k) {
           // Ping-pong between the step's buffer and a second one (slots past the steps).
-          auto next = ws->dense(c.steps.size() * k + s, {x0.dim(0), x0.dim(1)});
+          auto next = ws->dense(Workspace<T>::slot(0, k, s), {x0.dim(0), x0.dim(1)});
           add(out.owned->view(), arg(k).view, *next);
           out.owned = next;
         }

@@ -99,6 +99,8 @@ class AdaptiveLayer {
     return cands_.ranked[it->second].composition;
   }
 
+  // The composition of the last run; nullptr before the first.
+  const Composition* last_run() const { return last_run_ == kNone ? nullptr : &cands_.ranked[last_run_].composition; }
   const LayerCandidates& compositions() const { return cands_; }
   const CostModel& model() const { return model_; }
   // Featurize + select time of the last new choice.
