@@ -6,15 +6,20 @@
 //   - the selection overhead (featurize + select) against one layer execution,
 //   - with --samples, the same for leave-one-graph-out models (fitted without the graph
 //     they rank).
+// With --pyg it instead times Spindle's GCNConv, SAGEConv and GINConv (forward, and forward
+// + backward) against PyTorch Geometric's in the same run and checks that the outputs and
+// gradients agree (gnn_pyg.hpp; default graphs: the five GNN graphs).
 //
 //   spindle-gnn-bench [--graphs LIST] [--layers gcn,gin,gat,sgc,tagcn,sage,rgcn]
 //                     [--pairs 32:256,256:32,...] [--threads T] [--reps R]
 //                     [--model FILE] [--samples CSV] [--verbose]
+//   spindle-gnn-bench --pyg [--graphs LIST] [--layers gcn,sage,gin] [--pairs ...] [--python PATH]
 #include <cmath>
 #include <cstdio>
 #include <iostream>
 
 #include "gnn_common.hpp"
+#include "gnn_pyg.hpp"
 
 namespace {
 
@@ -28,7 +33,8 @@ struct Config {
   int threads = 2, reps = 5;
   int trees = gnn::xgboost::available() ? 200 : 0;  // rounds of the leave-one-graph-out models
   std::string model = SPINDLE_GNN_DEFAULT_MODEL, samples, data = SPINDLE_PROFILE_DATA_DIR;
-  bool verbose = false;
+  bool verbose = false, pyg = false, graphs_given = false, layers_given = false;
+  std::string python = SPINDLE_PEERS_PYTHON, pyg_script = SPINDLE_PYG_SCRIPT;
 };
 
 gnn::LayerExpr layer_by_name(const std::string& n) {
@@ -63,8 +69,10 @@ int main(int argc, char** argv) try {
   while (a.next()) {
     const std::string& s = a.flag;
     auto next = [&] { return a.value(); };
-    if (s == "--graphs") c.graphs = split(next());
-    else if (s == "--layers") c.layers = split(next());
+    if (s == "--graphs") c.graphs = split(next()), c.graphs_given = true;
+    else if (s == "--layers") c.layers = split(next()), c.layers_given = true;
+    else if (s == "--pyg") c.pyg = true;
+    else if (s == "--python") c.python = next();
     else if (s == "--pairs") {
       c.pairs.clear();
       for (const auto& p : split(next())) {
@@ -82,11 +90,35 @@ int main(int argc, char** argv) try {
     else {
       std::fprintf(stderr,
                    "usage: spindle-gnn-bench [--graphs LIST] [--layers LIST] [--pairs KIN:KOUT,...] [--threads T] "
-                   "[--reps R] [--model FILE] [--samples CSV] [--trees ROUNDS] [--data DIR] [--verbose]\n");
+                   "[--reps R] [--model FILE] [--samples CSV] [--trees ROUNDS] [--data DIR] [--verbose] "
+                   "[--pyg [--python PATH]]\n");
       return s == "--help" || s == "-h" ? 0 : 2;
     }
   }
   sp::runtime::Runtime::default_instance().pool().set_num_threads(c.threads);
+  if (c.pyg) {
+    gnnbench::PygOptions o;
+    o.graphs = c.graphs_given ? c.graphs
+                              : std::vector<std::string>{"gnn/cora", "gnn/citeseer", "gnn/pubmed", "gnn/ppi-graphsaint",
+                                                         "gnn/ogbn-arxiv"};
+    o.layers = c.layers_given ? c.layers : std::vector<std::string>{"gcn", "sage", "gin"};
+    o.pairs = c.pairs;
+    o.threads = c.threads;
+    o.reps = c.reps;
+    o.data = c.data;
+    o.model = c.model;
+    o.python = c.python;
+    o.script = c.pyg_script;
+    std::string why;
+    if (!gnnbench::pyg_available(o, why)) {
+      std::printf("spindle-gnn-bench --pyg: PyG is not available: %s\n", why.c_str());
+      return 3;
+    }
+    std::printf("spindle-gnn-bench --pyg: %d threads, model %s, PyG via %s\n", c.threads,
+                c.model.empty() ? "(operation counts)" : c.model.c_str(), o.python.c_str());
+    gnnbench::print_pyg_report(gnnbench::run_pyg_comparison(o), o.layers);
+    return 0;
+  }
   const gnn::CostModel model = c.model.empty() ? gnn::CostModel{} : gnn::CostModel::load(c.model);
   std::vector<gnn::CostSample> samples;
   if (!c.samples.empty()) samples = read_samples(c.samples);
