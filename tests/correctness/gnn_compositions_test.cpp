@@ -584,3 +584,65 @@ TEST_CASE("gnn kernels: forward and backward primitives agree with the reference
     check_kernel("sum_blocks", kn::sum_blocks<float>(), junk({kin, kout}), parts);
   }
 }
+
+TEST_CASE("gnn layers: RGCNConv sums per-relation compositions; forward and backward match the reference",
+          "[gnn][backward]") {
+  const std::int64_t n = 90;
+  for (auto [kin, kout] : {std::pair<std::int64_t, std::int64_t>{7, 3}, {3, 7}}) {
+    INFO("K_in " << kin << " K_out " << kout);
+    Operands<double> o;
+    o.dense.emplace("H", sp::Tensor<double>::random({n, kin}, 141, -1, 1));
+    o.dense.emplace("W0", sp::Tensor<double>::random({kin, kout}, 142, -1, 1));
+    gnn::Expr expr = gnn::dense("H", "N", "K_in") * gnn::weight("W0", "K_in", "K_out");
+    std::vector<sp::Tensor<double>> wr;
+    std::vector<const sp::Csr<double>*> graphs;
+    // Three relations: a dense-ish one, a sparse one with empty rows, and an empty one.
+    const std::vector<Shape> shapes{{"r1", n, n, 9.0, 0.0}, {"r2", n, n, 1.0, 0.5}, {"r3", n, n, 0.0, 1.0}};
+    for (std::size_t r = 0; r < shapes.size(); ++r) {
+      const std::string s = std::to_string(r + 1);
+      auto a = spindle_test::random_csr<double>(shapes[r], 143 + r, 0.5, 2.0);
+      o.diag.emplace("Dinv" + s, gnn::inverse_degree(a));
+      o.sparse.emplace("A" + s, std::move(a));
+      o.dense.emplace("W" + s, sp::Tensor<double>::random({kin, kout}, 150 + r, -1, 1));
+      wr.push_back(o.dense.at("W" + s));
+      expr = expr + gnn::diagonal("Dinv" + s, "N") * gnn::sparse("A" + s, "N", "N") * gnn::dense("H", "N", "K_in") *
+                        gnn::weight("W" + s, "K_in", "K_out");
+    }
+    for (std::size_t r = 0; r < shapes.size(); ++r) graphs.push_back(&o.sparse.at("A" + std::to_string(r + 1)));
+    gnn::RGCNConv<double> conv(o.dense.at("W0"), wr, gnn::CostModel{});
+    const auto out = conv.forward(graphs, o.dense.at("H").view());
+    check_close(to_mat<double>(out), reference(expr, o), 1e-12, "RGCN forward");
+    const auto g = sp::Tensor<double>::random({n, kout}, 160, -1, 1);
+    std::map<std::string, Mat> ref;
+    reference_backward(expr, to_mat<double>(g.view()), o, ref);
+    const auto grads = conv.backward(g.view());
+    CHECK(grads.weights.size() == 4);
+    for (const auto& [name, gw] : grads.weights) check_close(to_mat<double>(gw), ref.at(name), 1e-12, "d" + name);
+    check_close(to_mat<double>(grads.input), ref.at("H"), 1e-12, "dH");
+  }
+  CHECK_THROWS_AS(gnn::RGCNConv<double>(sp::Tensor<double>::zeros({3, 2}), {sp::Tensor<double>::zeros({2, 2})}),
+                  sp::ShapeError);
+}
+
+TEST_CASE("gnn layers: AdaptiveLayer runs GAT with or without H and W bound beside the held Θ", "[gnn]") {
+  const auto o = make_operands<double>(60, 5, 3, 171);
+  const auto theta = held_theta(o);
+  const Mat ref = reference(gnn::layers::gat().expr, o);
+  gnn::AdaptiveLayer<double> l(gnn::layers::gat(), gnn::CostModel{});
+  SECTION("all bound: either composition") {
+    auto b = o.bindings();
+    b.value("(H·W)", theta.view());
+    check_matches(l(b, "alpha"), ref, 1e-12, "GAT, all bound");
+  }
+  SECTION("only alpha and Θ bound: the composition that reuses Θ") {
+    gnn::Bindings<double> b;
+    b.sparse("alpha", o.sparse.at("alpha")).value("(H·W)", theta.view());
+    check_matches(l(b, "alpha"), ref, 1e-12, "GAT, held Θ only");
+    CHECK(l.last_run()->text == "(alpha·(H·W))");
+  }
+  SECTION("nothing to run: the missing operand is named") {
+    gnn::Bindings<double> b;
+    b.sparse("alpha", o.sparse.at("alpha"));
+    CHECK_THROWS_AS(l(b, "alpha"), sp::ShapeError);
+  }
+}

@@ -51,7 +51,11 @@ template <class T>
 class AdaptiveLayer {
  public:
   explicit AdaptiveLayer(LayerExpr layer, CostModel model = default_cost_model())
-      : cands_(candidates(layer)), model_(std::move(model)) {}
+      : cands_(candidates(layer)), model_(std::move(model)) {
+    std::vector<Expr> leaves;
+    collect_leaves(cands_.layer.expr, leaves);
+    for (const Expr& l : leaves) has_sparse_leaf_ |= is_sparse(l->info.kind);
+  }
 
   // Runs the layer; `graph` names the sparse operand whose features drive the choice.
   Tensor<T> operator()(const Bindings<T>& b, const std::string& graph = "A") {
@@ -79,15 +83,26 @@ class AdaptiveLayer {
   // The composition this call would run (selecting it if needed).
   const Composition& chosen(const Bindings<T>& b, const std::string& graph = "A") {
     const Csr<T>* a = b.find_sparse(graph);
-    SPINDLE_CHECK(a != nullptr, ShapeError, "gnn: ", cands_.layer.name, ": no sparse operand '", graph, "'");
-    ChoiceKey key{a->indptr().data(), a->indices().data(), a->rows(), a->nnz(), symbol_values(b)};
+    SPINDLE_CHECK(a != nullptr || !has_sparse_leaf_, ShapeError, "gnn: ", cands_.layer.name, ": no sparse operand '",
+                  graph, "'");
+    ChoiceKey key{a ? a->indptr().data() : nullptr, a ? a->indices().data() : nullptr, a ? a->rows() : 0,
+                  a ? a->nnz() : 0, symbol_values(b)};
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = choices_.find(key);
     if (it == choices_.end()) {
       Timer t;
       GraphFeatures f;
-      const std::size_t i = select_composition(cands_, model_, key.symbols, [&] {
-        f = inspect::graph_features(*a);
+      // Only compositions whose operands are all bound can run (GAT bound with its held
+      // Θ = "(H·W)" but without H and W runs alpha·(H·W) only).
+      const LayerCandidates* among = &cands_;
+      LayerCandidates runnable_only;
+      if (!all_promoted_runnable(b)) {
+        runnable_only = cands_;
+        for (auto& r : runnable_only.ranked) r.promoted = r.promoted && runnable(r.composition, b);
+        among = &runnable_only;
+      }
+      const std::size_t i = select_composition(*among, model_, key.symbols, [&] {
+        if (a) f = inspect::graph_features(*a);  // a dense-only layer has one composition
         return f;
       });
       last_select_seconds_ = t.seconds();
@@ -122,10 +137,40 @@ class AdaptiveLayer {
 
  private:
   // N, K_in, K_out, ... from the bound operands; E, E1, ... from the sparse leaves' nnz.
+  static bool runnable(const Composition& c, const Bindings<T>& b) {
+    for (const Step& st : c.steps) {
+      if (st.prim != Primitive::input) continue;
+      const MatrixKind k = st.value->info.kind;
+      const std::string name = st.reused ? st.value->key : st.value->name;
+      const bool bound = st.reused || is_dense(k) ? b.find_dense(name) != nullptr
+                         : k == MatrixKind::diagonal ? b.find_diagonal(name) != nullptr
+                                                     : b.find_sparse(name) != nullptr;
+      if (!bound) return false;
+    }
+    return true;
+  }
+  bool all_promoted_runnable(const Bindings<T>& b) const {
+    for (const auto& r : cands_.ranked)
+      if (r.promoted && !runnable(r.composition, b)) return false;
+    return true;
+  }
+
+  // Every size symbol of the compositions that can run (their operands agreeing: ShapeError
+  // otherwise); when none can, the first promoted one's ShapeError names a missing operand.
   std::map<std::string, double> symbol_values(const Bindings<T>& b) const {
     std::map<std::string, double> sym;
-    const Composition& any = cands_.ranked.front().composition;
-    for (const auto& [s, v] : detail::bind_symbols(any, b)) sym[s] = static_cast<double>(v);
+    const Composition* first = nullptr;
+    for (const auto& r : cands_.ranked) {
+      if (!r.promoted) continue;
+      if (!first) first = &r.composition;
+      if (!runnable(r.composition, b)) continue;
+      for (const auto& [s, v] : detail::bind_symbols(r.composition, b)) {
+        auto [it, fresh] = sym.emplace(s, static_cast<double>(v));
+        SPINDLE_CHECK(fresh || it->second == static_cast<double>(v), ShapeError, "gnn: ", cands_.layer.name,
+                      ": the operands give ", s, " = ", it->second, " and ", v);
+      }
+    }
+    if (sym.empty() && first) (void)detail::bind_symbols(*first, b);
     std::vector<Expr> leaves;
     collect_leaves(cands_.layer.expr, leaves);
     for (const Expr& l : leaves)
@@ -139,6 +184,7 @@ class AdaptiveLayer {
 
   LayerCandidates cands_;
   CostModel model_;
+  bool has_sparse_leaf_ = false;
   std::mutex mutex_;
   std::map<ChoiceKey, std::size_t> choices_;
   std::mutex run_mutex_;
@@ -284,6 +330,94 @@ class GINConv : public GraphConv<T> {
       : GraphConv<T>(layers::gin(), {{"W", std::move(weight)}},
                      {{"S", [eps](const Csr<T>& a) { return Tensor<T>::full({a.rows()}, static_cast<T>(1.0 + eps)); }}},
                      std::move(model)) {}
+};
+
+// RGCN layer (Schlichtkrull et al.), right-normalised: H W0 + sum_r D_r^-1 A_r H W_r over the
+// relations' graphs A_r (patterns; D_r their row degrees, 0 for an empty row). Each relation
+// chooses its composition from its own graph and the sizes (a sparse relation and a dense one
+// of the same layer can aggregate in different orders); the terms are summed. Weights "W0"
+// (self) and "W1" ... "WR". PyG: RGCNConv(aggr='mean', root_weight=True, bias=False).
+template <class T>
+class RGCNConv {
+ public:
+  struct Gradients {
+    std::map<std::string, TensorView<const T>> weights;
+    TensorView<const T> input;
+  };
+
+  RGCNConv(Tensor<T> w_self, std::vector<Tensor<T>> w_relations, const CostModel& model = default_cost_model())
+      : self_(layers::linear("W"), model) {
+    weights_.emplace("W0", std::move(w_self));
+    for (std::size_t r = 0; r < w_relations.size(); ++r) {
+      const auto& w = w_relations[r];
+      const auto& w0 = weights_.at("W0");
+      SPINDLE_CHECK(w.rank() == 2 && w0.rank() == 2 && w.dim(0) == w0.dim(0) && w.dim(1) == w0.dim(1), ShapeError,
+                    "RGCNConv: relation ", r + 1, "'s weight must be [", w0.dim(0), ", ", w0.dim(1), "] like W0");
+      weights_.emplace("W" + std::to_string(r + 1), std::move(w_relations[r]));
+      relations_.push_back(std::make_unique<AdaptiveLayer<T>>(layers::mean_aggregate(), model));
+    }
+    dinv_.resize(relations_.size());
+  }
+
+  // The sum over the relations; `graphs[r]` is relation r + 1's graph. A view into the
+  // layer's buffers, valid until its next call; graphs and h must stay alive and unchanged
+  // until backward.
+  TensorView<const T> forward(const std::vector<const Csr<T>*>& graphs, TensorView<const T> h) {
+    SPINDLE_CHECK(graphs.size() == relations_.size(), ShapeError, "RGCNConv: ", relations_.size(),
+                  " relations but ", graphs.size(), " graphs");
+    Bindings<T> b;
+    b.dense("H", h).dense("W", weights_.at("W0").view());
+    TensorView<const T> acc = self_.run(b);
+    for (std::size_t r = 0; r < relations_.size(); ++r) {
+      SPINDLE_CHECK(graphs[r] != nullptr, ShapeError, "RGCNConv: relation ", r + 1, " has no graph");
+      dinv_[r] = inverse_degree(*graphs[r]);
+      Bindings<T> br;
+      br.sparse("A", *graphs[r]).diagonal("Dinv", dinv_[r].view()).dense("H", h).dense(
+          "W", weights_.at("W" + std::to_string(r + 1)).view());
+      acc = add_into(acc, relations_[r]->run(br), r % 2);
+    }
+    return acc;
+  }
+
+  Gradients backward(TensorView<const T> d_out, bool input_gradient = true) {
+    std::set<std::string> wrt{"W"};
+    if (input_gradient) wrt.insert("H");
+    Gradients g;
+    auto gs = self_.backward(d_out, wrt);
+    g.weights["W0"] = gs.at("W");
+    TensorView<const T> dh = input_gradient ? gs.at("H") : TensorView<const T>{};
+    for (std::size_t r = 0; r < relations_.size(); ++r) {
+      auto gr = relations_[r]->backward(d_out, wrt);
+      g.weights["W" + std::to_string(r + 1)] = gr.at("W");
+      if (input_gradient) dh = add_into(dh, gr.at("H"), 2 + r % 2);
+    }
+    g.input = dh;
+    return g;
+  }
+
+  Tensor<T>& weight(const std::string& name) {
+    auto it = weights_.find(name);
+    SPINDLE_CHECK(it != weights_.end(), UserError, "RGCNConv: no weight '", name, "'");
+    return it->second;
+  }
+  std::size_t relation_count() const { return relations_.size(); }
+  AdaptiveLayer<T>& relation(std::size_t r) { return *relations_.at(r); }
+
+ private:
+  // a + b into sums_[slot] (forward: 0 and 1 in turn, backward: 2 and 3), never a or b.
+  TensorView<const T> add_into(TensorView<const T> a, TensorView<const T> b, std::size_t slot) {
+    static const auto add = kernels::dense_add<T>();
+    auto& buf = sums_[slot];
+    if (buf.shape() != a.shape()) buf = Tensor<T>::zeros(a.shape());
+    add(a, b, buf);
+    return buf.view();
+  }
+
+  std::map<std::string, Tensor<T>> weights_;
+  AdaptiveLayer<T> self_;
+  std::vector<std::unique_ptr<AdaptiveLayer<T>>> relations_;
+  std::vector<Tensor<T>> dinv_;
+  Tensor<T> sums_[4];
 };
 
 }  // namespace spindle::gnn

@@ -136,6 +136,20 @@ inline LayerExpr rgcn() {
           "(((Dinv1·(A1·H))·W1) + ((Dinv2·(A2·H))·W2) + (H·W0))"};
 }
 
+// One relation of an RGCN layer, right-normalised mean aggregation: Dinv A H W. RGCNConv
+// (layer.hpp) sums one per relation, each choosing its composition from its own graph.
+inline LayerExpr mean_aggregate() {
+  Expr e = diagonal("Dinv", "N") * A() * H() * W();
+  // DGL RelGraphConv multiplies by the relation's weight first; PyG RGCNConv aggregates first.
+  return {"RGCN-relation", e, {}, "(Dinv·(A·(H·W)))", "(Dinv·(A·(H·W)))", "((Dinv·(A·H))·W)"};
+}
+
+// A dense linear map H W (a layer's self term).
+inline LayerExpr linear(const std::string& weight_name = "W") {
+  return {"linear", H() * W(weight_name), {}, "(H·" + weight_name + ")", "(H·" + weight_name + ")",
+          "(H·" + weight_name + ")"};
+}
+
 inline std::vector<LayerExpr> all() { return {gcn(), gin(), gat(), sgc(), tagcn(), sage_mean(), rgcn()}; }
 
 }  // namespace layers
