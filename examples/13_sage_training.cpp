@@ -93,6 +93,10 @@ int main(int argc, char** argv) {
                           static_cast<double>(std::max<std::int64_t>(1, n - n_train));
 
   Sage2 student(200, model);
+  // Choose compositions by forward + backward cost: the first layer needs its weights'
+  // gradients only, the second also its input's.
+  student.conv1.set_training(false);
+  student.conv2.set_training(true);
   std::vector<Adam> opt(4);
   Tensor d_logits = Tensor::zeros({n, kClasses});
   double first_loss = 0, loss = 0, accuracy = 0, ms = 0;

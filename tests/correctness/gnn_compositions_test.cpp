@@ -646,3 +646,25 @@ TEST_CASE("gnn layers: AdaptiveLayer runs GAT with or without H and W bound besi
     CHECK_THROWS_AS(l(b, "alpha"), sp::ShapeError);
   }
 }
+
+TEST_CASE("gnn layers: a layer set for training chooses by forward + backward and computes the same", "[gnn][backward]") {
+  const auto a = spindle_test::random_csr<double>(Shape{"graph", 120, 120, 6.0, 0.1}, 181, 0.5, 2.0);
+  const auto h = sp::Tensor<double>::random({120, 24}, 182, -1, 1);
+  const auto g = sp::Tensor<double>::random({120, 6}, 183, -1, 1);
+  gnn::SAGEConv<double> conv(sp::Tensor<double>::random({24, 6}, 184, -1, 1),
+                             sp::Tensor<double>::random({24, 6}, 185, -1, 1), gnn::CostModel{});
+  const Mat inference_out = to_mat<double>(conv.forward(a, h.view()));
+  const auto g_inf = conv.backward(g.view());
+  const Mat dws = to_mat<double>(g_inf.weights.at("Wself")), dh = to_mat<double>(g_inf.input);
+  for (bool input_gradient : {false, true}) {
+    conv.set_training(input_gradient);
+    check_close(to_mat<double>(conv.forward(a, h.view())), inference_out, 1e-12, "training forward");
+    CHECK(conv.adaptive().training().count("H") == (input_gradient ? 1u : 0u));
+    const auto gt = conv.backward(g.view(), input_gradient);
+    check_close(to_mat<double>(gt.weights.at("Wself")), dws, 1e-12, "training dWself");
+    if (input_gradient) check_close(to_mat<double>(gt.input), dh, 1e-12, "training dH");
+    CHECK(conv.explain().find(" + ") != std::string::npos);  // forward + backward predictions
+  }
+  conv.set_inference();
+  CHECK(conv.adaptive().training().empty());
+}

@@ -28,6 +28,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <set>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -329,6 +330,68 @@ inline double predict_ms(const Composition& c, const CostModel& m, const std::ma
   return t;
 }
 
+// The kernels of the backward pass (backward.hpp) of `c` for the gradients of the operands
+// in `wrt`, each as the forward primitive of the same shape class and work that stands for
+// it in the cost model: a GEMM's input gradient dC W^T and weight gradient X^T dC as GEMMs
+// of N x K_out x K_in, an SpMM's input gradient (SpMM with the transpose, same nnz) as the
+// same SpMM and its values' gradient (SDDMM on the pattern) as a weighted SpMM, a broadcast's
+// gradients as broadcasts of the same size, a sparse scaling's as scalings. Sums pass the
+// gradient through (no kernel). Only steps on a path from a requested operand count: a first
+// layer trained for its weights alone does not propagate through its aggregation when the
+// aggregation comes before the weight.
+inline std::vector<PrimitiveInput> backward_inputs(const Composition& c, const std::map<std::string, double>& sym,
+                                                   const GraphFeatures& g, const std::set<std::string>& wrt) {
+  const std::vector<PrimitiveInput> fwd = primitive_inputs(c, sym, g);
+  std::vector<char> needs(c.steps.size(), 0);
+  for (std::size_t s = 0; s < c.steps.size(); ++s) {
+    const Step& st = c.steps[s];
+    if (st.prim == Primitive::input)
+      needs[s] = wrt.count(st.reused ? st.value->key : st.value->name) &&
+                 st.value->info.kind != MatrixKind::sparse_unweighted;
+    else
+      for (int a : st.args) needs[s] |= needs[static_cast<std::size_t>(a)];
+  }
+  std::vector<PrimitiveInput> out;
+  std::size_t f = 0;  // index into fwd (the non-input steps in order)
+  for (std::size_t s = 0; s < c.steps.size(); ++s) {
+    const Step& st = c.steps[s];
+    if (st.prim == Primitive::input) continue;
+    const PrimitiveInput x = fwd[f++];
+    if (!needs[s]) continue;
+    for (std::size_t k = 0; k < st.args.size(); ++k) {
+      const std::size_t a = static_cast<std::size_t>(st.args[k]);
+      if (!needs[a]) continue;
+      const MatrixKind ak = c.steps[a].value->info.kind;
+      PrimitiveInput b = x;
+      switch (st.prim) {
+        case Primitive::gemm:  // dX = dC W^T or dW = X^T dC: N x K_out x K_in
+          b.inner = x.cols;
+          b.cols = x.inner;
+          out.push_back(b);
+          break;
+        case Primitive::spmm_weighted:
+        case Primitive::spmm_unweighted:
+          if (k == 1) out.push_back(b);  // A^T dC
+          else if (ak == MatrixKind::sparse_weighted) b.prim = Primitive::spmm_weighted, out.push_back(b);
+          break;
+        case Primitive::dense_add:
+          break;
+        default:  // broadcasts, scalings, sparse sums, diagonal products: one kernel of the same size
+          out.push_back(b);
+          break;
+      }
+    }
+  }
+  return out;
+}
+
+inline double predict_backward_ms(const Composition& c, const CostModel& m, const std::map<std::string, double>& sym,
+                                  const GraphFeatures& g, const std::set<std::string>& wrt) {
+  double t = 0;
+  for (const PrimitiveInput& x : backward_inputs(c, sym, g, wrt)) t += m.predict_ms(x);
+  return t;
+}
+
 // The promoted compositions annotated for the call's embedding relation (K_in > K_out or
 // K_in < K_out; all promoted ones when equal or when none is annotated for it).
 inline std::vector<std::size_t> fitting_compositions(const LayerCandidates& cands,
@@ -351,16 +414,20 @@ inline std::vector<std::size_t> fitting_compositions(const LayerCandidates& cand
 // The composition to run (index into cands.ranked): when the embedding sizes leave one
 // candidate, that one (the graph is not inspected: `features` is not called); otherwise the
 // one of least predicted cost.
+// With `training`, the predicted time is forward + backward for the gradients of those
+// operands (a layer that is trained).
 inline std::size_t select_composition(const LayerCandidates& cands, const CostModel& m,
                                       const std::map<std::string, double>& sym,
-                                      const std::function<GraphFeatures()>& features) {
+                                      const std::function<GraphFeatures()>& features,
+                                      const std::set<std::string>* training = nullptr) {
   const auto fit = fitting_compositions(cands, sym);
   if (fit.size() == 1) return fit.front();
   const GraphFeatures g = features();
   std::size_t best = fit.front();
   double best_ms = INFINITY;
   for (std::size_t i : fit) {
-    const double t = predict_ms(cands.ranked[i].composition, m, sym, g);
+    const auto& c = cands.ranked[i].composition;
+    const double t = predict_ms(c, m, sym, g) + (training ? predict_backward_ms(c, m, sym, g, *training) : 0.0);
     if (t < best_ms) best = i, best_ms = t;
   }
   return best;

@@ -42,8 +42,10 @@ struct ChoiceKey {
   const void* indices = nullptr;
   std::int64_t rows = 0, nnz = 0;
   std::map<std::string, double> symbols;
+  std::set<std::string> training;  // empty: inference
   bool operator<(const ChoiceKey& o) const {
-    return std::tie(indptr, indices, rows, nnz, symbols) < std::tie(o.indptr, o.indices, o.rows, o.nnz, o.symbols);
+    return std::tie(indptr, indices, rows, nnz, symbols, training) <
+           std::tie(o.indptr, o.indices, o.rows, o.nnz, o.symbols, o.training);
   }
 };
 
@@ -85,9 +87,9 @@ class AdaptiveLayer {
     const Csr<T>* a = b.find_sparse(graph);
     SPINDLE_CHECK(a != nullptr || !has_sparse_leaf_, ShapeError, "gnn: ", cands_.layer.name, ": no sparse operand '",
                   graph, "'");
-    ChoiceKey key{a ? a->indptr().data() : nullptr, a ? a->indices().data() : nullptr, a ? a->rows() : 0,
-                  a ? a->nnz() : 0, symbol_values(b)};
     std::lock_guard<std::mutex> lock(mutex_);
+    ChoiceKey key{a ? a->indptr().data() : nullptr, a ? a->indices().data() : nullptr, a ? a->rows() : 0,
+                  a ? a->nnz() : 0, symbol_values(b), training_};
     auto it = choices_.find(key);
     if (it == choices_.end()) {
       Timer t;
@@ -101,18 +103,31 @@ class AdaptiveLayer {
         for (auto& r : runnable_only.ranked) r.promoted = r.promoted && runnable(r.composition, b);
         among = &runnable_only;
       }
-      const std::size_t i = select_composition(*among, model_, key.symbols, [&] {
-        if (a) f = inspect::graph_features(*a);  // a dense-only layer has one composition
-        return f;
-      });
+      const std::size_t i = select_composition(
+          *among, model_, key.symbols,
+          [&] {
+            if (a) f = inspect::graph_features(*a);  // a dense-only layer has one composition
+            return f;
+          },
+          training_.empty() ? nullptr : &training_);
       last_select_seconds_ = t.seconds();
       last_features_ = f;
       last_symbols_ = key.symbols;
+      last_training_ = key.training;
       it = choices_.emplace(key, i).first;
     }
     last_ = it->second;
     return cands_.ranked[it->second].composition;
   }
+
+  // Choose for training: the cost of a composition is its forward plus its backward for the
+  // gradients of `wrt` (e.g. {"W"} for a first layer, {"W", "H"} for a hidden one); an empty
+  // set (the default) chooses for inference. Later calls choose again for the new mode.
+  void set_training(std::set<std::string> wrt) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    training_ = std::move(wrt);
+  }
+  const std::set<std::string>& training() const { return training_; }
 
   // The composition of the last run; nullptr before the first.
   const Composition* last_run() const { return last_run_ == kNone ? nullptr : &cands_.ranked[last_run_].composition; }
@@ -129,7 +144,12 @@ class AdaptiveLayer {
       const auto& r = cands_.ranked[i];
       if (!r.promoted) continue;
       os << (i == last_ ? "  * " : "    ");
-      if (!last_symbols_.empty()) os << predict_ms(r.composition, model_, last_symbols_, last_features_) << " ms  ";
+      if (!last_symbols_.empty()) {
+        os << predict_ms(r.composition, model_, last_symbols_, last_features_);
+        if (!last_training_.empty())
+          os << " + " << predict_backward_ms(r.composition, model_, last_symbols_, last_features_, last_training_);
+        os << " ms  ";
+      }
       os << r.composition.describe() << "\n";
     }
     return os.str();
@@ -195,6 +215,7 @@ class AdaptiveLayer {
   double last_select_seconds_ = 0;
   GraphFeatures last_features_;
   std::map<std::string, double> last_symbols_;
+  std::set<std::string> training_, last_training_;
 };
 
 // d(i) = (stored entries of row i)^-1/2, 0 for an empty row.
@@ -273,6 +294,16 @@ class GraphConv {
     return it->second;
   }
   std::map<std::string, Tensor<T>>& weights() { return weights_; }
+
+  // Choose the composition for training (forward + backward of the weights, and of H with
+  // `input_gradient`: a hidden layer) or, after set_inference(), for the forward alone.
+  void set_training(bool input_gradient = true) {
+    std::set<std::string> wrt;
+    for (const auto& [name, w] : weights_) wrt.insert(name);
+    if (input_gradient) wrt.insert("H");
+    layer_.set_training(std::move(wrt));
+  }
+  void set_inference() { layer_.set_training({}); }
   AdaptiveLayer<T>& adaptive() { return layer_; }
   std::string explain() const { return layer_.explain(); }
 
@@ -399,6 +430,17 @@ class RGCNConv {
     auto it = weights_.find(name);
     SPINDLE_CHECK(it != weights_.end(), UserError, "RGCNConv: no weight '", name, "'");
     return it->second;
+  }
+  // As GraphConv::set_training / set_inference, for every relation and the self term.
+  void set_training(bool input_gradient = true) {
+    std::set<std::string> wrt{"W"};
+    if (input_gradient) wrt.insert("H");
+    self_.set_training(wrt);
+    for (auto& r : relations_) r->set_training(wrt);
+  }
+  void set_inference() {
+    self_.set_training({});
+    for (auto& r : relations_) r->set_training({});
   }
   std::size_t relation_count() const { return relations_.size(); }
   AdaptiveLayer<T>& relation(std::size_t r) { return *relations_.at(r); }

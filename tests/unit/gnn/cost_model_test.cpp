@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <set>
 
 #include "spindle/gnn/cost_model.hpp"
 
@@ -131,4 +132,47 @@ TEST_CASE("gnn cost model: XGBoost trees fit, round-trip through the model file,
   const auto cut = text.substr(0, text.size() - 100);
   CHECK_THROWS_AS(gnn::CostModel::parse(cut), spindle::FormatError);
   CHECK_THROWS_WITH(gnn::CostModel::parse(cut), Catch::Contains("cut short"));
+}
+
+TEST_CASE("gnn cost model: the backward pass's kernels follow the gradients asked for", "[gnn]") {
+  const auto c = gnn::candidates(gnn::layers::gcn());
+  const std::map<std::string, double> sym{{"N", 1000}, {"E", 8000}, {"K_in", 64}, {"K_out", 16}};
+  const spindle::GraphFeatures g;
+  auto kinds = [&](const std::string& text, const std::set<std::string>& wrt) {
+    std::multiset<std::string> r;
+    for (const auto& x : gnn::backward_inputs(c.ranked.at(static_cast<std::size_t>(c.find(text))).composition, sym, g,
+                                              wrt))
+      r.insert(gnn::primitive_name(x.prim));
+    return r;
+  };
+  using S = std::multiset<std::string>;
+  // Aggregate first: the weight's gradient is one GEMM; H's adds the way back through the
+  // aggregation (GEMM, two broadcasts and the SpMM with the transpose).
+  CHECK(kinds("((D·(A·(D·H)))·W)", {"W"}) == S{"gemm"});
+  CHECK(kinds("((D·(A·(D·H)))·W)", {"W", "H"}) ==
+        S{"gemm", "gemm", "row_broadcast", "row_broadcast", "spmm_unweighted"});
+  // GEMM first: even the weight's gradient goes back through the aggregation.
+  CHECK(kinds("(D·(A·(D·(H·W))))", {"W"}) == S{"row_broadcast", "row_broadcast", "spmm_unweighted", "gemm"});
+  CHECK(kinds("([D·A·D]·(H·W))", {"W"}) == S{"spmm_weighted", "gemm"});
+  CHECK(kinds("([D·A·D]·(H·W))", {}).empty());
+  // Shapes: the GEMM gradients are N x K_out x K_in.
+  const auto x = gnn::backward_inputs(c.ranked.at(static_cast<std::size_t>(c.find("((D·(A·(D·H)))·W)"))).composition,
+                                      sym, g, {"W"});
+  REQUIRE(x.size() == 1);
+  CHECK(x[0].rows == 1000);
+  CHECK(x[0].inner == 16);
+  CHECK(x[0].cols == 64);
+  // Selection for training adds the backward's predicted time.
+  gnn::CostModel ops;  // operation counts
+  const auto fwd_only = gnn::select_composition(c, ops, sym, g);
+  const std::set<std::string> wrt{"W"};
+  const auto train = gnn::select_composition(c, ops, sym, [&] { return g; }, &wrt);
+  double best = INFINITY;
+  for (std::size_t i : gnn::fitting_compositions(c, sym))
+    best = std::min(best, gnn::predict_ms(c.ranked[i].composition, ops, sym, g) +
+                              gnn::predict_backward_ms(c.ranked[i].composition, ops, sym, g, wrt));
+  CHECK(gnn::predict_ms(c.ranked[train].composition, ops, sym, g) +
+            gnn::predict_backward_ms(c.ranked[train].composition, ops, sym, g, wrt) ==
+        Approx(best));
+  CHECK(c.ranked[fwd_only].promoted);
 }
