@@ -17,6 +17,7 @@
 #include "spindle/gnn/execute.hpp"
 #include "spindle/gnn/layer.hpp"
 #include "support/emulated_cuda_call.hpp"
+#include "support/engines.hpp"
 #include "support/reference_interpreter.hpp"
 
 namespace sp = spindle;
@@ -489,19 +490,6 @@ TEST_CASE("gnn layers: GCNConv, SAGEConv and GINConv forward and backward match 
 
 namespace {
 
-sp::runtime::Runtime& engine_runtime(const std::string& engine, int threads) {
-  static std::map<std::pair<std::string, int>, std::unique_ptr<sp::runtime::Runtime>> all;
-  auto& rt = all[{engine, threads}];
-  if (!rt) {
-    sp::Options o = sp::Options::from_env();
-    o.engine = engine;
-    o.disk_cache = false;
-    o.num_threads = threads;
-    rt = std::make_unique<sp::runtime::Runtime>(o);
-  }
-  return *rt;
-}
-
 // `k(ins..., out)`: out (a Tensor or Csr, its initial contents as given) is compared.
 template <class Kernel, class Out, class... In>
 void check_kernel(const std::string& what, const Kernel& k, const Out& out0, const In&... ins) {
@@ -528,14 +516,10 @@ void check_kernel(const std::string& what, const Kernel& k, const Out& out0, con
                interp.error_bound(out, static_cast<std::int64_t>(p)) + 1e-30);
     CHECK(bad == 0);
   };
-  std::vector<std::string> engines{"system"};
-#ifdef SPINDLE_WITH_ORC
-  engines.insert(engines.begin(), "orc");
-#endif
-  for (const auto& e : engines)
+  for (const auto& e : spindle::test::cpu_engines())
     for (int threads : {1, 2}) {
       auto got = out0;
-      k.with_runtime(engine_runtime(e, threads))(ins..., got);
+      k.with_runtime(spindle::test::engine_runtime(e, threads))(ins..., got);
       compare(got, e + " " + std::to_string(threads) + " thread(s)");
     }
   static spindle::test::NvrtcCheck nvrtc;

@@ -20,6 +20,7 @@
 
 #include "correctness/correctness_support.hpp"
 #include "support/emulated_cuda_call.hpp"
+#include "support/engines.hpp"
 #include "support/reference_interpreter.hpp"
 
 namespace {
@@ -30,27 +31,11 @@ namespace sp = spindle;
 struct I : sp::dense_fixed {};
 struct J : sp::sparse_variable<I> {};
 
-// A runtime per engine with `threads` pool threads, private caches (no disk cache).
 sp::runtime::Runtime& runtime(const std::string& engine, int threads) {
-  static std::map<std::pair<std::string, int>, std::unique_ptr<sp::runtime::Runtime>> all;
-  auto& rt = all[{engine, threads}];
-  if (!rt) {
-    sp::Options o = sp::Options::from_env();
-    o.engine = engine;
-    o.disk_cache = false;
-    o.num_threads = threads;
-    rt = std::make_unique<sp::runtime::Runtime>(o);
-  }
-  return *rt;
+  return spindle::test::engine_runtime(engine, threads);
 }
 
-std::vector<std::string> engines() {
-#ifdef SPINDLE_WITH_ORC
-  return {"orc", "system"};
-#else
-  return {"system"};
-#endif
-}
+std::vector<std::string> engines() { return spindle::test::cpu_engines(); }
 
 // Runs `call(runtime)` on every engine with 1 and 2 threads, `check()` after each.
 void on_every_engine(const std::function<void(sp::runtime::Runtime&)>& call, const std::function<void()>& check) {
