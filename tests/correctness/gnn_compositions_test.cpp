@@ -652,3 +652,44 @@ TEST_CASE("gnn layers: a layer set for training chooses by forward + backward an
   conv.set_inference();
   CHECK(conv.adaptive().training().empty());
 }
+
+TEST_CASE("gnn backward: a graph given a new pattern at the same address is not mistaken for the old one",
+          "[gnn][backward]") {
+  // std::vector's copy assignment reuses its storage: after `a = b` (same sizes) a's arrays
+  // sit where they were, with b's pattern. Cached copies and transposes keyed by address
+  // would serve a's old pattern (the transposed SpMM of the input gradient: a silent wrong
+  // answer).
+  auto o = make_operands<double>(40, 3, 5, 191);
+  // The same row counts, every column shifted by one: same indptr, other indices.
+  const auto& a0 = o.sparse.at("alpha");
+  std::vector<sp::Triplet<double>> shifted;
+  for (std::int64_t i = 0; i < a0.rows(); ++i)
+    for (auto q = a0.indptr()[i]; q < a0.indptr()[i + 1]; ++q)
+      shifted.push_back({i, (a0.indices()[q] + 1) % a0.cols(), a0.values()[q]});
+  const auto other = sp::Csr<double>::from_triplets(a0.rows(), a0.cols(), shifted);
+  REQUIRE(other.nnz() == a0.nnz());
+  const auto c = gnn::candidates(gnn::layers::gat()).ranked;
+  const auto g = sp::Tensor<double>::random({40, 5}, 193, -1, 1);
+  for (const auto& r : c) {
+    INFO(r.composition.text);
+    auto oo = o;
+    oo.dense.emplace("(H·W)", held_theta(oo));
+    gnn::Workspace<double> ws;
+    gnn::execute(r.composition, oo.bindings(), ws);
+    (void)gnn::backward(r.composition, ws, g.view(), differentiable_inputs(r.composition));
+    auto& alpha = oo.sparse.at("alpha");
+    const void* before = alpha.indptr().data();
+    alpha = other;
+    CHECK(alpha.indptr().data() == before);
+    gnn::execute(r.composition, oo.bindings(), ws);
+    const auto got = gnn::backward(r.composition, ws, g.view(), differentiable_inputs(r.composition));
+    std::map<std::string, Mat> ref, ref_held;
+    reference_backward(gnn::layers::gat().expr, to_mat<double>(g.view()), oo, ref);
+    reference_backward(gnn::sparse("alpha", "N", "N", true) * gnn::dense("(H·W)", "N", "K_out"),
+                       to_mat<double>(g.view()), oo, ref_held);
+    for (const auto& name : differentiable_inputs(r.composition)) {
+      const auto& full = ref_held.count(name) ? ref_held.at(name) : ref.at(name);
+      check_close(to_mat<double>(got.at(name)), project(name, full, oo), 1e-12, "d" + name);
+    }
+  }
+}

@@ -186,36 +186,8 @@ class BackwardRun {
     return ws_.dense(slot(s, 16 + k), std::move(shape));
   }
 
-  // out = x^T g. The blocks' vector loop is g's row: for a narrow g and a wide x, the
-  // transposed product g^T x is formed and transposed back (4x faster at 32 x 6 on arxiv).
   void gemm_tn(TensorView<const T> x, TensorView<const T> g, Tensor<T>& out, std::size_t s) {
-    if (g.dim(1) < kNarrowOutput<T> && x.dim(1) >= kNarrowOutput<T>) {
-      static const auto transpose = kernels::transpose<T>();
-      auto t = ws_.dense(slot(s, 8), {g.dim(1), x.dim(1)});
-      gemm_tn_blocked(g, x, *t, s);
-      transpose(t->view(), out);
-      return;
-    }
-    gemm_tn_blocked(x, g, out, s);
-  }
-
-  void gemm_tn_blocked(TensorView<const T> x, TensorView<const T> g, Tensor<T>& out, std::size_t s) {
-    static const auto blocks = kernels::gemm_tn_blocks<T>();
-    static const auto sum = kernels::sum_blocks<T>();
-    const std::int64_t rows = x.dim(0), k = x.dim(1), n = g.dim(1);
-    // Blocks of ~512 KB of g (kept in L2 across k), at least 64 rows, and partial sums of at
-    // most 64 MB in all.
-    const std::int64_t block_rows = std::max<std::int64_t>(64, (std::int64_t{1} << 17) / std::max<std::int64_t>(1, n));
-    const std::int64_t max_blocks = std::max<std::int64_t>(1, (std::int64_t{1} << 24) / std::max<std::int64_t>(1, k * n));
-    const std::int64_t p = std::clamp<std::int64_t>(rows / block_rows, 1, max_blocks);
-    const std::int64_t per = rows / p, tail = rows - p * per;
-    auto part = ws_.dense(slot(s, 15), {p + 1, k, n});
-    T* pd = part->values().data();
-    blocks(TensorView<const T>(x.values().data(), {p, per, k}), TensorView<const T>(g.values().data(), {p, per, n}),
-           TensorView<T>(pd, {p, k, n}));
-    blocks(TensorView<const T>(x.values().data() + p * per * k, {1, tail, k}),
-           TensorView<const T>(g.values().data() + p * per * n, {1, tail, n}), TensorView<T>(pd + p * k * n, {1, k, n}));
-    sum(part->view(), out);
+    detail::matmul_tn(x, g, out, ws_, slot(s, 8), slot(s, 15));
   }
 
   void step_back(std::size_t s) {

@@ -11,6 +11,7 @@
 // Sparse operands of an unweighted leaf are read through their pattern only.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -137,25 +138,28 @@ class Workspace {
     if (!slot || slot->shape() != shape) slot = std::make_shared<Tensor<T>>(Tensor<T>::zeros(std::move(shape)));
     return slot;
   }
-  // A Csr with `a`'s pattern for step `s`, rebuilt when `a` changes.
+  // A Csr with `a`'s pattern for step `s`, rebuilt when `a`'s pattern changes. The pattern
+  // is compared by content (O(nnz)), not by address: a graph allocated where an earlier one
+  // was (or a Csr assigned a new pattern in place) must not find the earlier one's copy.
   std::shared_ptr<Csr<T>> pattern_of(std::size_t s, const Csr<T>& a) {
     auto& slot = sparse_[s];
-    if (!slot.second || slot.first != static_cast<const void*>(a.indptr().data()) || slot.second->nnz() != a.nnz() ||
-        slot.second->rows() != a.rows()) {
+    if (!slot || !same_pattern(*slot, a)) {
       std::vector<std::int32_t> ptr(a.indptr().begin(), a.indptr().end()), idx(a.indices().begin(), a.indices().end());
-      slot = {a.indptr().data(), std::make_shared<Csr<T>>(a.rows(), a.cols(), std::move(ptr), std::move(idx),
-                                                         std::vector<T>(static_cast<std::size_t>(a.nnz()), T(0)))};
+      slot = std::make_shared<Csr<T>>(a.rows(), a.cols(), std::move(ptr), std::move(idx),
+                                      std::vector<T>(static_cast<std::size_t>(a.nnz()), T(0)));
     }
-    return slot.second;
+    return slot;
   }
 
-  // The transpose of `a` for slot `s` (pattern rebuilt when `a` changes; values refreshed
-  // on every call when `with_values`).
+  // The transpose of `a` for slot `s` (rebuilt when `a`'s pattern changes, compared by
+  // content as above; values refreshed on every call when `with_values`).
   const Csr<T>& transpose_of(std::size_t s, const Csr<T>& a, bool with_values) {
     auto& slot = transposed_[s];
-    if (!slot.second || slot.first != static_cast<const void*>(a.indptr().data()) ||
-        slot.second->matrix.nnz() != a.nnz() || slot.second->matrix.cols() != a.rows()) {
-      slot = {a.indptr().data(), std::make_shared<CsrTranspose<T>>(transpose(a))};
+    if (!slot.first || !same_pattern(*slot.first, a)) {
+      std::vector<std::int32_t> ptr(a.indptr().begin(), a.indptr().end()), idx(a.indices().begin(), a.indices().end());
+      slot = {std::make_shared<Csr<T>>(a.rows(), a.cols(), std::move(ptr), std::move(idx),
+                                       std::vector<T>(static_cast<std::size_t>(a.nnz()), T(0))),
+              std::make_shared<CsrTranspose<T>>(transpose(a))};
     } else if (with_values) {
       slot.second->refresh(a);
     }
@@ -169,8 +173,14 @@ class Workspace {
 
  private:
   std::map<std::size_t, std::shared_ptr<Tensor<T>>> dense_;
-  std::map<std::size_t, std::pair<const void*, std::shared_ptr<Csr<T>>>> sparse_;
-  std::map<std::size_t, std::pair<const void*, std::shared_ptr<CsrTranspose<T>>>> transposed_;
+  static bool same_pattern(const Csr<T>& x, const Csr<T>& a) {
+    return x.rows() == a.rows() && x.cols() == a.cols() && x.nnz() == a.nnz() &&
+           std::equal(x.indptr().begin(), x.indptr().end(), a.indptr().begin()) &&
+           std::equal(x.indices().begin(), x.indices().end(), a.indices().begin());
+  }
+  std::map<std::size_t, std::shared_ptr<Csr<T>>> sparse_;
+  // The source's pattern (to recognise it) and its transpose.
+  std::map<std::size_t, std::pair<std::shared_ptr<Csr<T>>, std::shared_ptr<CsrTranspose<T>>>> transposed_;
 };
 
 namespace detail {
@@ -203,6 +213,39 @@ void matmul_transposed(TensorView<const T> x, TensorView<const T> w, Tensor<T>& 
   auto wt = ws.dense(slot, {w.dim(1), w.dim(0)});
   transpose(w, *wt);
   gemm(x, wt->view(), out);
+}
+
+// out = x^T g (dense), a reduction over the long row axis that the CPU schedule keeps
+// serial: row blocks of ~512 KB of g (kept in L2 across k; at least 64 rows; partial sums of
+// at most 64 MB in all), one partial product per block in parallel (gemm_tn_blocks), then
+// their sum. The blocks' vector loop is g's row: for a narrow g and a wide x, g^T x is
+// formed and transposed back. `slot_t` and `slot_p`: workspace slots for the transposed
+// product and the partials.
+template <class T>
+void matmul_tn(TensorView<const T> x, TensorView<const T> g, Tensor<T>& out, Workspace<T>& ws, std::size_t slot_t,
+               std::size_t slot_p) {
+  static const auto blocks = kernels::gemm_tn_blocks<T>();
+  static const auto sum = kernels::sum_blocks<T>();
+  static const auto transpose = kernels::transpose<T>();
+  std::shared_ptr<Tensor<T>> t;
+  if (g.dim(1) < kNarrowOutput<T> && x.dim(1) >= kNarrowOutput<T>) {
+    t = ws.dense(slot_t, {g.dim(1), x.dim(1)});
+    std::swap(x, g);
+  }
+  Tensor<T>& dst = t ? *t : out;
+  const std::int64_t rows = x.dim(0), k = x.dim(1), n = g.dim(1);
+  const std::int64_t block_rows = std::max<std::int64_t>(64, (std::int64_t{1} << 17) / std::max<std::int64_t>(1, n));
+  const std::int64_t max_blocks = std::max<std::int64_t>(1, (std::int64_t{1} << 24) / std::max<std::int64_t>(1, k * n));
+  const std::int64_t p = std::clamp<std::int64_t>(rows / block_rows, 1, max_blocks);
+  const std::int64_t per = rows / p, tail = rows - p * per;
+  auto part = ws.dense(slot_p, {p + 1, k, n});
+  T* pd = part->values().data();
+  blocks(TensorView<const T>(x.values().data(), {p, per, k}), TensorView<const T>(g.values().data(), {p, per, n}),
+         TensorView<T>(pd, {p, k, n}));
+  blocks(TensorView<const T>(x.values().data() + p * per * k, {1, tail, k}),
+         TensorView<const T>(g.values().data() + p * per * n, {1, tail, n}), TensorView<T>(pd + p * k * n, {1, k, n}));
+  sum(part->view(), dst);
+  if (t) transpose(t->view(), out);
 }
 
 // Runs every step of `c` (after checking the operands) and returns the values of all steps.
