@@ -363,6 +363,155 @@ class GINConv : public GraphConv<T> {
                      std::move(model)) {}
 };
 
+// GAT layer (Velickovic et al.), one head, no bias: Θ = H W; el = Θ a_left, er = Θ a_right;
+// alpha = row softmax over A's pattern of LeakyReLU(el(i) + er(j)) (slope 0.2); out = alpha Θ,
+// the aggregation chosen by GRANII (alpha·(H·W) reusing Θ, or (alpha·H)·W). A should hold
+// self loops (GAT attends over a node and its neighbours). Weights "W" [K_in, K_out],
+// "a_left", "a_right" [K_out]. Every stage runs on Spindle kernels, forward and backward.
+// PyG: GATConv(heads=1, bias=False, add_self_loops=False, negative_slope=0.2) on the same A.
+template <class T>
+class GATConv {
+ public:
+  struct Gradients {
+    std::map<std::string, TensorView<const T>> weights;
+    TensorView<const T> input;
+  };
+
+  GATConv(Tensor<T> w, Tensor<T> a_left, Tensor<T> a_right, CostModel model = default_cost_model())
+      : layer_(layers::gat(), std::move(model)) {
+    SPINDLE_CHECK(w.rank() == 2, ShapeError, "GATConv: W must be [K_in, K_out], got rank ", w.rank());
+    for (const Tensor<T>* v : {&a_left, &a_right})
+      SPINDLE_CHECK(v->rank() == 1 && v->dim(0) == w.dim(1), ShapeError, "GATConv: ",
+                    v == &a_left ? "a_left" : "a_right", " must be a vector of K_out = ", w.dim(1), " entries");
+    weights_.emplace("W", std::move(w));
+    weights_.emplace("a_left", std::move(a_left));
+    weights_.emplace("a_right", std::move(a_right));
+  }
+
+  // A view into the layer's buffers, valid until its next call; `a` and `h` must stay alive
+  // and unchanged until backward.
+  TensorView<const T> forward(const Csr<T>& a, TensorView<const T> h) {
+    static const auto scores = kernels::gat_scores<T>();
+    static const auto softmax = ops::softmax<T>();
+    const Tensor<T>& w = weights_.at("W");
+    SPINDLE_CHECK(a.rows() == a.cols(), ShapeError, "GATConv: the graph must be square, got ", a.rows(), "x", a.cols());
+    SPINDLE_CHECK(h.rank() == 2 && h.dim(0) == a.rows() && h.dim(1) == w.dim(0), ShapeError, "GATConv: H must be [",
+                  a.rows(), ", ", w.dim(0), "]");
+    const std::int64_t n = a.rows(), k = w.dim(1);
+    a_ = &a;
+    h_ = h;
+    theta_ = ws_.dense(slot(0), {n, k});
+    detail::matmul<T>(h, w.view(), *theta_, ws_, slot(20));
+    el_ = ws_.dense(slot(1), {n, 1});
+    er_ = ws_.dense(slot(2), {n, 1});
+    detail::matmul<T>(theta_->view(), column("a_left"), *el_, ws_, slot(21));
+    detail::matmul<T>(theta_->view(), column("a_right"), *er_, ws_, slot(22));
+    scores_ = ws_.pattern_of(slot(3), a);
+    alpha_ = ws_.pattern_of(slot(4), a);
+    scores(a, vec(*el_), vec(*er_), *scores_);
+    softmax(*scores_, *alpha_);
+    Bindings<T> b;
+    b.sparse("alpha", *alpha_).dense("H", h).dense("W", w.view()).value("(H·W)", theta_->view());
+    return layer_.run(b, "alpha");
+  }
+
+  // dLoss/dW, dLoss/da_left, dLoss/da_right (and dLoss/dH with `input_gradient`) for the last
+  // forward, given dOut.
+  Gradients backward(TensorView<const T> d_out, bool input_gradient = true) {
+    static const auto scores_back = kernels::gat_scores_backward<T>();
+    static const auto row_sum = ops::row_sum<T>();
+    static const auto add = kernels::dense_add<T>();
+    SPINDLE_CHECK(a_ != nullptr && layer_.last_run(), UserError, "GATConv: backward before any forward run");
+    const Composition& c = *layer_.last_run();
+    std::set<std::string> wrt{"alpha"};
+    for (const Step& st : c.steps)
+      if (st.prim == Primitive::input && st.reused) wrt.insert(st.value->key);
+    const bool reuses_theta = wrt.count("(H·W)") > 0;
+    if (!reuses_theta) {
+      wrt.insert("W");
+      if (input_gradient) wrt.insert("H");
+    }
+    const auto g = layer_.backward(d_out, wrt);
+    const std::int64_t n = a_->rows(), k = theta_->dim(1);
+
+    // Softmax and LeakyReLU backward on the pattern, then the attention terms' gradients.
+    auto dalpha = ws_.pattern_of(slot(5), *a_);
+    const auto ga = g.at("alpha");
+    std::copy(ga.values().begin(), ga.values().end(), dalpha->values().begin());
+    auto de = ws_.pattern_of(slot(6), *a_);
+    scores_back(*alpha_, *dalpha, *scores_, *de);
+    auto del = ws_.dense(slot(7), {n, 1}), der = ws_.dense(slot(8), {n, 1});
+    row_sum(*de, vec_out(*del));
+    row_sum(ws_.transpose_of(slot(9), *de, true), vec_out(*der));  // column sums
+    auto da_left = ws_.dense(slot(10), {k, 1}), da_right = ws_.dense(slot(11), {k, 1});
+    detail::matmul_tn<T>(theta_->view(), del->view(), *da_left, ws_, slot(23), slot(24));
+    detail::matmul_tn<T>(theta_->view(), der->view(), *da_right, ws_, slot(25), slot(26));
+
+    // dΘ = del a_left^T + der a_right^T (+ the aggregation's, when it reused Θ).
+    auto t1 = ws_.dense(slot(12), {n, k}), t2 = ws_.dense(slot(13), {n, k}), dtheta = ws_.dense(slot(14), {n, k});
+    detail::matmul<T>(del->view(), row("a_left"), *t1, ws_, slot(27));
+    detail::matmul<T>(der->view(), row("a_right"), *t2, ws_, slot(28));
+    add(t1->view(), t2->view(), *dtheta);
+    if (reuses_theta) {
+      add(dtheta->view(), g.at("(H·W)"), *t1);
+      std::swap(t1, dtheta);
+    }
+    // Through Θ = H W.
+    const Tensor<T>& w = weights_.at("W");
+    auto dw = ws_.dense(slot(15), w.shape());
+    detail::matmul_tn<T>(h_, dtheta->view(), *dw, ws_, slot(29), slot(30));
+    Gradients r;
+    if (!reuses_theta) {
+      auto sum = ws_.dense(slot(16), w.shape());
+      add(dw->view(), g.at("W"), *sum);
+      dw = sum;
+    }
+    r.weights["W"] = dw->view();
+    r.weights["a_left"] = TensorView<const T>(da_left->values().data(), {k});
+    r.weights["a_right"] = TensorView<const T>(da_right->values().data(), {k});
+    if (input_gradient) {
+      auto dh = ws_.dense(slot(17), h_.shape());
+      detail::matmul_transposed<T>(dtheta->view(), w.view(), *dh, ws_, slot(31));
+      if (!reuses_theta) {
+        auto sum = ws_.dense(slot(18), h_.shape());
+        add(dh->view(), g.at("H"), *sum);
+        dh = sum;
+      }
+      r.input = dh->view();
+    }
+    return r;
+  }
+
+  Tensor<T>& weight(const std::string& name) {
+    auto it = weights_.find(name);
+    SPINDLE_CHECK(it != weights_.end(), UserError, "GATConv: no weight '", name, "' (W, a_left, a_right)");
+    return it->second;
+  }
+  AdaptiveLayer<T>& adaptive() { return layer_; }
+  std::string explain() const { return layer_.explain(); }
+
+ private:
+  static std::size_t slot(std::size_t role) { return Workspace<T>::slot(3, role, 0); }
+  TensorView<const T> column(const std::string& name) const {
+    const Tensor<T>& v = weights_.at(name);
+    return TensorView<const T>(v.values().data(), {v.dim(0), 1});
+  }
+  TensorView<const T> row(const std::string& name) const {
+    const Tensor<T>& v = weights_.at(name);
+    return TensorView<const T>(v.values().data(), {1, v.dim(0)});
+  }
+  static TensorView<const T> vec(const Tensor<T>& x) { return TensorView<const T>(x.values().data(), {x.dim(0)}); }
+  static TensorView<T> vec_out(Tensor<T>& x) { return TensorView<T>(x.values().data(), {x.dim(0)}); }
+
+  std::map<std::string, Tensor<T>> weights_;
+  AdaptiveLayer<T> layer_;
+  Workspace<T> ws_;
+  const Csr<T>* a_ = nullptr;
+  TensorView<const T> h_;
+  std::shared_ptr<Tensor<T>> theta_, el_, er_;
+  std::shared_ptr<Csr<T>> scores_, alpha_;
+};
+
 // RGCN layer (Schlichtkrull et al.), right-normalised: H W0 + sum_r D_r^-1 A_r H W_r over the
 // relations' graphs A_r (patterns; D_r their row degrees, 0 for an empty row). Each relation
 // chooses its composition from its own graph and the sizes (a sparse relation and a dense one

@@ -132,4 +132,32 @@ auto sum_blocks() {
                                          sp::iter<N> n, sp::iter<Block> p) { c(k, n) += a(p, k, n); });
 }
 
+// --- GAT attention (GATConv in layer.hpp) -----------------------------------------------
+
+// s(i, j) = LeakyReLU(l(i) + r(j)), slope 0.2, on A's stored positions: GAT's edge scores.
+template <class T>
+auto gat_scores() {
+  return sp::kernel("gnn_gat_scores", [](sp::in<T, I, J> a, sp::in<T, I> l, sp::in<T, sp::dense<J>> r,
+                                         sp::out<T, I, J> s, sp::iter<I> i, sp::iter<J> j) {
+    (void)a;
+    auto e = l(i) + r(j);
+    s(i, j) = sp::max(e, T(0.2) * e);
+  });
+}
+
+// The backward of alpha = row softmax(s) and s = LeakyReLU(e) on one pattern:
+// de(i, j) = alpha(i, j) (dalpha(i, j) - sum_j' alpha(i, j') dalpha(i, j')) LeakyReLU'(s(i, j)).
+template <class T>
+auto gat_scores_backward() {
+  return sp::kernel("gnn_gat_scores_backward", [](sp::in<T, I, J> alpha, sp::in<T, I, J> dalpha, sp::in<T, I, J> s,
+                                                  sp::out<T, I, J> de, sp::iter<I> i) {
+    sp::local<T> dot(0, "row_dot");
+    sp::for_each<J>([&](sp::iter<J> j) { dot += alpha(i, j) * dalpha(i, j); });
+    sp::for_each<J>([&](sp::iter<J> j) {
+      auto g = alpha(i, j) * (dalpha(i, j) - dot);
+      de(i, j) = sp::select(s(i, j) > T(0), g, T(0.2) * g);
+    });
+  });
+}
+
 }  // namespace spindle::gnn::kernels
