@@ -777,30 +777,27 @@ TEST_CASE("gnn layers: GATConv forward matches a loop and its gradients match fi
         for (int c = 0; c < kout; ++c) l += o(i, c) * g.values()[i * kout + c];
       return l;
     };
-    const double eps = 1e-6;
+    // Central difference of the loss in entry x (restored afterwards).
+    auto central = [&](double& x, const sp::Tensor<double>& hh) {
+      const double keep = x, eps = 1e-6;
+      x = keep + eps;
+      const double up = loss(hh);
+      x = keep - eps;
+      const double down = loss(hh);
+      x = keep;
+      return (up - down) / (2 * eps);
+    };
     for (const auto& [name, got] : grads.weights) {
       auto& w = conv.weight(name);
       for (std::size_t q = 0; q < w.values().size(); q += 2) {
-        const double keep = w.values()[q];
-        w.values()[q] = keep + eps;
-        const double up = loss(h);
-        w.values()[q] = keep - eps;
-        const double down = loss(h);
-        w.values()[q] = keep;
         INFO("d" << name << "[" << q << "]");
-        CHECK(got.values()[q] == Approx((up - down) / (2 * eps)).margin(1e-6));
+        CHECK(got.values()[q] == Approx(central(w.values()[q], h)).margin(1e-6));
       }
     }
     auto hp = h;
     for (std::size_t q = 0; q < hp.values().size(); q += 7) {
-      const double keep = hp.values()[q];
-      hp.values()[q] = keep + eps;
-      const double up = loss(hp);
-      hp.values()[q] = keep - eps;
-      const double down = loss(hp);
-      hp.values()[q] = keep;
       INFO("dH[" << q << "]");
-      CHECK(grads.input.values()[q] == Approx((up - down) / (2 * eps)).margin(1e-6));
+      CHECK(grads.input.values()[q] == Approx(central(hp.values()[q], hp)).margin(1e-6));
     }
   }
   CHECK(seen == std::set<std::string>{"(alpha·(H·W))", "((alpha·H)·W)"});  // both backward paths

@@ -218,6 +218,14 @@ class AdaptiveLayer {
   std::set<std::string> training_, last_training_;
 };
 
+// What a layer's backward returns: its weights' gradients by name and dLoss/dH (empty when
+// not asked for); views into the layer's buffers, valid until its next call.
+template <class T>
+struct LayerGradients {
+  std::map<std::string, TensorView<const T>> weights;
+  TensorView<const T> input;
+};
+
 // d(i) = (stored entries of row i)^-1/2, 0 for an empty row.
 template <class T>
 Tensor<T> inverse_sqrt_degree(const Csr<T>& a) {
@@ -251,10 +259,7 @@ Tensor<T> inverse_degree(const Csr<T>& a) {
 template <class T>
 class GraphConv {
  public:
-  struct Gradients {
-    std::map<std::string, TensorView<const T>> weights;  // by weight name
-    TensorView<const T> input;                           // dLoss/dH (empty when not asked for)
-  };
+  using Gradients = LayerGradients<T>;
 
   // Forward: a view of the result in the layer's workspace, valid until the next call. `a`
   // and `h` must stay alive and unchanged until backward (if it is called).
@@ -372,10 +377,7 @@ class GINConv : public GraphConv<T> {
 template <class T>
 class GATConv {
  public:
-  struct Gradients {
-    std::map<std::string, TensorView<const T>> weights;
-    TensorView<const T> input;
-  };
+  using Gradients = LayerGradients<T>;
 
   GATConv(Tensor<T> w, Tensor<T> a_left, Tensor<T> a_right, CostModel model = default_cost_model())
       : layer_(layers::gat(), std::move(model)) {
@@ -520,10 +522,7 @@ class GATConv {
 template <class T>
 class RGCNConv {
  public:
-  struct Gradients {
-    std::map<std::string, TensorView<const T>> weights;
-    TensorView<const T> input;
-  };
+  using Gradients = LayerGradients<T>;
 
   RGCNConv(Tensor<T> w_self, std::vector<Tensor<T>> w_relations, const CostModel& model = default_cost_model())
       : self_(layers::linear("W"), model) {
