@@ -2,6 +2,7 @@
 // source. Between passes it verifies the IR; with `debug` it logs each pass and its time
 // to stderr; with `dump_dir` it writes the IR after each pass and the generated source.
 //
+//   order_iterations       I -> I    the loop order of each innermost iteration (cost model)
 //   lower_sparse_iter      I -> II   loops, aux buffers, coordinate translation
 //   simplify
 //   lower_sparse_buffer    II -> III flat buffers
@@ -21,6 +22,7 @@
 
 #include "spindle/autosched/cpu_default.hpp"
 #include "spindle/autosched/cuda_default.hpp"
+#include "spindle/autosched/order_iterations.hpp"
 #include "spindle/codegen/c_emitter.hpp"
 #include "spindle/codegen/cuda_emitter.hpp"
 #include "spindle/ir/printer.hpp"
@@ -45,7 +47,8 @@ struct PassRecord {
 };
 
 struct Lowered {
-  ir::Function stage1, stage2, stage3;  // stage3 is scheduled
+  ir::Function written;                 // stage I as the kernel was defined
+  ir::Function stage1, stage2, stage3;  // stage1 in the chosen loop order; stage3 is scheduled
   codegen::EmittedSource source;
   std::vector<PassRecord> passes;
   double total_micros = 0;
@@ -95,8 +98,9 @@ template <class Out>
 ir::Function lower_unscheduled(const ir::Function& stage1, const PipelineOptions& o, PassRunner& run, Out& out) {
   ir::verify(stage1, "frontend", /*user_input=*/true);
   detail::dump(o, 0, "stage1", ir::to_string(stage1));
-  out.stage1 = stage1;
-  ir::Function f = run.run("lower_sparse_iter", stage1, lower::lower_sparse_iter);
+  out.written = stage1;
+  out.stage1 = run.run("order_iterations", stage1, autosched::order_iterations);
+  ir::Function f = run.run("lower_sparse_iter", out.stage1, lower::lower_sparse_iter);
   f = run.run("simplify", f, simplify_pass);
   out.stage2 = f;
   f = run.run("lower_sparse_buffer", f, lower::lower_sparse_buffer);
@@ -121,7 +125,7 @@ inline Lowered lower_to_c(const ir::Function& stage1, const PipelineOptions& o) 
 // The CUDA path: the same stage-I/II/III lowering, then the default GPU schedule for one
 // variant (see autosched/cuda_default.hpp) and the CUDA emitter.
 struct CudaLowered {
-  ir::Function stage1, stage2, unscheduled, stage3;
+  ir::Function written, stage1, stage2, unscheduled, stage3;
   autosched::CudaPlan plan;
   autosched::CudaVariant variant;
   codegen::CudaSource source;

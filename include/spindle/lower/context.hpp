@@ -10,6 +10,7 @@ struct LowerContext {
   std::string kernel;       // for messages
   int num_threads = 1;      // of the target (CPU schedules)
   int vector_bits = 256;    // SIMD width of the target in bits (CPU schedules)
+  bool keep_loop_order = false;  // order_iterations leaves every iteration as written
 };
 
 }  // namespace spindle::lower

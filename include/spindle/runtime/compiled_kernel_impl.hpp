@@ -23,6 +23,7 @@ struct CompiledKernel::Impl {
     o.context.kernel = stage1.name;
     o.context.num_threads = r.options().num_threads;
     o.context.vector_bits = host_vector_bits();
+    o.context.keep_loop_order = r.options().keep_loop_order;
     o.debug = r.options().debug;
     o.dump_dir = r.options().dump_dir;
     lowered = driver::lower_to_c(stage1, o);
@@ -84,6 +85,7 @@ SPINDLE_DECL Runtime& CompiledKernel::runtime() const { return *impl_->rt; }
 SPINDLE_DECL std::string CompiledKernel::explain() const {
   const driver::Lowered& l = impl_->lowered;
   std::string s = "== kernel " + l.stage1.name + " ==\n";
+  s += autosched::describe_loop_orders(l.written, l.stage1);
   s += ir::to_string(l.stage1) + ir::to_string(l.stage2) + ir::to_string(l.stage3);
   s += "# passes:";
   for (auto& p : l.passes) s += " " + p.pass + "(" + std::to_string(static_cast<long>(p.micros)) + "us)";

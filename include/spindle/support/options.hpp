@@ -18,6 +18,9 @@
 //                          compile times and kernel-cache hits and misses to stderr
 //   SPINDLE_DUMP_DIR       an existing, writable directory where the IR after each pass
 //                          and the generated source are written
+//   SPINDLE_LOOP_ORDER     "auto" (default: order_iterations picks each iteration's loop
+//                          order) or "written" (loops in the order the kernel lists its
+//                          iterators; for measuring orders, see spindle-bench --loop-order)
 //
 // Every value is validated: a malformed one raises UserError (UnavailableError for
 // SPINDLE_ENGINE=orc in a build without LLVM) naming the variable, its value and what is
@@ -141,6 +144,7 @@ struct Options {
   int num_threads = 0;  // 0 = hardware concurrency
   bool debug = false;
   std::string dump_dir;
+  bool keep_loop_order = false;  // SPINDLE_LOOP_ORDER=written
 
   // Throws UserError (or UnavailableError, see the top of this file) for a bad value.
   static Options from_env() {
@@ -158,6 +162,12 @@ struct Options {
     if (std::string v = env_value("SPINDLE_DUMP_DIR"); !v.empty()) {
       check_env_directory("SPINDLE_DUMP_DIR", v);
       o.dump_dir = v;
+    }
+    if (std::string v = env_value("SPINDLE_LOOP_ORDER"); !v.empty()) {
+      SPINDLE_CHECK(v == "auto" || v == "written", UserError, "SPINDLE_LOOP_ORDER='", v,
+                    "' is not a loop-order mode: the accepted values are 'auto' (Spindle picks the order of "
+                    "each iteration's loops) and 'written' (the order the kernel lists its iterators)");
+      o.keep_loop_order = v == "written";
     }
     return o;
   }

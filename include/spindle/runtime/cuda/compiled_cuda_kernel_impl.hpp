@@ -127,6 +127,7 @@ SPINDLE_DECL runtime::CompileStats CompiledCudaKernel::last_stats() const {
 SPINDLE_DECL std::string CompiledCudaKernel::explain() const {
   const driver::CudaLowered& p = impl_->prepared;
   std::string s = "== kernel " + p.stage1.name + " (CUDA) ==\n";
+  s += autosched::describe_loop_orders(p.written, p.stage1);
   s += ir::to_string(p.stage1) + ir::to_string(p.stage2) + "# unscheduled stage III\n" + ir::to_string(p.unscheduled);
   s += "# default GPU schedule: " + pattern();
   if (p.plan.feature.defined()) s += ", variant chosen per call from the feature size " + ir::to_string(p.plan.feature);
