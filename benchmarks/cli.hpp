@@ -45,6 +45,7 @@ struct Config {
   bool compile_latency = true;
   bool explain = false;
   bool triad_only = false;
+  bool loop_order = false;  // --loop-order: the loop-order study (benchmarks/loop_order.hpp) only
   // --backend cuda
   bool compile_latency_only = false;  // --compile-latency: only the NVRTC compile latency
   int cuda_arch = 80;                 // NVRTC target when there is no GPU
@@ -86,6 +87,8 @@ usage: spindle-bench [options]
   --no-compile-latency skip the compile-latency measurements
   --explain            print the generated code of every benchmarked kernel (stderr)
   --triad-only         measure the bandwidth roofline (triad) only
+  --loop-order         only the loop-order study: SpMM, SDDMM, A^T B and X^T dC written in
+                       every order, each run as written and in Spindle's order (auto/best)
   --help               this text
 
 CUDA backend (--backend cuda; ops spmm and sddmm; --threads and --no-graphblas do not apply,
@@ -213,6 +216,8 @@ inline bool parse_args(int argc, char** argv, Config& c) {
       c.explain = true;
     } else if (a == "--triad-only") {
       c.triad_only = true;
+    } else if (a == "--loop-order") {
+      c.loop_order = true;
     } else if (a == "--disk-hit-child") {
       c.disk_child = true;
       c.child_dir = value();
@@ -235,6 +240,7 @@ inline bool parse_args(int argc, char** argv, Config& c) {
       if (op != "spmm" && op != "sddmm")
         throw std::invalid_argument("--op " + op + ": the CUDA backend measures spmm and sddmm");
     if (c.triad_only) throw std::invalid_argument("--triad-only: CPU backend only (the CUDA roofline is always measured)");
+    if (c.loop_order) throw std::invalid_argument("--loop-order: CPU backend only");
     if (c.compile_latency_only && !c.compile_latency)
       throw std::invalid_argument("--compile-latency and --no-compile-latency exclude each other");
   } else if (c.compile_latency_only) {
