@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "spindle/ir/function.hpp"
+#include "spindle/ir/functor.hpp"
 #include "spindle/runtime/call_arg.hpp"
 
 namespace spindle::test {

@@ -53,45 +53,70 @@ class KernelBuilder {
     auto key = std::type_index(typeid(A));
     if (auto it = axes_.find(key); it != axes_.end()) return it->second;
     using D = typename detail::dense_of_impl<A>::type;
-    auto node = std::make_shared<ir::AxisNode>();
-    node->name = unique_axis_name(axis_name<A>());
-    node->kind = A::axis_kind;
     if constexpr (!std::is_void_v<D>) {
       ir::Axis base = axis<D>();
-      node->kind = ir::AxisKind::dense_fixed;
-      node->length = base->length;
-      node->dense_of = base;
-      return remember(key, node);
+      ir::Axis a = new_dense_view(axis_name<A>(), base);
+      axes_.emplace(key, a);
+      return a;
     } else {
       using P = parent_axis_t<A>;
       static_assert(!std::is_void_v<P> || A::axis_kind == ir::AxisKind::dense_fixed,
                     "spindle: a dense_variable, sparse_variable or sparse_fixed axis needs a parent axis "
                     "(its fibers hang off the parent's positions); for a sparse vector, use "
                     "sparse_variable<R> under a dense_fixed axis R of length 1");
+      ir::Axis parent;
       if constexpr (!std::is_void_v<P>) {
         static_assert(A::axis_kind != ir::AxisKind::dense_fixed, "spindle: dense_fixed axes have no parent");
-        node->parent = axis<P>();
+        parent = axis<P>();
       }
-      node->index_dtype = dtype_v<typename A::index_type>;
-      ir::Var len;
-      if constexpr (A::fixed_length != dynamic)
-        node->length = ir::int_imm(A::fixed_length, DType::i64);
-      else
-        node->length = len = ir::Var(node->name + "_len", DType::i64);
-      ir::Var nnz, npr;
-      if (node->is_variable()) node->nnz = nnz = ir::Var(node->name + "_nnz", DType::i64);
-      if (node->kind == ir::AxisKind::sparse_fixed) {
-        if constexpr (A::fixed_nnz_per_row != dynamic)
-          node->nnz_per_row = ir::int_imm(A::fixed_nnz_per_row);
-        else
-          node->nnz_per_row = npr = ir::Var(node->name + "_nnz_per_row", DType::i64);
-      }
-      ir::Axis a = remember(key, node);
-      if (len.defined()) func_.scalars.push_back({len, {ir::ParamOrigin::length, -1, a}});
-      if (nnz.defined()) func_.scalars.push_back({nnz, {ir::ParamOrigin::nnz, -1, a}});
-      if (npr.defined()) func_.scalars.push_back({npr, {ir::ParamOrigin::nnz_per_row, -1, a}});
+      ir::Axis a = new_axis(axis_name<A>(), A::axis_kind, parent, dtype_v<typename A::index_type>, A::fixed_length,
+                            A::fixed_nnz_per_row);
+      axes_.emplace(key, a);
       return a;
     }
+  }
+
+  // An axis built at run time (what axis<A>() builds for a tag type; the einsum front end
+  // calls it directly): a fresh name from `base`, the kind, its parent (null for a root
+  // dense_fixed axis), and compile-time extents or `dynamic` for extents bound at call time.
+  ir::Axis new_axis(const std::string& base, ir::AxisKind kind, const ir::Axis& parent, DType index_dtype,
+                    std::int64_t fixed_length = dynamic, std::int64_t fixed_nnz_per_row = dynamic) {
+    auto node = std::make_shared<ir::AxisNode>();
+    node->name = unique_axis_name(base);
+    node->kind = kind;
+    node->parent = parent;
+    node->index_dtype = index_dtype;
+    ir::Var len;
+    if (fixed_length != dynamic)
+      node->length = ir::int_imm(fixed_length, DType::i64);
+    else
+      node->length = len = ir::Var(node->name + "_len", DType::i64);
+    ir::Var nnz, npr;
+    if (node->is_variable()) node->nnz = nnz = ir::Var(node->name + "_nnz", DType::i64);
+    if (node->kind == ir::AxisKind::sparse_fixed) {
+      if (fixed_nnz_per_row != dynamic)
+        node->nnz_per_row = ir::int_imm(fixed_nnz_per_row);
+      else
+        node->nnz_per_row = npr = ir::Var(node->name + "_nnz_per_row", DType::i64);
+    }
+    ir::Axis a = node;
+    axes_in_order_.push_back(a);
+    if (len.defined()) func_.scalars.push_back({len, {ir::ParamOrigin::length, -1, a}});
+    if (nnz.defined()) func_.scalars.push_back({nnz, {ir::ParamOrigin::nnz, -1, a}});
+    if (npr.defined()) func_.scalars.push_back({npr, {ir::ParamOrigin::nnz_per_row, -1, a}});
+    return a;
+  }
+
+  // dense<X> built at run time: a root dense_fixed axis over X's coordinate space.
+  ir::Axis new_dense_view(const std::string& base, const ir::Axis& of) {
+    auto node = std::make_shared<ir::AxisNode>();
+    node->name = unique_axis_name(base);
+    node->kind = ir::AxisKind::dense_fixed;
+    node->length = of->length;
+    node->dense_of = of;
+    ir::Axis a = node;
+    axes_in_order_.push_back(a);
+    return a;
   }
 
   // --- parameters --------------------------------------------------------------------
@@ -174,13 +199,6 @@ class KernelBuilder {
   SPINDLE_DECL ir::Function finish(ir::Stmt body);
 
  private:
-  ir::Axis remember(std::type_index key, std::shared_ptr<ir::AxisNode> node) {
-    ir::Axis a = node;
-    axes_.emplace(key, a);
-    axes_in_order_.push_back(a);
-    return a;
-  }
-
   SPINDLE_DECL std::string unique_axis_name(const std::string& base);
 
   SPINDLE_DECL void check_buffer_axes(const ir::BufferNode& b) const;

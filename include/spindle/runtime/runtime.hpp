@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -76,6 +77,17 @@ class Runtime {
   // The loaded module for `request`, through the kernel cache.
   std::shared_ptr<LoadedModule> load(const CompileRequest& request) { return cache().get(request); }
 
+  // State a front end keeps per runtime (einsum's plans, which hold kernels compiled with
+  // this runtime): made by `make()` on the first request for `key`, destroyed with the
+  // runtime before its cache, engine and pool.
+  template <class T, class Make>
+  std::shared_ptr<T> attached(const std::string& key, Make&& make) {
+    std::lock_guard<std::mutex> lock(attached_mutex_);
+    auto& slot = attached_[key];
+    if (!slot) slot = std::shared_ptr<T>(make());
+    return std::static_pointer_cast<T>(slot);
+  }
+
  private:
   Options options_;
   // Lazily created parts; std::call_once is avoided because make_engine may throw.
@@ -88,6 +100,9 @@ class Runtime {
   std::unique_ptr<KernelCache> cache_;
   std::unique_ptr<ThreadPool> pool_;
   codegen::KernelRuntimeAbi abi_{nullptr, nullptr};
+  // Declared last: destroyed first, while the cache and engine its kernels use still exist.
+  std::mutex attached_mutex_;
+  std::map<std::string, std::shared_ptr<void>> attached_;
 };
 
 }  // namespace spindle::runtime

@@ -1,0 +1,295 @@
+// The einsum front end (Scorch's interface, seed 001): a subscript string and the storage
+// formats of the operands in, a stage-I function out — the same IR a lambda would record,
+// so the same passes, engines, cache and reference interpreter apply.
+//
+//   "ij,jk->ik"  A (Csr), X (Tensor)   ->  out[I, K] += A[I, J] * X[dense<J>, K]   (SpMM)
+//   "ij,ik,jk->ij" A (Csr), X, Y       ->  out[I, J] += A[I, J] * X[I, K] * Y[dense<J>, K]   (SDDMM)
+//
+// What is computed is numpy's einsum: the output element at the output subscripts' values is
+// the sum, over every value of the other subscripts, of the product of the operands' elements
+// (an absent sparse element is 0). How (docs/einsum.md):
+//   * One sparse operand *drives*: its axes are iterated, so only its stored elements are
+//     visited. Every product vanishes off its pattern, so nothing is lost. The caller picks
+//     it (choose_einsum_driver: the sparse operand with the fewest stored elements).
+//   * Every other subscript is a dense loop over its extent. Other sparse operands are read
+//     at the iterators' coordinates (a search in the fiber; absent = 0): an intersection by
+//     lookup, correct for any pattern.
+//   * Dense operands index the driver's sparse subscripts through dense<X> axes, and share
+//     one dense axis per subscript otherwise, so the binder checks their extents.
+//   * The output is dense, or — when its subscripts are exactly the driver's, in order, and
+//     the driver is a CSR — a CSR with the driver's pattern (the result vanishes off it).
+// One top-level iteration over every subscript; order_iterations picks the loop order.
+#pragma once
+
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "spindle/format/storage.hpp"
+#include "spindle/frontend/builder.hpp"
+#include "spindle/ir/ops.hpp"
+#include "spindle/support/error.hpp"
+
+namespace spindle {
+
+// A parsed subscript string: one subscript list per operand and the output's.
+struct EinsumSpec {
+  std::string text;                 // as given
+  std::vector<std::string> inputs;  // e.g. {"ij", "jk"}
+  std::string output;               // e.g. "ik"; "" for a scalar result
+  bool explicit_output = false;     // "->" given
+};
+
+// The storage format of one operand, as far as the generated code depends on it.
+struct EinsumOperandFormat {
+  std::vector<LevelKind> levels;
+  std::vector<DType> index_dtypes;
+  std::string kind;  // the container kind (Csr, Tensor, ...)
+};
+
+inline EinsumOperandFormat einsum_format_of(const StorageView& v) {
+  EinsumOperandFormat f;
+  for (const auto& l : v.levels) {
+    f.levels.push_back(l.kind);
+    f.index_dtypes.push_back(l.index_dtype);
+  }
+  f.kind = v.kind;
+  return f;
+}
+
+namespace detail {
+inline bool einsum_letter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+}  // namespace detail
+
+// Parses "ij,jk->ik" for `operands` operands. Spaces are ignored. Without "->" the output
+// is every subscript that appears exactly once, in alphabetical (ASCII) order, as numpy
+// does. UserError for anything else: a character that is not a letter, "...", a wrong
+// number of operands, an empty operand, an output subscript repeated or absent from the
+// inputs.
+inline EinsumSpec parse_einsum(std::string_view text, std::size_t operands) {
+  EinsumSpec s;
+  s.text = std::string(text);
+  auto fail = [&](const std::string& why) -> void {
+    throw UserError(message("einsum '", s.text, "': ", why));
+  };
+  std::string t;
+  for (char c : text)
+    if (!std::isspace(static_cast<unsigned char>(c))) t += c;
+  if (t.find("...") != std::string::npos)
+    fail("broadcasting with '...' is not supported; name every subscript");
+  std::string lhs = t, rhs;
+  if (auto arrow = t.find("->"); arrow != std::string::npos) {
+    s.explicit_output = true;
+    lhs = t.substr(0, arrow);
+    rhs = t.substr(arrow + 2);
+    if (rhs.find("->") != std::string::npos) fail("'->' appears more than once");
+  }
+  std::string cur;
+  for (std::size_t k = 0; k <= lhs.size(); ++k) {
+    if (k == lhs.size() || lhs[k] == ',') {
+      s.inputs.push_back(cur);
+      cur.clear();
+      continue;
+    }
+    if (!detail::einsum_letter(lhs[k]))
+      fail(message("'", std::string(1, lhs[k]), "' at position ", k,
+                   " is not a subscript; subscripts are the letters a-z and A-Z, operands are separated by ','"));
+    cur += lhs[k];
+  }
+  if (s.inputs.size() != operands)
+    fail(message("the subscripts name ", s.inputs.size(), " operand", s.inputs.size() == 1 ? "" : "s", " but ",
+                 operands, " were given"));
+  for (std::size_t o = 0; o < s.inputs.size(); ++o)
+    if (s.inputs[o].empty())
+      fail(message("operand ", o, " has no subscripts; every operand is a tensor with one subscript per axis"));
+  std::map<char, int> count;
+  for (const auto& in : s.inputs)
+    for (char c : in) ++count[c];
+  if (s.explicit_output) {
+    for (std::size_t k = 0; k < rhs.size(); ++k) {
+      char c = rhs[k];
+      if (!detail::einsum_letter(c))
+        fail(message("'", std::string(1, c), "' in the output is not a subscript (the letters a-z and A-Z)"));
+      if (!count.count(c))
+        fail(message("output subscript '", std::string(1, c), "' appears in no operand"));
+      if (rhs.find(c) != k) fail(message("output subscript '", std::string(1, c), "' appears twice"));
+    }
+    s.output = rhs;
+  } else {
+    for (auto& [c, n] : count)
+      if (n == 1) s.output += c;  // std::map: ASCII order
+  }
+  return s;
+}
+
+// The operand whose stored elements the kernel visits: the one with a compressed or ragged
+// level, no repeated subscript and the fewest stored elements; -1 when every operand is
+// dense (then every subscript is a dense loop).
+inline int choose_einsum_driver(const EinsumSpec& s, const std::vector<EinsumOperandFormat>& formats,
+                                const std::vector<std::int64_t>& stored) {
+  int best = -1;
+  for (std::size_t o = 0; o < formats.size(); ++o) {
+    bool nested = false;
+    for (std::size_t l = 0; l < formats[o].levels.size(); ++l)
+      nested = nested || (l > 0 && formats[o].levels[l] != LevelKind::dense_fixed);
+    if (!nested || formats[o].levels.empty() || formats[o].levels[0] != LevelKind::dense_fixed) continue;
+    std::string letters = s.inputs[o];
+    std::sort(letters.begin(), letters.end());
+    if (std::adjacent_find(letters.begin(), letters.end()) != letters.end()) continue;
+    if (best < 0 || stored[o] < stored[static_cast<std::size_t>(best)]) best = static_cast<int>(o);
+  }
+  return best;
+}
+
+// True when the result is a CSR with the driver's pattern: the output subscripts are the
+// driver's, in order, and the driver is a CSR (a dense row level and a compressed one).
+inline bool einsum_sparse_output(const EinsumSpec& s, const std::vector<EinsumOperandFormat>& formats, int driver) {
+  if (driver < 0) return false;
+  const auto& f = formats[static_cast<std::size_t>(driver)];
+  return s.output == s.inputs[static_cast<std::size_t>(driver)] && f.levels.size() == 2 &&
+         f.levels[0] == LevelKind::dense_fixed && f.levels[1] == LevelKind::sparse_variable;
+}
+
+// The stage-I function of an einsum. Arguments: the operands in order, then the output
+// (dense over the output subscripts; the driver's CSR pattern when `sparse_output`; a
+// one-element vector for a scalar result).
+inline ir::Function build_einsum_function(const EinsumSpec& s, const std::vector<EinsumOperandFormat>& formats,
+                                          DType dtype, int driver, bool sparse_output) {
+  const std::size_t n = s.inputs.size();
+  SPINDLE_CHECK(formats.size() == n, InternalError, "einsum: ", formats.size(), " formats for ", n, " operands");
+  detail::KernelBuilder b("einsum", ir::SourceLoc{"einsum", 0});
+  std::vector<std::string> arg_names;
+  for (std::size_t o = 0; o < n; ++o) arg_names.push_back("in" + std::to_string(o));
+  arg_names.push_back("out");
+  b.set_names(arg_names, n + 1);
+
+  auto upper = [](char c) {
+    return std::string(1, static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
+  };
+  auto axis_kind = [](LevelKind k) { return static_cast<ir::AxisKind>(static_cast<int>(k)); };
+  static_assert(static_cast<int>(LevelKind::sparse_variable) == static_cast<int>(ir::AxisKind::sparse_variable));
+
+  std::map<char, ir::Axis> driven;      // subscript -> the driver's axis for it
+  std::map<char, ir::Axis> dense_axis;  // subscript -> the dense axis dense operands use for it
+  std::vector<std::vector<ir::Axis>> operand_axes(n);
+  auto level_axis = [&](std::size_t o, std::size_t l, const std::string& base, std::vector<ir::Axis>& chain) {
+    LevelKind k = formats[o].levels[l];
+    if (k == LevelKind::dense_fixed) return b.new_axis(base, ir::AxisKind::dense_fixed, nullptr, DType::i32);
+    SPINDLE_CHECK(l > 0, UserError, "einsum '", s.text, "': operand ", o, " (", formats[o].kind,
+                  ") has a ", level_kind_name(k), " outermost level; an outermost level must be dense");
+    return b.new_axis(base, axis_kind(k), chain[l - 1], formats[o].index_dtypes[l]);
+  };
+  if (driver >= 0) {
+    auto d = static_cast<std::size_t>(driver);
+    for (std::size_t l = 0; l < s.inputs[d].size(); ++l) {
+      ir::Axis a = level_axis(d, l, upper(s.inputs[d][l]), operand_axes[d]);
+      operand_axes[d].push_back(a);
+      driven[s.inputs[d][l]] = a;
+    }
+  }
+  auto dense_for = [&](char c) {
+    if (auto it = dense_axis.find(c); it != dense_axis.end()) return it->second;
+    ir::Axis a;
+    if (auto it = driven.find(c); it != driven.end())
+      a = it->second->kind == ir::AxisKind::dense_fixed ? it->second
+                                                        : b.new_dense_view("dense_" + it->second->name, it->second);
+    else
+      a = b.new_axis(upper(c), ir::AxisKind::dense_fixed, nullptr, DType::i32);
+    dense_axis[c] = a;
+    return a;
+  };
+  std::map<char, ir::Axis> own;  // subscript -> a non-driver sparse operand's axis for it (first one)
+  for (std::size_t o = 0; o < n; ++o) {
+    if (static_cast<int>(o) == driver) continue;
+    bool all_dense = std::all_of(formats[o].levels.begin(), formats[o].levels.end(),
+                                 [](LevelKind k) { return k == LevelKind::dense_fixed; });
+    for (std::size_t l = 0; l < s.inputs[o].size(); ++l) {
+      char c = s.inputs[o][l];
+      if (all_dense) {
+        operand_axes[o].push_back(dense_for(c));
+      } else if (formats[o].levels[l] == LevelKind::dense_fixed && !dense_for(c)->dense_of) {
+        operand_axes[o].push_back(dense_for(c));  // a shared root: the binder checks the extent
+      } else {  // its own axis, read at the iterators' coordinates (a search in the fiber)
+        ir::Axis a = level_axis(o, l, upper(c) + "_" + arg_names[o], operand_axes[o]);
+        operand_axes[o].push_back(a);
+        own.emplace(c, a);
+      }
+    }
+  }
+
+  // The iteration: a unit axis for a scalar result, the driver's subscripts, then the rest.
+  std::vector<ir::Axis> iter_axes;
+  std::map<char, ir::Var> iterator;
+  std::map<char, ir::Axis> iter_axis;
+  std::vector<ir::Var> vars;
+  ir::Axis unit;
+  if (s.output.empty()) {
+    unit = b.new_axis("Unit", ir::AxisKind::dense_fixed, nullptr, DType::i32, 1);
+    iter_axes.push_back(unit);
+    vars.push_back(b.iterator_var(unit));
+  }
+  auto add_iter = [&](char c) {
+    if (iterator.count(c)) return;
+    ir::Axis a;
+    if (auto it = driven.find(c); it != driven.end())
+      a = it->second;
+    else if (dense_axis.count(c) || s.output.find(c) != std::string::npos || !own.count(c))
+      a = dense_for(c);
+    else  // only in other sparse operands and summed: a dense loop over that operand's extent
+      a = b.new_dense_view("dense_" + own.at(c)->name, own.at(c));
+    iter_axes.push_back(a);
+    vars.push_back(b.iterator_var(a));
+    iterator[c] = vars.back();
+    iter_axis[c] = a;
+  };
+  if (driver >= 0)
+    for (char c : s.inputs[static_cast<std::size_t>(driver)]) add_iter(c);
+  for (const auto& in : s.inputs)
+    for (char c : in) add_iter(c);
+
+  std::vector<ir::Buffer> buffers;
+  for (std::size_t o = 0; o < n; ++o)
+    buffers.push_back(b.add_buffer(dtype, operand_axes[o], ir::BufferRole::input, static_cast<int>(o)));
+  std::vector<ir::Axis> out_axes;
+  std::vector<ir::Expr> out_index;
+  if (s.output.empty()) {
+    out_axes.push_back(unit);
+    out_index.push_back(vars.front());
+  } else if (sparse_output) {
+    out_axes = operand_axes[static_cast<std::size_t>(driver)];
+    for (char c : s.output) out_index.push_back(iterator.at(c));
+  } else {
+    for (char c : s.output) {
+      out_axes.push_back(dense_for(c));
+      out_index.push_back(iterator.at(c));
+    }
+  }
+  ir::Buffer out = b.add_buffer(dtype, out_axes, ir::BufferRole::output, static_cast<int>(n));
+
+  ir::Expr product;
+  for (std::size_t o = 0; o < n; ++o) {
+    std::vector<ir::Expr> idx;
+    for (std::size_t l = 0; l < s.inputs[o].size(); ++l) {
+      const ir::Var& it = iterator.at(s.inputs[o][l]);
+      // An iterator of another coordinate space (the driver's j in the row slot of a second
+      // CSR) reads by coordinate: a bounds guard or a search, absent = 0. A bare iterator
+      // there is a definition error for lambdas, so it is wrapped in an i64 -> i64 cast.
+      if (ir::coordinate_space(iter_axis.at(s.inputs[o][l])) == ir::coordinate_space(operand_axes[o][l]))
+        idx.push_back(it);
+      else
+        idx.push_back(ir::Expr(std::make_shared<ir::CastNode>(DType::i64, it)));
+    }
+    ir::Expr v = ir::load(buffers[o], std::move(idx));
+    product = product.defined() ? product * v : v;
+  }
+  detail::KernelBuilder::Frame body;
+  body.stmts.push_back(ir::reduce(out, out_index, ir::ReduceOp::add, product, b.loc()));
+  ir::Stmt iteration = b.make_iteration("einsum", std::move(iter_axes), std::move(vars), std::move(body), b.loc());
+  return b.finish(iteration);
+}
+
+}  // namespace spindle

@@ -1,0 +1,464 @@
+// spindle::einsum against its definition (numpy's einsum; docs/einsum.md): every operand is
+// expanded to a dense array by a walk over its storage levels written here, and the result
+// is computed by enumerating every assignment of the subscripts. The named kernels of the
+// Scorch suite, a real graph, random subscript strings and formats on every engine with
+// several threads, concurrent callers, and every error einsum raises.
+#include <atomic>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "correctness/correctness_support.hpp"
+#include "support/engines.hpp"
+#include "support/reference_interpreter.hpp"
+
+namespace sp = spindle;
+using namespace spindle_test;
+
+namespace {
+
+// A dense copy of any storage (values in double): the first chain of levels is walked by
+// positions (dense_fixed root, then dense_variable / sparse_fixed / sparse_variable children),
+// trailing dense_fixed levels are row-major inside each of its positions.
+struct Dense {
+  std::vector<std::int64_t> shape;
+  std::vector<double> v;
+  std::int64_t offset(const std::vector<std::int64_t>& idx) const {
+    std::int64_t o = 0;
+    for (std::size_t a = 0; a < shape.size(); ++a) o = o * shape[a] + idx[a];
+    return o;
+  }
+};
+
+std::int64_t index_at(const sp::LevelView& l, const void* p, std::int64_t k) {
+  return l.index_dtype == sp::DType::i64 ? static_cast<const std::int64_t*>(p)[k]
+                                         : static_cast<const std::int32_t*>(p)[k];
+}
+
+template <class T>
+Dense dense_of(const sp::StorageView& s) {
+  Dense d;
+  for (const auto& l : s.levels) d.shape.push_back(l.length);
+  std::int64_t volume = 1;
+  for (auto e : d.shape) volume *= e;
+  d.v.assign(static_cast<std::size_t>(volume), 0.0);
+  std::size_t chain = 1;
+  while (chain < s.levels.size() && s.levels[chain].kind != sp::LevelKind::dense_fixed) ++chain;
+  std::int64_t trailing = 1;
+  for (std::size_t l = chain; l < s.levels.size(); ++l) trailing *= s.levels[l].length;
+  const T* values = static_cast<const T*>(s.data);
+  std::vector<std::int64_t> idx(s.levels.size(), 0);
+  auto emit = [&](std::int64_t pos) {
+    for (std::int64_t t = 0; t < trailing; ++t) {
+      std::int64_t r = t;
+      for (std::size_t l = s.levels.size(); l-- > chain;) {
+        idx[l] = r % s.levels[l].length;
+        r /= s.levels[l].length;
+      }
+      d.v[static_cast<std::size_t>(d.offset(idx))] += static_cast<double>(values[pos * trailing + t]);
+    }
+  };
+  auto walk = [&](auto&& self, std::size_t l, std::int64_t parent) -> void {
+    if (l == chain) return emit(parent);
+    const auto& lv = s.levels[l];
+    std::int64_t begin = 0, end = 0;
+    switch (lv.kind) {
+      case sp::LevelKind::dense_fixed: begin = 0, end = lv.length; break;
+      case sp::LevelKind::sparse_fixed: begin = parent * lv.nnz_per_row, end = begin + lv.nnz_per_row; break;
+      default: begin = index_at(lv, lv.indptr, parent), end = index_at(lv, lv.indptr, parent + 1); break;
+    }
+    for (std::int64_t p = begin; p < end; ++p) {
+      idx[l] = lv.kind == sp::LevelKind::dense_fixed    ? p
+               : lv.kind == sp::LevelKind::dense_variable ? p - begin
+                                                          : index_at(lv, lv.indices, p);
+      self(self, l + 1, p);
+    }
+  };
+  if (volume > 0) walk(walk, 0, 0);
+  return d;
+}
+
+// The definition: out[output] = sum over all other subscripts of the product.
+std::vector<Ref> reference(const sp::EinsumSpec& s, const std::vector<Dense>& ops) {
+  std::map<char, std::int64_t> extent;
+  for (std::size_t o = 0; o < ops.size(); ++o)
+    for (std::size_t l = 0; l < s.inputs[o].size(); ++l) extent[s.inputs[o][l]] = ops[o].shape[l];
+  std::vector<char> letters;
+  for (auto& [c, e] : extent) letters.push_back(c);
+  std::int64_t out_size = 1;
+  for (char c : s.output) out_size *= extent[c];
+  std::vector<Ref> out(static_cast<std::size_t>(out_size));
+  std::map<char, std::int64_t> at;
+  auto loop = [&](auto&& self, std::size_t k) -> void {
+    if (k == letters.size()) {
+      double p = 1, ap = 1;
+      for (std::size_t o = 0; o < ops.size(); ++o) {
+        std::vector<std::int64_t> idx;
+        for (char c : s.inputs[o]) idx.push_back(at[c]);
+        double v = ops[o].v[static_cast<std::size_t>(ops[o].offset(idx))];
+        p *= v;
+        ap *= std::abs(v);
+      }
+      std::int64_t oo = 0;
+      for (char c : s.output) oo = oo * extent[c] + at[c];
+      auto& r = out[static_cast<std::size_t>(oo)];
+      r.value += p;
+      r.abs_sum += ap;
+      r.terms += 1;
+      return;
+    }
+    for (std::int64_t v = 0; v < extent[letters[k]]; ++v) {
+      at[letters[k]] = v;
+      self(self, k + 1);
+    }
+  };
+  loop(loop, 0);
+  return out;
+}
+
+template <class T>
+void check_result(const sp::EinsumResult<T>& r, const std::vector<Ref>& ref, std::size_t operands,
+                  const std::string& what) {
+  sp::Tensor<T> d = r.to_dense();
+  check_close<T>(ref, std::span<const T>(d.values().data(), d.values().size()), what,
+                 static_cast<int>(operands));
+}
+
+template <class T, class... Ops>
+void check_einsum(const std::string& spec, const Ops&... ops) {
+  auto s = sp::parse_einsum(spec, sizeof...(Ops));
+  std::vector<Dense> dense{dense_of<T>(sp::storage_of(ops))...};
+  auto ref = reference(s, dense);
+  INFO("einsum '" << spec << "'");
+  auto r = sp::einsum(spec, ops...);
+  check_result<T>(r, ref, sizeof...(Ops), spec);
+}
+
+template <class T>
+sp::Csr<T> random_csr(std::int64_t rows, std::int64_t cols, double per_row, std::uint64_t seed,
+                      double empty = 0.0) {
+  sp::RandomCsrOptions o;
+  o.empty_row_fraction = empty;
+  o.lo = -1;
+  o.hi = 1;
+  return sp::Csr<T>::random(rows, cols, std::min<double>(per_row, static_cast<double>(cols)), seed, o);
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("einsum: the Scorch suite's kernels match the definition on every test shape",
+                   "[correctness][einsum]", float, double) {
+  using T = TestType;
+  for (const auto& sh : matrix_shapes()) {
+    INFO(sh);
+    const auto a = random_csr<T>(sh.rows, sh.cols, sh.avg_nnz_per_row, 11, sh.empty_row_fraction);
+    const auto b = random_csr<T>(sh.rows, sh.cols, sh.avg_nnz_per_row / 2 + 1, 12);
+    const auto bt = random_csr<T>(sh.cols, sh.rows + 1, 3, 13, 0.3);
+    const auto x = sp::Tensor<T>::random({sh.cols}, 14, -1, 1);
+    const auto xr = sp::Tensor<T>::random({sh.rows}, 15, -1, 1);
+    const auto X = sp::Tensor<T>::random({sh.cols, 5}, 16, -1, 1);
+    const auto Z = sp::Tensor<T>::random({sh.rows, 5}, 17, -1, 1);
+    check_einsum<T>("ij,j->i", a, x);                      // SpMV
+    check_einsum<T>("ij,jk->ik", a, X);                    // SpMM
+    check_einsum<T>("ij,jk", a, X);                        // implicit output: ik
+    check_einsum<T>("ij,ik->jk", a, Z);                    // A^T Z
+    check_einsum<T>("ij,jk->ik", a, bt);                   // SpGEMM (dense result)
+    check_einsum<T>("ij,ij->ij", a, b);                    // element-wise product
+    check_einsum<T>("ij,ij->", a, b);                      // Frobenius inner product
+    check_einsum<T>("ij->ji", a);                          // transpose
+    check_einsum<T>("ij->i", a);                           // row sums
+    check_einsum<T>("ij->j", a);                           // column sums
+    check_einsum<T>("ij,j->ij", a, x);                     // A(i,j) = B(i,j) * c(j)
+    check_einsum<T>("i,ij,j->ij", xr, a, x);               // D1 A D2
+    check_einsum<T>("i,j->ij", xr, x);                     // outer product (dense)
+    check_einsum<T>("ij,ik,jk->ij", a, Z, X);              // SDDMM
+    check_einsum<T>("ik,kj->ij", Z, sp::Tensor<T>::random({5, 3}, 18, -1, 1));  // GEMM, all dense
+    if (sh.rows == sh.cols) {
+      check_einsum<T>("ii->", a);  // trace
+      check_einsum<T>("ii->i", a);
+    }
+
+    // Output formats: SDDMM and A .* B give a Csr with the driving operand's pattern.
+    auto sddmm = sp::einsum("ij,ik,jk->ij", a, Z, X);
+    REQUIRE(sddmm.is_sparse());
+    CHECK(std::vector<std::int32_t>(sddmm.csr().indices().begin(), sddmm.csr().indices().end()) ==
+          std::vector<std::int32_t>(a.indices().begin(), a.indices().end()));
+    const auto& fewer = a.nnz() <= b.nnz() ? a : b;
+    auto hadamard = sp::einsum("ij,ij->ij", a, b);
+    REQUIRE(hadamard.is_sparse());
+    CHECK(hadamard.csr().nnz() == fewer.nnz());
+    CHECK_FALSE(sp::einsum("ij,jk->ik", a, X).is_sparse());
+    CHECK(sp::einsum("ij,ij->", a, b).tensor().rank() == 0);
+  }
+}
+
+TEMPLATE_TEST_CASE("einsum: 3-tensors (CSF and dense) — TTV, TTM, MTTKRP, batched matmul",
+                   "[correctness][einsum]", float, double) {
+  using T = TestType;
+  for (auto shape : std::vector<std::vector<std::int64_t>>{{6, 5, 4}, {1, 1, 1}, {9, 0, 3}, {12, 7, 9}}) {
+    INFO("shape " << shape[0] << "x" << shape[1] << "x" << shape[2]);
+    const auto t = sp::Csf<T>::random(shape, 0.2, 21, -1, 1);
+    const auto v = sp::Tensor<T>::random({shape[2]}, 22, -1, 1);
+    const auto m = sp::Tensor<T>::random({shape[2], 3}, 23, -1, 1);
+    const auto b = sp::Tensor<T>::random({shape[1], 4}, 24, -1, 1);
+    const auto c = sp::Tensor<T>::random({shape[2], 4}, 25, -1, 1);
+    check_einsum<T>("ijk,k->ij", t, v);         // TTV
+    check_einsum<T>("ijk,kl->ijl", t, m);       // TTM
+    check_einsum<T>("ijk,jr,kr->ir", t, b, c);  // MTTKRP
+    check_einsum<T>("ijk->", t);
+    const auto d = sp::Tensor<T>::random(shape, 26, -1, 1);
+    const auto e = sp::Tensor<T>::random({shape[0], shape[2], 2}, 27, -1, 1);
+    check_einsum<T>("bij,bjk->bik", d, e);
+    check_einsum<T>("ijk,ijk->ijk", d, t);  // the CSF drives; dense output (3 levels, not a Csr)
+  }
+}
+
+TEST_CASE("einsum: SpMM and SDDMM on a real graph equal the library's kernels", "[correctness][einsum][graphs]") {
+  auto g = load_graph<float>("gnn/cora.mtx.gz");
+  if (!g) {
+    WARN("cora not found under " << data_dir() << "; skipped");
+    return;
+  }
+  const auto X = sp::Tensor<float>::random({g->cols(), 32}, 31, -1, 1);
+  const auto Z = sp::Tensor<float>::random({g->rows(), 32}, 32, -1, 1);
+  sp::Tensor<float> y = sp::Tensor<float>::zeros({g->rows(), 32});
+  sp::ops::spmm<float>()(*g, X, y);
+  auto e = sp::einsum("ij,jk->ik", *g, X).tensor();
+  REQUIRE(e.values().size() == y.values().size());
+  for (std::size_t q = 0; q < y.values().size(); ++q) REQUIRE(e.values()[q] == y.values()[q]);
+  auto s = sp::einsum("ij,ik,jk->ij", *g, Z, X);
+  sp::Csr<float> c = *g;
+  sp::ops::sddmm<float>()(*g, Z, X, c);
+  for (std::int64_t q = 0; q < c.nnz(); ++q) REQUIRE(s.csr().values()[q] == c.values()[q]);
+  // einsum_into reuses the caller's output; the same subscripts under other letters agree.
+  sp::Tensor<float> into = sp::Tensor<float>::full({g->rows(), 32}, nan_v<float>);
+  sp::einsum_into("ab,bc->ac", into, *g, X);
+  CHECK(into == e);
+  const std::string explain = sp::einsum_explain("ij,jk->ik", *g, X);
+  CHECK_THAT(explain, Catch::Contains("operand 0 (Csr) drives the iteration"));
+  CHECK_THAT(explain, Catch::Contains("dense Tensor [ik]"));
+}
+
+namespace {
+
+// One random einsum: up to 3 operands over the subscripts "abXY" with random extents
+// (0 included), each a dense Tensor or — for two subscripts — a Csr with empty rows; a random
+// explicit output or the implicit one; repeated subscripts allowed.
+struct RandomEinsum {
+  std::string spec;
+  std::vector<sp::Tensor<double>> dense;
+  std::vector<sp::Csr<double>> sparse;
+  std::vector<int> kind;  // per operand: index into dense (>= 0) or sparse (-1 - k)
+};
+
+RandomEinsum random_einsum(std::mt19937_64& rng) {
+  const std::string pool = "abXY";
+  std::map<char, std::int64_t> extent;
+  const std::int64_t sizes[] = {0, 1, 2, 3, 4, 6, 9};
+  for (char c : pool) extent[c] = sizes[rng() % 7 == 0 ? 0 : 1 + rng() % 6];
+  RandomEinsum r;
+  const int n = 1 + static_cast<int>(rng() % 3);
+  std::string used;
+  for (int o = 0; o < n; ++o) {
+    const int rank = 1 + static_cast<int>(rng() % 3);
+    std::string sub;
+    for (int l = 0; l < rank; ++l) sub += pool[rng() % pool.size()];
+    used += sub;
+    r.spec += (o ? "," : "") + sub;
+    std::vector<std::int64_t> shape;
+    for (char c : sub) shape.push_back(extent[c]);
+    if (rank == 2 && rng() % 2) {
+      sp::RandomCsrOptions opt;
+      opt.empty_row_fraction = 0.3;
+      opt.lo = -1;
+      opt.hi = 1;
+      double per_row = static_cast<double>(shape[1]) * (0.2 + 0.6 * static_cast<double>(rng() % 100) / 100);
+      r.sparse.push_back(sp::Csr<double>::random(shape[0], shape[1], per_row, rng(), opt));
+      r.kind.push_back(-1 - static_cast<int>(r.sparse.size() - 1));
+    } else {
+      r.dense.push_back(sp::Tensor<double>::random(shape, rng(), -1, 1));
+      r.kind.push_back(static_cast<int>(r.dense.size() - 1));
+    }
+  }
+  if (rng() % 4) {  // an explicit output: distinct used subscripts in random order
+    std::string out;
+    for (char c : used)
+      if (out.find(c) == std::string::npos && rng() % 2) out += c;
+    std::shuffle(out.begin(), out.end(), rng);
+    r.spec += "->" + out;
+  }
+  return r;
+}
+
+sp::StorageView view_of(const RandomEinsum& r, int o) {
+  int k = r.kind[static_cast<std::size_t>(o)];
+  return k >= 0 ? r.dense[static_cast<std::size_t>(k)].storage() : r.sparse[static_cast<std::size_t>(-1 - k)].storage();
+}
+
+template <class... Ops>
+sp::EinsumResult<double> run_random(sp::runtime::Runtime& rt, const RandomEinsum& r, const Ops&... ops) {
+  return sp::einsum(rt, r.spec, ops...);
+}
+
+sp::EinsumResult<double> run_random(sp::runtime::Runtime& rt, const RandomEinsum& r) {
+  auto get = [&](int o, auto&& f) {
+    int k = r.kind[static_cast<std::size_t>(o)];
+    if (k >= 0) return f(r.dense[static_cast<std::size_t>(k)]);
+    return f(r.sparse[static_cast<std::size_t>(-1 - k)]);
+  };
+  switch (r.kind.size()) {
+    case 1: return get(0, [&](const auto& a) { return run_random(rt, r, a); });
+    case 2:
+      return get(0, [&](const auto& a) { return get(1, [&](const auto& b) { return run_random(rt, r, a, b); }); });
+    default:
+      return get(0, [&](const auto& a) {
+        return get(1, [&](const auto& b) {
+          return get(2, [&](const auto& c) { return run_random(rt, r, a, b, c); });
+        });
+      });
+  }
+}
+
+int env_count(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::atoi(v) : fallback;
+}
+
+}  // namespace
+
+TEST_CASE("einsum: random subscripts and formats match the definition on every engine with several threads",
+          "[correctness][einsum][random]") {
+  const int count = env_count("SPINDLE_EINSUM_CASES", 60);
+  const std::uint64_t seed = static_cast<std::uint64_t>(env_count("SPINDLE_EINSUM_SEED", 5));
+  std::mt19937_64 rng(seed);
+  int sparse_results = 0, with_sparse_operands = 0;
+  for (int k = 0; k < count; ++k) {
+    RandomEinsum r = random_einsum(rng);
+    std::vector<Dense> dense;
+    for (int o = 0; o < static_cast<int>(r.kind.size()); ++o) dense.push_back(dense_of<double>(view_of(r, o)));
+    auto s = sp::parse_einsum(r.spec, r.kind.size());
+    auto ref = reference(s, dense);
+    with_sparse_operands += !r.sparse.empty();
+    const auto engines = spindle::test::cpu_engines();
+    const std::string engine = engines[static_cast<std::size_t>(k) % engines.size()];
+    const int threads = 1 + k % 3;
+    INFO("case " << k << " (seed " << seed << "): einsum '" << r.spec << "' on " << engine << " with " << threads
+                 << " threads");
+    auto got = run_random(spindle::test::engine_runtime(engine, threads), r);
+    sparse_results += got.is_sparse();
+    check_result<double>(got, ref, r.kind.size(), r.spec);
+
+    // The reference interpreter runs the same stage-I function (docs/language.md's semantics
+    // of what the front end built) and must agree with the definition too.
+    std::vector<sp::EinsumOperandFormat> formats;
+    std::vector<std::int64_t> stored;
+    std::vector<sp::runtime::CallArg> args;
+    for (int o = 0; o < static_cast<int>(r.kind.size()); ++o) {
+      args.emplace_back();
+      args.back().view = view_of(r, o);
+      formats.push_back(sp::einsum_format_of(args.back().view));
+      stored.push_back(args.back().view.value_count);
+    }
+    const int driver = sp::choose_einsum_driver(s, formats, stored);
+    const bool sparse_out = sp::einsum_sparse_output(s, formats, driver);
+    REQUIRE(sparse_out == got.is_sparse());
+    auto f = sp::build_einsum_function(s, formats, sp::DType::f64, driver, sparse_out);
+    sp::Tensor<double> interp_dense;
+    sp::Csr<double> interp_sparse;
+    if (sparse_out) {
+      interp_sparse = got.csr();
+      std::fill(interp_sparse.values().begin(), interp_sparse.values().end(), nan_v<double>);
+      args.emplace_back();
+      args.back().view = interp_sparse.storage();
+    } else {
+      interp_dense = got.tensor();
+      std::fill(interp_dense.values().begin(), interp_dense.values().end(), nan_v<double>);
+      auto shape = interp_dense.shape();
+      if (shape.empty()) shape.push_back(1);
+      args.emplace_back();
+      args.back().view = sp::TensorView<double>(interp_dense.data(), shape).storage();
+    }
+    spindle::test::Interpreter interp(f, args);
+    interp.run();
+    if (sparse_out)
+      check_result<double>(sp::EinsumResult<double>(interp_sparse), ref, r.kind.size(), r.spec + " (interpreter)");
+    else
+      check_result<double>(sp::EinsumResult<double>(interp_dense), ref, r.kind.size(), r.spec + " (interpreter)");
+  }
+  INFO(with_sparse_operands << " cases with sparse operands, " << sparse_results << " sparse results");
+  CHECK(with_sparse_operands > count / 4);
+  CHECK(sparse_results > 0);
+}
+
+TEST_CASE("einsum: concurrent callers share plans and get their own results", "[correctness][einsum][threads]") {
+  const auto a = random_csr<float>(200, 150, 8, 41, 0.2);
+  const auto X = sp::Tensor<float>::random({150, 16}, 42, -1, 1);
+  const auto Z = sp::Tensor<float>::random({200, 16}, 43, -1, 1);
+  const std::vector<std::string> specs{"ij,jk->ik", "ij,ik,jk->ij", "ij,ik->jk", "ij->i"};
+  std::vector<sp::Tensor<float>> expected;
+  for (const auto& s : specs)
+    expected.push_back(s == "ij,jk->ik"      ? sp::einsum(s, a, X).to_dense()
+                       : s == "ij,ik,jk->ij" ? sp::einsum(s, a, Z, X).to_dense()
+                       : s == "ij,ik->jk"    ? sp::einsum(s, a, Z).to_dense()
+                                             : sp::einsum(s, a).to_dense());
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < 4; ++t)
+    pool.emplace_back([&, t] {
+      for (int rep = 0; rep < 25; ++rep) {
+        std::size_t q = static_cast<std::size_t>(t + rep) % specs.size();
+        const auto& s = specs[q];
+        sp::Tensor<float> got = s == "ij,jk->ik"      ? sp::einsum(s, a, X).to_dense()
+                                : s == "ij,ik,jk->ij" ? sp::einsum(s, a, Z, X).to_dense()
+                                : s == "ij,ik->jk"    ? sp::einsum(s, a, Z).to_dense()
+                                                      : sp::einsum(s, a).to_dense();
+        if (!(got == expected[q])) ++mismatches;
+      }
+    });
+  for (auto& th : pool) th.join();
+  CHECK(mismatches == 0);
+}
+
+TEST_CASE("einsum: bad subscripts and operands raise errors that name the subscript and operand",
+          "[correctness][einsum][error]") {
+  const auto a = random_csr<float>(6, 5, 2, 51);
+  const auto x = sp::Tensor<float>::random({5, 3}, 52);
+  const auto w = sp::Tensor<float>::random({4, 3}, 53);
+  const auto xd = sp::Tensor<double>::random({5, 3}, 54);
+  auto throws = [](auto&& f, const std::string& what, auto tag) {
+    using E = decltype(tag);
+    try {
+      f();
+      FAIL("no error; expected one containing: " << what);
+    } catch (const E& e) {
+      CHECK_THAT(std::string(e.what()), Catch::Contains(what));
+    }
+  };
+  throws([&] { sp::einsum("ij,j1->i", a, x); }, "'1' at position 4 is not a subscript", sp::UserError{""});
+  throws([&] { sp::einsum("...j,jk->ik", a, x); }, "'...' is not supported", sp::UserError{""});
+  throws([&] { sp::einsum("ij->ik", a); }, "output subscript 'k' appears in no operand", sp::UserError{""});
+  throws([&] { sp::einsum("ij,jk->ii", a, x); }, "output subscript 'i' appears twice", sp::UserError{""});
+  throws([&] { sp::einsum("ij", a, x); }, "name 1 operand but 2 were given", sp::UserError{""});
+  throws([&] { sp::einsum("ij,->i", a, x); }, "operand 1 has no subscripts", sp::UserError{""});
+  throws([&] { sp::einsum("ij->i->j", a); }, "'->' appears more than once", sp::UserError{""});
+  throws([&] { sp::einsum("ij,jkl->ik", a, x); }, "operand 1 ('jkl', Tensor<f32> [5, 3]) has 2 axes but 3 subscripts",
+         sp::ShapeError{""});
+  throws([&] { sp::einsum("ij,jk->ik", a, w); }, "subscript 'j' has extent 5 in operand 0", sp::ShapeError{""});
+  throws([&] { sp::einsum("ij,jk->ik", a, w); }, "but 4 in operand 1 ('jk', Tensor<f32> [4, 3]) axis 0",
+         sp::ShapeError{""});
+  throws([&] { sp::einsum("ij,jk->ik", a, xd); }, "operand 1 ('jk', Tensor<f64> [5, 3]) holds f64 but operand 0 holds f32",
+         sp::DTypeError{""});
+  sp::Tensor<float> wrong = sp::Tensor<float>::zeros({6, 4});
+  throws([&] { sp::einsum_into("ij,jk->ik", wrong, a, x); }, "subscript 'k' has extent 3", sp::ShapeError{""});
+  sp::Tensor<float> flat = sp::Tensor<float>::zeros({6});
+  throws([&] { sp::einsum_into("ij,jk->ik", flat, a, x); }, "has 1 axes but the result has 2", sp::ShapeError{""});
+  sp::Tensor<float> dense_out = sp::Tensor<float>::zeros({6, 5});
+  throws([&] { sp::einsum_into("ij,ij->ij", dense_out, a, a); }, "must be a Csr with that pattern", sp::ShapeError{""});
+  auto other = random_csr<float>(6, 5, 3, 55);
+  auto into = other;
+  throws([&] { sp::einsum_into("ij,ij->ij", into, a, a); }, "different sparsity structure", sp::ShapeError{""});
+  CHECK(into.values().size() == other.values().size());
+  for (std::size_t q = 0; q < into.values().size(); ++q) CHECK(into.values()[q] == other.values()[q]);  // untouched
+  auto result = sp::einsum("ij,jk->ik", a, x);
+  throws([&] { (void)result.csr(); }, "a dense Tensor (use .tensor())", sp::UserError{""});
+}
