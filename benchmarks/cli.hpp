@@ -46,6 +46,7 @@ struct Config {
   bool explain = false;
   bool triad_only = false;
   bool loop_order = false;  // --loop-order: the loop-order study (benchmarks/loop_order.hpp) only
+  bool einsum = false;      // --einsum: the einsum front end vs lambda kernels (benchmarks/einsum_bench.hpp) only
   // --backend cuda
   bool compile_latency_only = false;  // --compile-latency: only the NVRTC compile latency
   int cuda_arch = 80;                 // NVRTC target when there is no GPU
@@ -89,6 +90,9 @@ usage: spindle-bench [options]
   --triad-only         measure the bandwidth roofline (triad) only
   --loop-order         only the loop-order study: SpMM, SDDMM, A^T B and X^T dC written in
                        every order, each run as written and in Spindle's order (auto/best)
+  --einsum             only the einsum study: SpMV, SpMM, SDDMM and A^T Z through
+                       spindle::einsum / einsum_into vs the lambda kernels; first-call
+                       costs and the per-call dispatch overhead
   --help               this text
 
 CUDA backend (--backend cuda; ops spmm and sddmm; --threads and --no-graphblas do not apply,
@@ -218,6 +222,8 @@ inline bool parse_args(int argc, char** argv, Config& c) {
       c.triad_only = true;
     } else if (a == "--loop-order") {
       c.loop_order = true;
+    } else if (a == "--einsum") {
+      c.einsum = true;
     } else if (a == "--disk-hit-child") {
       c.disk_child = true;
       c.child_dir = value();
@@ -241,6 +247,7 @@ inline bool parse_args(int argc, char** argv, Config& c) {
         throw std::invalid_argument("--op " + op + ": the CUDA backend measures spmm and sddmm");
     if (c.triad_only) throw std::invalid_argument("--triad-only: CPU backend only (the CUDA roofline is always measured)");
     if (c.loop_order) throw std::invalid_argument("--loop-order: CPU backend only");
+    if (c.einsum) throw std::invalid_argument("--einsum: CPU backend only");
     if (c.compile_latency_only && !c.compile_latency)
       throw std::invalid_argument("--compile-latency and --no-compile-latency exclude each other");
   } else if (c.compile_latency_only) {

@@ -21,6 +21,7 @@
 #include "cli.hpp"
 #include "compile_latency.hpp"
 #include "cuda_bench.hpp"
+#include "einsum_bench.hpp"
 #include "loop_order.hpp"
 #include "matrices.hpp"
 #include "peers_eigen.hpp"
@@ -271,6 +272,7 @@ int run(const Config& cfg) {
   if (cfg.cuda_disk_child) return cuda_disk_hit_child<T>(cfg.child_dir, cfg.child_op, cfg.child_feat, cfg.child_arch);
   if (cfg.backend == "cuda") return run_cuda<T>(cfg);
   if (cfg.loop_order) return run_loop_order<T>(cfg);
+  if (cfg.einsum) return run_einsum_bench<T>(cfg);
   Report report;
   report.dtype = cfg.dtype;
   report.hardware_threads = static_cast<int>(std::thread::hardware_concurrency());
