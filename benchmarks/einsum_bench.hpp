@@ -123,6 +123,84 @@ int run_einsum_bench(const Config& cfg) {
   std::printf("einsum_into / kernel: geomean %.3f; einsum / kernel: geomean %.3f over %zu cases; %d mismatch(es)\n",
               geomean(into_ratios), geomean(alloc_ratios), into_ratios.size(), mismatches);
 
+  // Factorisation: multi-operand statements as one statement (SPINDLE_EINSUM_PATH=single),
+  // as einsum factors them, and factored by hand (each order a user might write, as separate
+  // einsum calls). auto / best hand <= 1.2 wanted.
+  std::vector<double> path_ratios;
+  std::printf("einsum factorisation, median ms: one statement | einsum (auto path) | by hand, each order\n");
+  for (int threads : cfg.threads) {
+    sp::Options o = sp::Options::from_env(), os = o;
+    o.num_threads = os.num_threads = threads;
+    os.einsum_single = true;
+    sp::runtime::Runtime rt(o), rt_single(os);
+    for (auto& m : matrices)
+      for (int f : cfg.feats) {
+        const auto& a = m.a;
+        const std::int64_t l = 16;  // the layer's output features
+        const auto d1 = sp::Tensor<T>::random({a.rows()}, 21, 0, 1), d2 = sp::Tensor<T>::random({a.cols()}, 22, 0, 1);
+        const auto X = sp::Tensor<T>::random({a.cols(), f}, 23, -1, 1), W = sp::Tensor<T>::random({f, l}, 24, -1, 1);
+        const auto Q = sp::Tensor<T>::random({a.rows(), f}, 25, -1, 1), Kt = sp::Tensor<T>::random({a.cols(), f}, 26, -1, 1);
+        const auto V = sp::Tensor<T>::random({a.cols(), l}, 27, -1, 1);
+        struct PathCase {
+          std::string name;
+          std::function<sp::Tensor<T>(sp::runtime::Runtime&)> one;
+          std::vector<std::pair<std::string, std::function<sp::Tensor<T>()>>> hand;
+        };
+        std::vector<PathCase> cases;
+        cases.push_back({"gcn i,ij,j,jk,kl->il",
+                         [&](sp::runtime::Runtime& r) { return sp::einsum(r, "i,ij,j,jk,kl->il", d1, a, d2, X, W).tensor(); },
+                         {{"(DAD)(XW)",
+                           [&] {
+                             auto s = sp::einsum(rt, "i,ij,j->ij", d1, a, d2);
+                             auto t = sp::einsum(rt, "jk,kl->jl", X, W);
+                             return sp::einsum(rt, "ij,jl->il", s.csr(), t.tensor()).tensor();
+                           }},
+                          {"((DAD)X)W", [&] {
+                             auto s = sp::einsum(rt, "i,ij,j->ij", d1, a, d2);
+                             auto t = sp::einsum(rt, "ij,jk->ik", s.csr(), X);
+                             return sp::einsum(rt, "ik,kl->il", t.tensor(), W).tensor();
+                           }}}});
+        cases.push_back({"attention ij,ik,jk,jl->il",
+                         [&](sp::runtime::Runtime& r) { return sp::einsum(r, "ij,ik,jk,jl->il", a, Q, Kt, V).tensor(); },
+                         {{"(SDDMM)V", [&] {
+                            auto s = sp::einsum(rt, "ij,ik,jk->ij", a, Q, Kt);
+                            return sp::einsum(rt, "ij,jl->il", s.csr(), V).tensor();
+                          }}}});
+        for (auto& c : cases) {
+          std::fprintf(stderr, "[bench] einsum path: %s on %s, K=%d, %d thread(s)\n", c.name.c_str(),
+                       m.info.name.c_str(), f, threads);
+          const auto ref = c.hand[0].second();
+          const auto got = c.one(rt);
+          const double err = max_rel<T>(got.values(), ref.values());
+          if (err > 1e-3) ++mismatches;  // different association: the float tolerance of a long sum
+          std::vector<Contender> cs{{"auto", [&] { (void)c.one(rt); }, {}}};
+          for (auto& h : c.hand) cs.push_back({h.first, [&] { (void)h.second(); }, {}});
+          // The single statement is far slower; time it with a few calls only.
+          Contender single{"one statement", [&] { (void)c.one(rt_single); }, {}};
+          std::vector<Contender*> ptrs;
+          for (auto& x : cs) ptrs.push_back(&x);
+          measure_interleaved(ptrs, policy);
+          TimingPolicy few{1, 3, 3, 3, 0};
+          measure_interleaved({&single}, few);
+          double best = INFINITY;
+          std::string best_name;
+          for (std::size_t q = 1; q < cs.size(); ++q)
+            if (cs[q].samples.median() < best) best = cs[q].samples.median(), best_name = cs[q].name;
+          const double ratio = cs[0].samples.median() / best;
+          path_ratios.push_back(ratio);
+          std::printf("%-26s %-16s K=%-4d t=%d | one statement %.3f | auto %.3f |", c.name.c_str(),
+                      m.info.name.c_str(), f, threads, single.samples.median() * 1e3, cs[0].samples.median() * 1e3);
+          for (std::size_t q = 1; q < cs.size(); ++q)
+            std::printf(" %s %.3f", cs[q].name.c_str(), cs[q].samples.median() * 1e3);
+          std::printf(" | auto/best hand %.2f | one statement/auto %.1fx | max rel diff %.1e%s\n", ratio,
+                      single.samples.median() / cs[0].samples.median(), err, err > 1e-3 ? " [MISMATCH]" : "");
+          std::fflush(stdout);
+        }
+      }
+  }
+  std::printf("einsum factorisation: auto / best hand-factored geomean %.3f over %zu cases\n", geomean(path_ratios),
+              path_ratios.size());
+
   // First call: a fresh runtime without the disk cache, so the plan is built and compiled.
   {
     sp::Options o = sp::Options::from_env();

@@ -17,10 +17,12 @@
 // operands and runs. docs/einsum.md has the rules.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 #include <unordered_map>
 #include <utility>
@@ -30,6 +32,7 @@
 #include "spindle/format/csr.hpp"
 #include "spindle/format/storage_of.hpp"
 #include "spindle/format/tensor.hpp"
+#include "spindle/autosched/einsum_path.hpp"
 #include "spindle/frontend/einsum.hpp"
 #include "spindle/kernel.hpp"
 #include "spindle/runtime/compiled_kernel.hpp"
@@ -47,45 +50,74 @@ struct EinsumPlan {
   std::string summary;  // "# einsum: ..." lines for explain
 };
 
-// The plans of one runtime (kept by the runtime: Runtime::attached).
+// The parsed subscripts and the plans of one runtime (kept by it: Runtime::attached).
 struct EinsumPlans {
   std::mutex mutex;
+  std::unordered_map<std::string, std::shared_ptr<const EinsumSpec>> specs;  // "subscripts#operands"
   std::unordered_map<std::string, std::shared_ptr<const EinsumPlan>> by_key;
+  // Factorisations by (subscripts, formats, extents, stored counts): planning is a dynamic
+  // program over operand subsets, so repeated calls on the same shapes look it up. Cleared
+  // when it grows past kMaxPaths (a caller sweeping many shapes).
+  std::unordered_map<std::string, std::shared_ptr<const autosched::EinsumPath>> paths;
+  static constexpr std::size_t kMaxPaths = 4096;
 };
+
+inline EinsumPlans& einsum_plans(runtime::Runtime& rt) {
+  return *rt.attached<EinsumPlans>("spindle::einsum", [] { return std::make_shared<EinsumPlans>(); });
+}
+
+// parse_einsum, remembered per (subscripts, operand count): a repeated call does not parse.
+inline std::shared_ptr<const EinsumSpec> einsum_parsed(EinsumPlans& plans, std::string_view text,
+                                                       std::size_t operands) {
+  std::string key(text);
+  key += '#';
+  key += std::to_string(operands);
+  {
+    std::lock_guard<std::mutex> lock(plans.mutex);
+    if (auto it = plans.specs.find(key); it != plans.specs.end()) return it->second;
+  }
+  auto spec = std::make_shared<const EinsumSpec>(parse_einsum(text, operands));  // throws on bad subscripts
+  std::lock_guard<std::mutex> lock(plans.mutex);
+  return plans.specs.emplace(std::move(key), std::move(spec)).first->second;
+}
 
 inline std::string einsum_operand_name(const EinsumSpec& s, std::size_t o, const StorageView& v) {
   return message("operand ", o, " ('", s.inputs[o], "', ", v.description(), ")");
 }
 
-// Every subscript has one extent: ShapeError naming the subscript and both operands.
-// `out` (einsum_into) is checked too.
+// Every subscript has one extent: ShapeError naming the subscript and both places.
+// `out` (einsum_into) is checked too. Messages are built only on a mismatch.
 inline void einsum_check_extents(const EinsumSpec& s, const std::vector<StorageView>& views, const StorageView* out) {
-  struct Seen {
-    std::int64_t length;
-    std::string where;
+  std::array<std::int64_t, 128> extent;
+  extent.fill(-1);
+  auto where = [&](char c) -> std::string {  // the first place subscript c appears
+    for (std::size_t o = 0; o < views.size(); ++o)
+      if (auto l = s.inputs[o].find(c); l != std::string::npos)
+        return message(einsum_operand_name(s, o, views[o]), " axis ", l);
+    return "?";
   };
-  std::unordered_map<char, Seen> seen;
-  auto visit = [&](char c, std::int64_t length, const std::string& where) {
-    auto [it, fresh] = seen.emplace(c, Seen{length, where});
-    SPINDLE_CHECK(fresh || it->second.length == length, ShapeError, "einsum '", s.text, "': subscript '",
-                  std::string(1, c), "' has extent ", it->second.length, " in ", it->second.where, " but ", length,
-                  " in ", where);
+  auto visit = [&](char c, std::int64_t length, auto&& here) {
+    auto& e = extent[static_cast<unsigned char>(c) & 127u];
+    if (e < 0) {
+      e = length;
+      return;
+    }
+    SPINDLE_CHECK(e == length, ShapeError, "einsum '", s.text, "': subscript '", std::string(1, c), "' has extent ", e,
+                  " in ", where(c), " but ", length, " in ", here());
   };
   for (std::size_t o = 0; o < views.size(); ++o)
     for (std::size_t l = 0; l < s.inputs[o].size(); ++l)
       visit(s.inputs[o][l], views[o].levels[l].length,
-            message(einsum_operand_name(s, o, views[o]), " axis ", l));
+            [&] { return message(einsum_operand_name(s, o, views[o]), " axis ", l); });
   if (out && !s.output.empty())
     for (std::size_t l = 0; l < s.output.size(); ++l)
-      visit(s.output[l], out->levels[l].length, message("the output (", out->description(), ") axis ", l));
+      visit(s.output[l], out->levels[l].length,
+            [&] { return message("the output (", out->description(), ") axis ", l); });
 }
 
-// Checks the operands against the subscripts and returns the cached plan for them.
-inline std::shared_ptr<const EinsumPlan> einsum_plan(std::string_view text, const std::vector<StorageView>& views,
-                                                     DType dtype, runtime::Runtime& rt) {
-  EinsumSpec s = parse_einsum(text, views.size());
-  std::vector<EinsumOperandFormat> formats;
-  std::vector<std::int64_t> stored;
+// The operands against the subscripts: host memory, one element type, one subscript per
+// axis, one extent per subscript.
+inline void einsum_check_operands(const EinsumSpec& s, const std::vector<StorageView>& views, DType dtype) {
   for (std::size_t o = 0; o < views.size(); ++o) {
     const StorageView& v = views[o];
     SPINDLE_CHECK(!v.on_device, UserError, "einsum '", s.text, "': ", einsum_operand_name(s, o, v),
@@ -97,23 +129,37 @@ inline std::shared_ptr<const EinsumPlan> einsum_plan(std::string_view text, cons
     SPINDLE_CHECK(v.levels.size() == s.inputs[o].size(), ShapeError, "einsum '", s.text, "': ",
                   einsum_operand_name(s, o, v), " has ", v.levels.size(), " axes but ", s.inputs[o].size(),
                   " subscripts");
-    formats.push_back(einsum_format_of(v));
-    stored.push_back(v.value_count);
   }
   einsum_check_extents(s, views, nullptr);
-  const int driver = choose_einsum_driver(s, formats, stored);
-  const bool sparse_output = einsum_sparse_output(s, formats, driver);
+}
 
-  std::string key = s.text + "|" + dtype_name(dtype) + "|" + std::to_string(driver);
-  for (const auto& f : formats) {
-    key += "|";
-    for (std::size_t l = 0; l < f.levels.size(); ++l)
-      key += std::string(level_kind_name(f.levels[l])) + ":" + dtype_name(f.index_dtypes[l]) + ",";
+// The plan for checked operands: looked up by (subscripts, element type, driver, level kinds
+// and index types); built and compiled on a miss.
+inline std::shared_ptr<const EinsumPlan> einsum_plan_for(EinsumPlans& plans, const EinsumSpec& s,
+                                                         const std::vector<StorageView>& views, DType dtype,
+                                                         runtime::Runtime& rt) {
+  const int driver = choose_einsum_driver_by(
+      s, [&](std::size_t o, std::size_t l) { return views[o].levels[l].kind; },
+      [&](std::size_t o) { return views[o].value_count; });
+  std::string key;
+  key.reserve(s.text.size() + 4 + 3 * views.size() + 16);
+  key += s.text;
+  key += '|';
+  key += static_cast<char>('A' + static_cast<int>(dtype));
+  key += static_cast<char>('A' + driver + 1);
+  for (const auto& v : views) {
+    key += '|';
+    for (const auto& l : v.levels) {
+      key += static_cast<char>('0' + static_cast<int>(l.kind));
+      key += static_cast<char>('a' + static_cast<int>(l.index_dtype));
+    }
   }
-  auto plans = rt.attached<EinsumPlans>("spindle::einsum", [] { return std::make_shared<EinsumPlans>(); });
-  std::lock_guard<std::mutex> lock(plans->mutex);
-  auto& slot = plans->by_key[key];
+  std::lock_guard<std::mutex> lock(plans.mutex);
+  auto& slot = plans.by_key[key];
   if (slot) return slot;
+  std::vector<EinsumOperandFormat> formats;
+  for (const auto& v : views) formats.push_back(einsum_format_of(v));
+  const bool sparse_output = einsum_sparse_output(s, formats, driver);
   auto plan = std::make_shared<EinsumPlan>();
   plan->spec = s;
   plan->driver = driver;
@@ -133,6 +179,15 @@ inline std::shared_ptr<const EinsumPlan> einsum_plan(std::string_view text, cons
                           "\n# einsum output: ", out_fmt, "\n");
   slot = plan;
   return plan;
+}
+
+// Parses (cached), checks the operands and returns the plan for them.
+inline std::shared_ptr<const EinsumPlan> einsum_plan(std::string_view text, const std::vector<StorageView>& views,
+                                                     DType dtype, runtime::Runtime& rt) {
+  auto& plans = einsum_plans(rt);
+  auto s = einsum_parsed(plans, text, views.size());
+  einsum_check_operands(*s, views, dtype);
+  return einsum_plan_for(plans, *s, views, dtype, rt);
 }
 
 inline std::vector<std::int64_t> einsum_output_shape(const EinsumSpec& s, const std::vector<StorageView>& views) {
@@ -189,6 +244,11 @@ class EinsumResult {
     return const_cast<EinsumResult*>(this)->template csr<Index>();
   }
 
+  // The result as a kernel argument (for the next statement of a factored einsum).
+  StorageView storage() const {
+    return std::visit([](const auto& v) { return v.storage(); }, value_);
+  }
+
   Tensor<T> to_dense() const {
     return std::visit([](const auto& v) -> Tensor<T> {
       if constexpr (std::is_same_v<std::decay_t<decltype(v)>, Tensor<T>>)
@@ -224,41 +284,32 @@ EinsumResult<T> einsum_sparse_result(const StorageView& d, std::vector<runtime::
 }
 }  // namespace detail
 
-// einsum(subscripts, operands...): the result in the inferred format (see the top of this file).
-template <class First, class... Rest>
-auto einsum(runtime::Runtime& rt, std::string_view subscripts, First&& first, Rest&&... rest) {
-  using T = std::remove_const_t<typename detail::arg_element<std::remove_cvref_t<First>>::type>;
-  static_assert(!std::is_void_v<T>, "spindle::einsum: the first operand's type must say its element type");
-  std::vector<StorageView> views{storage_of(std::forward<First>(first)), storage_of(std::forward<Rest>(rest))...};
-  auto plan = detail::einsum_plan(subscripts, views, dtype_v<T>, rt);
-  auto args = detail::einsum_args(views, StorageView{});
+namespace detail {
+
+// One statement over checked operands (no factorisation): the plan's kernel into a fresh result.
+template <class T>
+EinsumResult<T> einsum_statement(runtime::Runtime& rt, EinsumPlans& plans, const EinsumSpec& s,
+                                 const std::vector<StorageView>& views) {
+  auto plan = einsum_plan_for(plans, s, views, dtype_v<T>, rt);
+  auto args = einsum_args(views, StorageView{});
   if (plan->sparse_output) {
     const StorageView& d = views[static_cast<std::size_t>(plan->driver)];
-    if (d.levels[1].index_dtype == DType::i64) return detail::einsum_sparse_result<T, std::int64_t>(d, args, *plan->kernel);
-    return detail::einsum_sparse_result<T, std::int32_t>(d, args, *plan->kernel);
+    if (d.levels[1].index_dtype == DType::i64) return einsum_sparse_result<T, std::int64_t>(d, args, *plan->kernel);
+    return einsum_sparse_result<T, std::int32_t>(d, args, *plan->kernel);
   }
-  auto shape = detail::einsum_output_shape(plan->spec, views);
+  auto shape = einsum_output_shape(s, views);
   Tensor<T> out = Tensor<T>::zeros(shape);
   if (shape.empty()) shape.push_back(1);  // a scalar result: the kernel writes a one-element vector
   args.back().view = TensorView<T>(out.data(), shape).storage();
   plan->kernel->call(args);
   return EinsumResult<T>(std::move(out));
 }
-template <class First, class... Rest>
-auto einsum(std::string_view subscripts, First&& first, Rest&&... rest) {
-  return einsum(runtime::default_runtime(), subscripts, std::forward<First>(first), std::forward<Rest>(rest)...);
-}
 
-// einsum_into(subscripts, out, operands...): writes the result into `out` (a Tensor or view of
-// the output's shape, or — for a sparse result — a Csr with the driving operand's pattern).
-// Every element of `out` is overwritten. A scalar result goes into a one-element vector.
-template <class Out, class... Ops>
-void einsum_into(runtime::Runtime& rt, std::string_view subscripts, Out&& out, Ops&&... ops) {
-  static_assert(sizeof...(Ops) > 0, "spindle::einsum_into: give the output, then at least one operand");
-  std::vector<StorageView> views{storage_of(std::forward<Ops>(ops))...};
-  StorageView o = storage_of(std::forward<Out>(out));
-  auto plan = detail::einsum_plan(subscripts, views, views.front().dtype, rt);
-  const auto& s = plan->spec;
+// One statement over checked operands into the caller's output, checked first (nothing is
+// written on an error).
+inline void einsum_statement_into(runtime::Runtime& rt, EinsumPlans& plans, const EinsumSpec& s,
+                                  const std::vector<StorageView>& views, StorageView o) {
+  auto plan = einsum_plan_for(plans, s, views, views.front().dtype, rt);
   SPINDLE_CHECK(o.dtype == views.front().dtype, DTypeError, "einsum '", s.text, "': the output (", o.description(),
                 ") holds ", dtype_name(o.dtype), " but the operands hold ", dtype_name(views.front().dtype));
   const std::size_t rank = s.output.empty() ? 1 : s.output.size();
@@ -276,21 +327,178 @@ void einsum_into(runtime::Runtime& rt, std::string_view subscripts, Out&& out, O
     for (const auto& l : o.levels)
       SPINDLE_CHECK(l.kind == LevelKind::dense_fixed, ShapeError, "einsum '", s.text, "': the result is dense; ",
                     "the output (", o.description(), ") must be a dense Tensor");
-  detail::einsum_check_extents(s, views, &o);
-  plan->kernel->call(detail::einsum_args(views, std::move(o)));
+  einsum_check_extents(s, views, &o);
+  plan->kernel->call(einsum_args(views, std::move(o)));
+}
+
+// The factorisation of this call for checked operands (autosched/einsum_path.hpp): no steps
+// = one statement. Two operands or fewer are always one statement.
+inline autosched::EinsumPath einsum_path(const EinsumSpec& s, const std::vector<StorageView>& views,
+                                        runtime::Runtime& rt) {
+  if (views.size() < 3 || rt.options().einsum_single) return {};  // SPINDLE_EINSUM_PATH=single
+  std::string key = s.text;
+  for (const auto& v : views) {
+    key += '|';
+    key += std::to_string(v.value_count);
+    for (const auto& l : v.levels) {
+      key += static_cast<char>('0' + static_cast<int>(l.kind));
+      key += std::to_string(l.length);
+    }
+  }
+  auto& plans = einsum_plans(rt);
+  {
+    std::lock_guard<std::mutex> lock(plans.mutex);
+    if (auto it = plans.paths.find(key); it != plans.paths.end()) return *it->second;
+  }
+  std::vector<autosched::EinsumOperandInfo> infos;
+  for (const auto& v : views) {
+    autosched::EinsumOperandInfo info;
+    info.format = einsum_format_of(v);
+    for (const auto& l : v.levels) info.extents.push_back(l.length);
+    info.stored = v.value_count;
+    infos.push_back(std::move(info));
+  }
+  auto path = std::make_shared<const autosched::EinsumPath>(autosched::plan_einsum_path(s, infos));
+  std::lock_guard<std::mutex> lock(plans.mutex);
+  if (plans.paths.size() >= EinsumPlans::kMaxPaths) plans.paths.clear();
+  plans.paths.emplace(std::move(key), path);
+  return *path;
+}
+
+// Runs the path's steps but the last; returns the spec and views of the last one.
+template <class T>
+std::vector<StorageView> einsum_run_steps(runtime::Runtime& rt, EinsumPlans& plans, const autosched::EinsumPath& path,
+                                          const std::vector<StorageView>& views,
+                                          std::vector<EinsumResult<T>>& results) {
+  const int n = static_cast<int>(views.size());
+  auto view_of = [&](int id) {
+    return id < n ? views[static_cast<std::size_t>(id)] : results[static_cast<std::size_t>(id - n)].storage();
+  };
+  for (std::size_t k = 0; k + 1 < path.steps.size(); ++k) {
+    std::vector<StorageView> in;
+    for (int id : path.steps[k].operands) in.push_back(view_of(id));
+    auto s = einsum_parsed(plans, path.steps[k].spec, in.size());
+    einsum_check_operands(*s, in, in.front().dtype);
+    results.push_back(einsum_statement<T>(rt, plans, *s, in));
+  }
+  std::vector<StorageView> last;
+  for (int id : path.steps.back().operands) last.push_back(view_of(id));
+  return last;
+}
+
+template <class T>
+EinsumResult<T> einsum_views(runtime::Runtime& rt, std::string_view subscripts, const std::vector<StorageView>& views) {
+  auto& plans = einsum_plans(rt);
+  auto s = einsum_parsed(plans, subscripts, views.size());
+  einsum_check_operands(*s, views, dtype_v<T>);
+  const auto path = einsum_path(*s, views, rt);
+  if (path.steps.empty()) return einsum_statement<T>(rt, plans, *s, views);
+  std::vector<EinsumResult<T>> results;
+  auto last = einsum_run_steps<T>(rt, plans, path, views, results);
+  auto ls = einsum_parsed(plans, path.steps.back().spec, last.size());
+  einsum_check_operands(*ls, last, dtype_v<T>);
+  return einsum_statement<T>(rt, plans, *ls, last);
+}
+
+template <class T>
+void einsum_into_views(runtime::Runtime& rt, std::string_view subscripts, const std::vector<StorageView>& views,
+                       StorageView out) {
+  auto& plans = einsum_plans(rt);
+  auto s = einsum_parsed(plans, subscripts, views.size());
+  einsum_check_operands(*s, views, views.front().dtype);
+  const auto path = einsum_path(*s, views, rt);
+  if (path.steps.empty()) return einsum_statement_into(rt, plans, *s, views, std::move(out));
+  std::vector<EinsumResult<T>> results;
+  auto last = einsum_run_steps<T>(rt, plans, path, views, results);
+  auto ls = einsum_parsed(plans, path.steps.back().spec, last.size());
+  einsum_check_operands(*ls, last, last.front().dtype);
+  einsum_statement_into(rt, plans, *ls, last, std::move(out));
+}
+
+inline std::string einsum_path_summary(const EinsumSpec& s, const autosched::EinsumPath& path) {
+  if (path.steps.empty())
+    return message("# einsum '", s.text, "': one statement",
+                   path.single_cost > 0 ? message(" (estimated cost ", path.single_cost, ")") : std::string(), "\n");
+  std::string text = message("# einsum '", s.text, "': factored into ", path.steps.size(),
+                             " statements (estimated cost ", path.cost, " vs ", path.single_cost,
+                             " as one statement; autosched/einsum_path.hpp):\n");
+  const std::size_t n = s.inputs.size();
+  for (std::size_t k = 0; k < path.steps.size(); ++k) {
+    const auto& st = path.steps[k];
+    text += message("#   t", k, " = '", st.spec, "' of");
+    for (int id : st.operands)
+      text += static_cast<std::size_t>(id) < n ? message(" operand ", id) : message(" t", static_cast<std::size_t>(id) - n);
+    text += message(st.sparse_result ? " (a Csr)" : " (dense)", ", cost ", st.cost, "\n");
+  }
+  return text;
+}
+
+template <class T>
+struct einsum_element {
+  using type = std::remove_const_t<typename arg_element<std::remove_cvref_t<T>>::type>;
+};
+
+}  // namespace detail
+
+// einsum(subscripts, operands...): the result in the inferred format (see the top of this file).
+template <class First, class... Rest>
+auto einsum(runtime::Runtime& rt, std::string_view subscripts, First&& first, Rest&&... rest) {
+  using T = typename detail::einsum_element<First>::type;
+  static_assert(!std::is_void_v<T>, "spindle::einsum: the first operand's type must say its element type");
+  return detail::einsum_views<T>(rt, subscripts,
+                                 {storage_of(std::forward<First>(first)), storage_of(std::forward<Rest>(rest))...});
+}
+template <class First, class... Rest>
+auto einsum(std::string_view subscripts, First&& first, Rest&&... rest) {
+  return einsum(runtime::default_runtime(), subscripts, std::forward<First>(first), std::forward<Rest>(rest)...);
+}
+
+// einsum_into(subscripts, out, operands...): writes the result into `out` (a Tensor or view of
+// the output's shape, or — for a sparse result — a Csr with the driving operand's pattern).
+// Every element of `out` is overwritten. A scalar result goes into a one-element vector.
+template <class Out, class... Ops>
+void einsum_into(runtime::Runtime& rt, std::string_view subscripts, Out&& out, Ops&&... ops) {
+  static_assert(sizeof...(Ops) > 0, "spindle::einsum_into: give the output, then at least one operand");
+  using T = typename detail::einsum_element<Out>::type;
+  static_assert(!std::is_void_v<T>, "spindle::einsum_into: the output's type must say its element type");
+  detail::einsum_into_views<T>(rt, subscripts, {storage_of(std::forward<Ops>(ops))...},
+                               storage_of(std::forward<Out>(out)));
 }
 template <class Out, class... Ops>
 void einsum_into(std::string_view subscripts, Out&& out, Ops&&... ops) {
   einsum_into(runtime::default_runtime(), subscripts, std::forward<Out>(out), std::forward<Ops>(ops)...);
 }
 
-// What einsum does for these operands: the plan's choices, then the kernel's explain().
+// What einsum does for these operands: the factorisation, then per statement the plan's
+// choices and the kernel's explain().
 template <class... Ops>
 std::string einsum_explain(runtime::Runtime& rt, std::string_view subscripts, Ops&&... ops) {
   static_assert(sizeof...(Ops) > 0, "spindle::einsum_explain: give at least one operand");
   std::vector<StorageView> views{storage_of(std::forward<Ops>(ops))...};
-  auto plan = detail::einsum_plan(subscripts, views, views.front().dtype, rt);
-  return plan->summary + plan->kernel->explain();
+  const EinsumSpec s = parse_einsum(subscripts, views.size());
+  detail::einsum_check_operands(s, views, views.front().dtype);
+  const auto path = detail::einsum_path(s, views, rt);
+  std::string text = detail::einsum_path_summary(s, path);
+  if (path.steps.empty()) {
+    auto plan = detail::einsum_plan(subscripts, views, views.front().dtype, rt);
+    return text + plan->summary + plan->kernel->explain();
+  }
+  // The steps' plans need their operands' formats: run them on these operands.
+  using T = typename detail::einsum_element<std::tuple_element_t<0, std::tuple<Ops...>>>::type;
+  std::vector<EinsumResult<T>> results;
+  const int n = static_cast<int>(views.size());
+  for (std::size_t k = 0; k < path.steps.size(); ++k) {
+    std::vector<StorageView> in;
+    for (int id : path.steps[k].operands)
+      in.push_back(id < n ? views[static_cast<std::size_t>(id)] : results[static_cast<std::size_t>(id - n)].storage());
+    auto plan = detail::einsum_plan(path.steps[k].spec, in, views.front().dtype, rt);
+    text += message("## statement t", k, "\n") + plan->summary + plan->kernel->explain();
+    if (k + 1 < path.steps.size()) {
+      auto& plans = detail::einsum_plans(rt);
+      results.push_back(detail::einsum_statement<T>(rt, plans, *detail::einsum_parsed(plans, path.steps[k].spec, in.size()), in));
+    }
+  }
+  return text;
 }
 template <class... Ops>
 std::string einsum_explain(std::string_view subscripts, Ops&&... ops) {

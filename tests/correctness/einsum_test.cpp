@@ -15,6 +15,12 @@
 namespace sp = spindle;
 using namespace spindle_test;
 
+inline std::string testing_join(const std::vector<std::string>& v) {
+  std::string s;
+  for (auto& x : v) s += (s.empty() ? "" : " ; ") + x;
+  return s;
+}
+
 namespace {
 
 // A dense copy of any storage (values in double): the first chain of levels is walked by
@@ -241,7 +247,7 @@ TEST_CASE("einsum: SpMM and SDDMM on a real graph equal the library's kernels", 
 
 namespace {
 
-// One random einsum: up to 3 operands over the subscripts "abXY" with random extents
+// One random einsum: up to 4 operands over the subscripts "abXY" with random extents
 // (0 included), each a dense Tensor or — for two subscripts — a Csr with empty rows; a random
 // explicit output or the implicit one; repeated subscripts allowed.
 struct RandomEinsum {
@@ -257,7 +263,7 @@ RandomEinsum random_einsum(std::mt19937_64& rng) {
   const std::int64_t sizes[] = {0, 1, 2, 3, 4, 6, 9};
   for (char c : pool) extent[c] = sizes[rng() % 7 == 0 ? 0 : 1 + rng() % 6];
   RandomEinsum r;
-  const int n = 1 + static_cast<int>(rng() % 3);
+  const int n = 1 + static_cast<int>(rng() % 4);
   std::string used;
   for (int o = 0; o < n; ++o) {
     const int rank = 1 + static_cast<int>(rng() % 3);
@@ -310,10 +316,18 @@ sp::EinsumResult<double> run_random(sp::runtime::Runtime& rt, const RandomEinsum
     case 1: return get(0, [&](const auto& a) { return run_random(rt, r, a); });
     case 2:
       return get(0, [&](const auto& a) { return get(1, [&](const auto& b) { return run_random(rt, r, a, b); }); });
-    default:
+    case 3:
       return get(0, [&](const auto& a) {
         return get(1, [&](const auto& b) {
           return get(2, [&](const auto& c) { return run_random(rt, r, a, b, c); });
+        });
+      });
+    default:
+      return get(0, [&](const auto& a) {
+        return get(1, [&](const auto& b) {
+          return get(2, [&](const auto& c) {
+            return get(3, [&](const auto& d) { return run_random(rt, r, a, b, c, d); });
+          });
         });
       });
   }
@@ -331,7 +345,7 @@ TEST_CASE("einsum: random subscripts and formats match the definition on every e
   const int count = env_count("SPINDLE_EINSUM_CASES", 60);
   const std::uint64_t seed = static_cast<std::uint64_t>(env_count("SPINDLE_EINSUM_SEED", 5));
   std::mt19937_64 rng(seed);
-  int sparse_results = 0, with_sparse_operands = 0;
+  int sparse_results = 0, with_sparse_operands = 0, factored = 0;
   for (int k = 0; k < count; ++k) {
     RandomEinsum r = random_einsum(rng);
     std::vector<Dense> dense;
@@ -344,7 +358,11 @@ TEST_CASE("einsum: random subscripts and formats match the definition on every e
     const int threads = 1 + k % 3;
     INFO("case " << k << " (seed " << seed << "): einsum '" << r.spec << "' on " << engine << " with " << threads
                  << " threads");
-    auto got = run_random(spindle::test::engine_runtime(engine, threads), r);
+    auto& rt = spindle::test::engine_runtime(engine, threads);
+    std::vector<sp::StorageView> views;
+    for (int o = 0; o < static_cast<int>(r.kind.size()); ++o) views.push_back(view_of(r, o));
+    factored += !sp::detail::einsum_path(s, views, rt).steps.empty();
+    auto got = run_random(rt, r);
     sparse_results += got.is_sparse();
     check_result<double>(got, ref, r.kind.size(), r.spec);
 
@@ -385,9 +403,11 @@ TEST_CASE("einsum: random subscripts and formats match the definition on every e
     else
       check_result<double>(sp::EinsumResult<double>(interp_dense), ref, r.kind.size(), r.spec + " (interpreter)");
   }
-  INFO(with_sparse_operands << " cases with sparse operands, " << sparse_results << " sparse results");
+  INFO(with_sparse_operands << " cases with sparse operands, " << sparse_results << " sparse results, " << factored
+                            << " factored into several statements");
   CHECK(with_sparse_operands > count / 4);
   CHECK(sparse_results > 0);
+  CHECK(factored > 0);
 }
 
 TEST_CASE("einsum: concurrent callers share plans and get their own results", "[correctness][einsum][threads]") {
@@ -461,4 +481,93 @@ TEST_CASE("einsum: bad subscripts and operands raise errors that name the subscr
   for (std::size_t q = 0; q < into.values().size(); ++q) CHECK(into.values()[q] == other.values()[q]);  // untouched
   auto result = sp::einsum("ij,jk->ik", a, x);
   throws([&] { (void)result.csr(); }, "a dense Tensor (use .tensor())", sp::UserError{""});
+}
+
+namespace {
+
+sp::autosched::EinsumPath plan_for(const std::string& spec, const std::vector<std::vector<std::int64_t>>& shapes,
+                                    const std::vector<std::int64_t>& nnz) {
+  auto s = sp::parse_einsum(spec, shapes.size());
+  std::vector<sp::autosched::EinsumOperandInfo> infos;
+  for (std::size_t o = 0; o < shapes.size(); ++o) {
+    sp::autosched::EinsumOperandInfo info;
+    info.extents = shapes[o];
+    info.format.kind = nnz[o] >= 0 ? "Csr" : "Tensor";
+    info.stored = 1;
+    for (std::size_t l = 0; l < shapes[o].size(); ++l) {
+      info.format.levels.push_back(nnz[o] >= 0 && l == 1 ? sp::LevelKind::sparse_variable : sp::LevelKind::dense_fixed);
+      info.format.index_dtypes.push_back(sp::DType::i32);
+      info.stored *= shapes[o][l];
+    }
+    if (nnz[o] >= 0) info.stored = nnz[o];
+    infos.push_back(info);
+  }
+  return sp::autosched::plan_einsum_path(s, infos);
+}
+
+std::vector<std::string> step_specs(const sp::autosched::EinsumPath& p) {
+  std::vector<std::string> v;
+  for (auto& st : p.steps) v.push_back(st.spec);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("einsum path: multi-operand statements are factored where that costs less", "[correctness][einsum][path]") {
+  const std::int64_t n = 19717, e = 88648;  // pubmed
+  // GCN layer D A D X W: X W first when it shrinks the features, A X first when it grows them.
+  auto shrink = plan_for("i,ij,j,jk,kl->il", {{n}, {n, n}, {n}, {n, 500}, {500, 16}}, {-1, e, -1, -1, -1});
+  INFO("shrink: " << ::testing_join(step_specs(shrink)));
+  REQUIRE(shrink.steps.size() >= 2);
+  CHECK(shrink.cost < 0.2 * shrink.single_cost);
+  const auto shrink_steps = step_specs(shrink);
+  CHECK(std::count(shrink_steps.begin(), shrink_steps.end(), std::string("jk,kl->jl")) == 1);
+  auto grow = plan_for("ij,jk,kl->il", {{n, n}, {n, 16}, {16, 500}}, {e, -1, -1});
+  INFO("grow: " << ::testing_join(step_specs(grow)));
+  REQUIRE(grow.steps.size() == 2);
+  CHECK(grow.steps[0].spec == "ij,jk->ik");
+  CHECK(grow.steps[1].spec == "ik,kl->il");
+  // Attention: SDDMM into A's pattern (a Csr intermediate), then SpMM.
+  auto att = plan_for("ij,ik,jk,jl->il", {{n, n}, {n, 64}, {n, 64}, {n, 64}}, {e, -1, -1, -1});
+  INFO("attention: " << ::testing_join(step_specs(att)));
+  REQUIRE(att.steps.size() == 2);
+  CHECK(att.steps[0].spec == "ij,ik,jk->ij");
+  CHECK(att.steps[0].sparse_result);
+  CHECK(att.steps[1].spec == "ij,jl->il");
+  // Two operands, sparse results and cheap single statements stay one statement.
+  CHECK(plan_for("ij,jk->ik", {{n, n}, {n, 64}}, {e, -1}).steps.empty());
+  CHECK(plan_for("ij,ik,jk->ij", {{n, n}, {n, 64}, {n, 64}}, {e, -1, -1}).steps.empty());
+  CHECK(plan_for("i,ij,j->ij", {{n}, {n, n}, {n}}, {-1, e, -1}).steps.empty());
+}
+
+TEMPLATE_TEST_CASE("einsum path: factored statements match the definition, and SPINDLE_EINSUM_PATH=single agrees",
+                   "[correctness][einsum][path]", float, double) {
+  using T = TestType;
+  const auto a = random_csr<T>(70, 60, 4, 61, 0.2);
+  const auto d1 = sp::Tensor<T>::random({70}, 62, -1, 1);
+  const auto d2 = sp::Tensor<T>::random({60}, 63, -1, 1);
+  const auto x = sp::Tensor<T>::random({60, 24}, 64, -1, 1);
+  const auto w = sp::Tensor<T>::random({24, 3}, 65, -1, 1);
+  const auto q = sp::Tensor<T>::random({70, 8}, 66, -1, 1);
+  const auto k = sp::Tensor<T>::random({60, 8}, 67, -1, 1);
+  const auto v = sp::Tensor<T>::random({60, 5}, 68, -1, 1);
+  check_einsum<T>("i,ij,j,jk,kl->il", d1, a, d2, x, w);  // GCN layer
+  check_einsum<T>("ij,ik,jk,jl->il", a, q, k, v);        // attention-style
+  check_einsum<T>("ij,jk,kl->il", a, x, w);
+  CHECK_THAT(sp::einsum_explain("i,ij,j,jk,kl->il", d1, a, d2, x, w), Catch::Contains("factored into"));
+  CHECK_THAT(sp::einsum_explain("ij,ik,jk,jl->il", a, q, k, v), Catch::Contains("'ij,ik,jk->ij'"));
+  sp::Options o = sp::Options::from_env();
+  o.einsum_single = true;
+  o.disk_cache = false;
+  sp::runtime::Runtime single(o);
+  CHECK_THAT(sp::einsum_explain(single, "i,ij,j,jk,kl->il", d1, a, d2, x, w), Catch::Contains("one statement"));
+  auto s = sp::einsum(single, "i,ij,j,jk,kl->il", d1, a, d2, x, w).tensor();
+  auto f = sp::einsum("i,ij,j,jk,kl->il", d1, a, d2, x, w).tensor();
+  REQUIRE(s.shape() == f.shape());
+  for (std::size_t p = 0; p < s.values().size(); ++p)
+    CHECK(std::abs(static_cast<double>(s.values()[p]) - f.values()[p]) <= 1e-4 * (1 + std::abs(static_cast<double>(s.values()[p]))));
+  // einsum_into through a path writes the caller's output.
+  sp::Tensor<T> out = sp::Tensor<T>::full({70, 3}, nan_v<T>);
+  sp::einsum_into("i,ij,j,jk,kl->il", out, d1, a, d2, x, w);
+  CHECK(out == f);
 }

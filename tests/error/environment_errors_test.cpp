@@ -270,3 +270,20 @@ TEST_CASE("without SPINDLE_CACHE_DIR, XDG_CACHE_HOME and HOME there is no disk c
   sp::runtime::Runtime rt(sp::Options::from_env());
   CHECK(!rt.cache().disk_enabled());
 }
+
+TEST_CASE("an unknown SPINDLE_LOOP_ORDER is a UserError naming the value", "[error][env]") {
+  EnvGuard env{{"SPINDLE_LOOP_ORDER", "fastest"}};
+  SPINDLE_EXPECT_ERROR(sp::Options::from_env(), sp::UserError, "SPINDLE_LOOP_ORDER='fastest' is not a loop-order mode");
+}
+
+TEST_CASE("an unknown SPINDLE_EINSUM_PATH is a UserError naming the value", "[error][env]") {
+  EnvGuard env{{"SPINDLE_EINSUM_PATH", "greedy"}};
+  SPINDLE_EXPECT_ERROR(sp::Options::from_env(), sp::UserError, "SPINDLE_EINSUM_PATH='greedy' is not an einsum path mode");
+}
+
+TEST_CASE("SPINDLE_EINSUM_PATH=single and SPINDLE_LOOP_ORDER=written are read", "[error][env]") {
+  EnvGuard env{{"SPINDLE_EINSUM_PATH", "single"}, {"SPINDLE_LOOP_ORDER", "written"}};
+  const auto o = sp::Options::from_env();
+  CHECK(o.einsum_single);
+  CHECK(o.keep_loop_order);
+}

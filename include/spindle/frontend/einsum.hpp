@@ -128,21 +128,28 @@ inline EinsumSpec parse_einsum(std::string_view text, std::size_t operands) {
 
 // The operand whose stored elements the kernel visits: the one with a compressed or ragged
 // level, no repeated subscript and the fewest stored elements; -1 when every operand is
-// dense (then every subscript is a dense loop).
-inline int choose_einsum_driver(const EinsumSpec& s, const std::vector<EinsumOperandFormat>& formats,
-                                const std::vector<std::int64_t>& stored) {
+// dense (then every subscript is a dense loop). `kind_at(o, l)` is the kind of operand o's
+// level l (one level per subscript), `stored(o)` its number of stored elements.
+template <class KindAt, class Stored>
+int choose_einsum_driver_by(const EinsumSpec& s, KindAt&& kind_at, Stored&& stored) {
   int best = -1;
-  for (std::size_t o = 0; o < formats.size(); ++o) {
+  for (std::size_t o = 0; o < s.inputs.size(); ++o) {
+    const std::string& in = s.inputs[o];
     bool nested = false;
-    for (std::size_t l = 0; l < formats[o].levels.size(); ++l)
-      nested = nested || (l > 0 && formats[o].levels[l] != LevelKind::dense_fixed);
-    if (!nested || formats[o].levels.empty() || formats[o].levels[0] != LevelKind::dense_fixed) continue;
-    std::string letters = s.inputs[o];
-    std::sort(letters.begin(), letters.end());
-    if (std::adjacent_find(letters.begin(), letters.end()) != letters.end()) continue;
-    if (best < 0 || stored[o] < stored[static_cast<std::size_t>(best)]) best = static_cast<int>(o);
+    for (std::size_t l = 1; l < in.size(); ++l) nested = nested || kind_at(o, l) != LevelKind::dense_fixed;
+    if (!nested || kind_at(o, 0) != LevelKind::dense_fixed) continue;
+    bool repeated = false;
+    for (std::size_t l = 0; l < in.size(); ++l) repeated = repeated || in.find(in[l]) != l;
+    if (repeated) continue;
+    if (best < 0 || stored(o) < stored(static_cast<std::size_t>(best))) best = static_cast<int>(o);
   }
   return best;
+}
+
+inline int choose_einsum_driver(const EinsumSpec& s, const std::vector<EinsumOperandFormat>& formats,
+                                const std::vector<std::int64_t>& stored) {
+  return choose_einsum_driver_by(
+      s, [&](std::size_t o, std::size_t l) { return formats[o].levels[l]; }, [&](std::size_t o) { return stored[o]; });
 }
 
 // True when the result is a CSR with the driver's pattern: the output subscripts are the

@@ -21,6 +21,9 @@
 //   SPINDLE_LOOP_ORDER     "auto" (default: order_iterations picks each iteration's loop
 //                          order) or "written" (loops in the order the kernel lists its
 //                          iterators; for measuring orders, see spindle-bench --loop-order)
+//   SPINDLE_EINSUM_PATH    "auto" (default: a multi-operand einsum may run as a sequence of
+//                          statements, autosched/einsum_path.hpp) or "single" (always one
+//                          statement; for measuring, see spindle-bench --einsum)
 //
 // Every value is validated: a malformed one raises UserError (UnavailableError for
 // SPINDLE_ENGINE=orc in a build without LLVM) naming the variable, its value and what is
@@ -145,6 +148,7 @@ struct Options {
   bool debug = false;
   std::string dump_dir;
   bool keep_loop_order = false;  // SPINDLE_LOOP_ORDER=written
+  bool einsum_single = false;    // SPINDLE_EINSUM_PATH=single
 
   // Throws UserError (or UnavailableError, see the top of this file) for a bad value.
   static Options from_env() {
@@ -168,6 +172,12 @@ struct Options {
                     "' is not a loop-order mode: the accepted values are 'auto' (Spindle picks the order of "
                     "each iteration's loops) and 'written' (the order the kernel lists its iterators)");
       o.keep_loop_order = v == "written";
+    }
+    if (std::string v = env_value("SPINDLE_EINSUM_PATH"); !v.empty()) {
+      SPINDLE_CHECK(v == "auto" || v == "single", UserError, "SPINDLE_EINSUM_PATH='", v,
+                    "' is not an einsum path mode: the accepted values are 'auto' (a multi-operand einsum may "
+                    "run as a sequence of statements) and 'single' (always one statement)");
+      o.einsum_single = v == "single";
     }
     return o;
   }
