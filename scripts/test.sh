@@ -49,8 +49,10 @@ if ((full)); then
     # NVRTC 12 fails its builtin operations inside an ASan process (NVRTC_ERROR_BUILTIN_
     # OPERATION_FAILURE); the sm_70 compile checks run in the plain stage only.
     unset SPINDLE_TEST_NVRTC12
+    # Half the random einsum cases of the plain stage (each compiles its kernels under ASan).
+    export SPINDLE_EINSUM_CASES=30
     CC=clang-19 CXX=clang++-19 run_suite "${SPINDLE_ASAN_BUILD_DIR:-$root/build-clang-asan}" \
-      -DSPINDLE_SANITIZE=ON -DSPINDLE_BUILD_BENCHMARKS=OFF -DSPINDLE_FUZZ_BATCH=200 \
+      -DSPINDLE_SANITIZE=ON -DSPINDLE_BUILD_BENCHMARKS=OFF -DSPINDLE_FUZZ_BATCH=150 \
       -DSPINDLE_FRONTEND_FUZZ_BATCH=40 -DSPINDLE_FUZZ_LARGE_EVERY=5
   )
   # ThreadSanitizer over the thread pool, the kernel cache (threads and processes) and engines.
