@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include <spindle/einsum.hpp>
 #include <spindle/spindle.hpp>
 
 #include "cli.hpp"

@@ -1,4 +1,6 @@
 // spindle::einsum: tensor algebra by subscripts, for users who do not want to declare axes.
+// Opt-in (not behind spindle.hpp, which keeps a user TU's compile time within its budget):
+//   #include <spindle/einsum.hpp>
 //
 //   auto Y = spindle::einsum("ij,jk->ik", A, X).tensor();      // SpMM: A Csr, X Tensor
 //   auto S = spindle::einsum("ij,ik,jk->ij", A, X, Y).csr();   // SDDMM: a Csr with A's pattern

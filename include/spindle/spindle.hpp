@@ -14,7 +14,6 @@
 #include "spindle/format/ell.hpp"
 #include "spindle/format/matrix_market.hpp"
 #include "spindle/format/ragged.hpp"
-#include "spindle/einsum.hpp"
 #include "spindle/format/tensor.hpp"
 #include "spindle/inspect/graph_features.hpp"
 #include "spindle/kernel.hpp"

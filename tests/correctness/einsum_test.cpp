@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "correctness/correctness_support.hpp"
+#include "spindle/einsum.hpp"
 #include "support/engines.hpp"
 #include "support/reference_interpreter.hpp"
 
