@@ -8,8 +8,8 @@
 //   std::cout << spindle::einsum_explain("ij,jk->ik", A, X);
 //   spindle::einsum(runtime, "ij,jk->ik", A, X);               // with another runtime
 //
-// Operands are anything a kernel takes (Csr, Tensor, views, Csf, Ragged, Bsr, Ell, Eigen with
-// spindle/eigen.hpp), all of one element type. The result is numpy's einsum of the operands
+// Operands are anything a kernel takes (tested: Csr, Tensor, Csf; views, Ragged, Bsr, Ell and
+// Eigen pass the same level description, untested), all of one element type. The result is numpy's einsum of the operands
 // (an absent sparse element is 0). Its format is inferred: a Csr with the pattern of the
 // sparse operand that drives the iteration when the output subscripts are exactly that
 // operand's (the result vanishes off it), else a dense Tensor (rank 0 for "ij,ij->").
