@@ -63,6 +63,7 @@ struct PathValue {
   std::string subs;
   EinsumOperandFormat format;
   std::int64_t stored = 0;
+  bool sparse_result = false;  // a statement's result that keeps its driver's pattern
 };
 
 // The cost of one einsum statement over `ins` producing `out`, and whether its result is a
@@ -186,6 +187,7 @@ inline EinsumPath plan_einsum_path(const EinsumSpec& s, const std::vector<Einsum
       b.left = left;
       b.value.subs = o;
       b.value.stored = 1;
+      b.value.sparse_result = sparse;
       if (sparse) {
         b.value.stored = ins[static_cast<std::size_t>(d)].stored;
         b.value.format = ins[static_cast<std::size_t>(d)].format;
@@ -212,7 +214,7 @@ inline EinsumPath plan_einsum_path(const EinsumSpec& s, const std::vector<Einsum
     }
   }
   if (!(best[all].left != 0 && best[all].cost < kFactorGain * path.single_cost) ||
-      best[all].value.format.kind != "Tensor")
+      best[all].value.sparse_result)
     return path;
 
   // The steps, children first.
@@ -234,7 +236,7 @@ inline EinsumPath plan_einsum_path(const EinsumSpec& s, const std::vector<Einsum
       step.spec += (k ? "," : "") + subs_of[static_cast<std::size_t>(operands[k])];
     step.spec += "->" + b.value.subs;
     subs_of.push_back(b.value.subs);
-    step.sparse_result = b.value.format.kind != "Tensor";
+    step.sparse_result = b.value.sparse_result;
     step.cost = b.step_cost;
     path.steps.push_back(step);
     return n + static_cast<int>(path.steps.size()) - 1;
