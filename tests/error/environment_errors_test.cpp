@@ -204,6 +204,19 @@ TEST_CASE("SPINDLE_CUDA_DEVICE that is not an ordinal is a UserError", "[error][
   SPINDLE_EXPECT_ERROR(sp::cuda::CudaOptions::from_env(), sp::UserError, "SPINDLE_CUDA_DEVICE='-1'");
 }
 
+TEST_CASE("SPINDLE_CUDA_SDDMM is 'nonzeros' or 'rows'; anything else is a UserError", "[error][env]") {
+  {
+    EnvGuard env{{"SPINDLE_CUDA_SDDMM", "warps"}};
+    SPINDLE_EXPECT_ERROR(sp::cuda::CudaOptions::from_env(), sp::UserError, "SPINDLE_CUDA_SDDMM='warps'");
+  }
+  {
+    EnvGuard env{{"SPINDLE_CUDA_SDDMM", "rows"}};
+    CHECK(sp::cuda::CudaOptions::from_env().sddmm_by_rows);
+  }
+  EnvGuard env{{"SPINDLE_CUDA_SDDMM", "nonzeros"}};
+  CHECK_FALSE(sp::cuda::CudaOptions::from_env().sddmm_by_rows);
+}
+
 // --- where the error surfaces -------------------------------------------------------------
 
 TEST_CASE("a bad variable reaches a default-constructed Runtime as a UserError", "[error][env]") {

@@ -10,10 +10,13 @@
 //   c*32 + lane, or with `vector` lane*4 + c as one float4.
 //
 //   SDDMM pattern (row loop i; nonzero loop j; `d[i,j] = init`; reduction over k of
-//   `d[i,j] += f(j,k)`) -> PRedS style: a warp per row, groups of `lanes` threads per
-//   nonzero (32/lanes nonzeros in flight), each thread reducing a strided part of k with
-//   float4 loads when `vector`, then a warp_sum over the group (rfactor with a warp-level
-//   reduction) and one write per nonzero.
+//   `d[i,j] += f(j,k)`) -> PRedS style: groups of `lanes` threads per nonzero, each thread
+//   reducing a strided part of k with float4 loads when `vector`, then a warp_sum over the
+//   group (rfactor with a warp-level reduction) and one write per nonzero. Over a CSR (the
+//   nonzero loop's extent is X[i+1] - X[i]) the nonzeros of all rows are split evenly across
+//   the groups, each finding its row by a binary search of X (`nnz_parallel`, the default:
+//   a skewed graph's longest row no longer sets the time); otherwise a warp per row with
+//   32/lanes nonzeros in flight.
 //
 //   Anything else -> a thread per iteration of the outermost loop (blockDim 128), with
 //   reductions that stay inside one iteration accumulated in registers; a top-level
@@ -57,9 +60,11 @@ struct CudaVariant {
   int lanes = 32;       // sddmm: threads per nonzero (power of two <= 32)
   bool vector = false;  // float4 (spmm with cf == 4, sddmm) loads; needs feature % 4 == 0
   int rows_per_block = 4;
-  int key() const { return cf * 1000 + lanes * 10 + (vector ? 1 : 0); }
+  bool nnz_parallel = false;  // sddmm over a CSR: nonzeros split evenly across groups (else a warp per row)
+  int key() const { return (nnz_parallel ? 100000 : 0) + cf * 1000 + lanes * 10 + (vector ? 1 : 0); }
   std::string describe() const {
-    return message("cf=", cf, " lanes=", lanes, vector ? " float4" : "", " rows/block=", rows_per_block);
+    return message("cf=", cf, " lanes=", lanes, vector ? " float4" : "", " rows/block=", rows_per_block,
+                   nnz_parallel ? " nonzero-parallel" : "");
   }
 };
 
@@ -334,13 +339,15 @@ inline ir::Function schedule_spmm(const ir::Function& f, const SpmmMatch& m, con
                          ir::if_then_else(column(c3) < ir::cast(DType::i64, K),
                                           ir::store(out, {i, column(c3)}, ir::load(acc, {c3}))));
   }
-  ir::Stmt tile = ir::for_loop(kt, i64(0), ceil_div(K, 32 * CF), ir::ForKind::serial, ir::IterKind::spatial,
-                               m.k_loop->axis, ir::block("register_tile", {acc}, ir::seq({zero, nz, write})));
+  // Each feature tile of 32 * CF columns is its own block row of the grid (blockIdx.y): a
+  // long row's tiles run in parallel instead of one after another in one warp.
+  ir::Stmt tile = ir::block("register_tile", {acc}, ir::seq({zero, nz, write}));
   ir::Stmt row = ir::let_stmt(i, ib * i64(R) + ty, ir::if_then_else(i < ir::cast(DType::i64, I), tile));
   ir::Stmt launch = ir::for_loop(
       ib, i64(0), ceil_div(I, R), ir::ForKind::gpu_block_x, ir::IterKind::spatial, m.row->axis,
-      bound(ty, R, ir::ForKind::gpu_thread_y, m.row->axis.c_str(),
-            bound(lane, 32, ir::ForKind::gpu_thread_x, m.k_loop->axis.c_str(), row)));
+      ir::for_loop(kt, i64(0), ceil_div(K, 32 * CF), ir::ForKind::gpu_block_y, ir::IterKind::spatial, m.k_loop->axis,
+                   bound(ty, R, ir::ForKind::gpu_thread_y, m.row->axis.c_str(),
+                         bound(lane, 32, ir::ForKind::gpu_thread_x, m.k_loop->axis.c_str(), row))));
   return with_body(f, launch);
 }
 
@@ -400,6 +407,127 @@ inline ir::Function schedule_sddmm(const ir::Function& f, const SddmmMatch& m, c
       ib, i64(0), ceil_div(I, R), ir::ForKind::gpu_block_x, ir::IterKind::spatial, m.row->axis,
       bound(ty, R, ir::ForKind::gpu_thread_y, m.row->axis.c_str(),
             bound(lane, 32, ir::ForKind::gpu_thread_x, m.k_loop->axis.c_str(), row)));
+  return with_body(f, launch);
+}
+
+// The row pointer X of a nonzero loop whose extent is `X[i + 1] - X[i]` (casts allowed): the
+// loop is a CSR row, and its positions X[i] + j over all rows are one contiguous range.
+inline ir::Buffer row_pointer(const ir::Expr& extent, const ir::VarNode* i) {
+  auto strip = [](const ir::Expr& e) {
+    const ir::Expr* p = &e;
+    while (auto* c = p->as<ir::CastNode>()) p = &c->value;
+    return p;
+  };
+  auto* sub = strip(extent)->as<ir::BinaryNode>();
+  if (!sub || sub->op != ir::BinOp::sub) return {};
+  auto* hi = strip(sub->a)->as<ir::LoadNode>();
+  auto* lo = strip(sub->b)->as<ir::LoadNode>();
+  if (!hi || !lo || hi->buffer != lo->buffer || hi->indices.size() != 1 || lo->indices.size() != 1 ||
+      hi->buffer->scope != ir::BufferScope::global || !is_int(hi->buffer->dtype))
+    return {};
+  if (strip(lo->indices[0])->get() != i) return {};
+  auto* next = strip(hi->indices[0])->as<ir::BinaryNode>();
+  if (!next || next->op != ir::BinOp::add || strip(next->a)->get() != i) return {};
+  auto* one = strip(next->b)->as<ir::IntImmNode>();
+  return one && one->value == 1 ? hi->buffer : ir::Buffer();
+}
+
+// SDDMM over a CSR, nonzero-parallel: the rows' nonzeros are one range of positions
+// [X[0], X[I]), split evenly across groups of `lanes` threads (a grid-stride loop, so any
+// grid covers it), whatever the rows' lengths; each group finds its row by a binary search
+// of X (the last row r with X[r] <= position) and computes one nonzero as in the row-wise
+// schedule. A long row no longer serialises on one warp (the row-wise schedule's time is
+// its longest row's).
+inline ir::Function schedule_sddmm_nnz(const ir::Function& f, const SddmmMatch& m, const CudaVariant& v,
+                                       const ir::Buffer& X) {
+  const int R = v.rows_per_block, W = v.lanes, G = 32 / v.lanes, V = v.vector ? 4 : 1;
+  const ir::Expr I = ir::cast(DType::i64, m.row->extent), K = m.k_loop->extent;
+  auto x_at = [&](ir::Expr r) { return ir::cast(DType::i64, ir::load(X, {std::move(r)})); };
+  ir::Var blk("nz_block", DType::i64), ty("nz_warp", DType::i64), lane("lane", DType::i64);
+  ir::Var g("nz_group", DType::i64), l("k_lane", DType::i64), t("nz_round", DType::i64), e("pos", DType::i64);
+  ir::Var kt("k_step", DType::i64), c("k_vec", DType::i64), s("search_step", DType::i64), half("half", DType::i64);
+  ir::Var first("pos_begin", DType::i64), count("pos_count", DType::i64);
+  const ir::Var& i = m.row->var;
+  const ir::Var& j = m.nz_loop->var;
+  const DType dt = m.update->buffer->dtype;
+  auto local = [](const char* name, DType t) {
+    ir::BufferNode n;
+    n.name = name;
+    n.dtype = t;
+    n.scope = ir::BufferScope::local;
+    n.role = ir::BufferRole::temp;
+    return ir::make_buffer(std::move(n));
+  };
+  ir::Buffer part = local("partial", dt), lo = local("row_lo", DType::i64), len = local("row_len", DType::i64);
+
+  // The grid: one group per position of the output (its length, when it is a scalar),
+  // else a fixed grid; the grid-stride loop makes either cover every position.
+  ir::Expr groups = i64(4096 * R * G);
+  if (m.init->indices.size() == 1 && m.init->buffer->shape.size() == 1 && over_scalars(m.init->buffer->shape[0], f))
+    groups = ir::max(ir::cast(DType::i64, m.init->buffer->shape[0]), i64(1));
+  ir::Expr blocks = ceil_div(groups, R * G);
+  ir::Expr stride = blocks * i64(R * G);
+
+  ir::Expr step = kt * i64(W * V);
+  ir::Expr k = v.vector ? step + l * i64(V) + c : step + l;
+  ir::Expr value = ir::substitute(inline_lets(m.update->value, m.k_lets), m.k_loop->var, k);
+  ir::Stmt acc = ir::reduce(part, {}, ir::ReduceOp::add, value, m.update->loc);
+  ir::Stmt per_step;
+  if (v.vector) {
+    ir::Expr k0 = ir::substitute(k, c, i64(0));
+    per_step = ir::if_then_else(k0 < ir::cast(DType::i64, K),
+                                ir::for_loop(c, i64(0), i64(V), ir::ForKind::vectorized, ir::IterKind::reduction,
+                                             m.k_loop->axis, acc));
+  } else {
+    per_step = ir::if_then_else(k < ir::cast(DType::i64, K), acc);
+  }
+  ir::Stmt k_loop = ir::for_loop(kt, i64(0), ceil_div(K, W * V), ir::ForKind::serial, ir::IterKind::reduction,
+                                 m.k_loop->axis, per_step);
+  ir::Expr total = ir::reduce_combine(ir::ReduceOp::add, m.init->value, ir::load(part, {}));
+  // Row and nonzero of position e: the binary search keeps X[lo] <= e < X[lo + len].
+  ir::Expr mid = ir::load(lo, {}) + ir::Expr(half);
+  ir::Stmt search = ir::for_loop(
+      s, i64(0), i64(63), ir::ForKind::serial, ir::IterKind::spatial, m.row->axis,
+      ir::if_then_else(ir::load(len, {}) > i64(1),
+                       ir::let_stmt(half, ir::load(len, {}) / i64(2),
+                                    ir::if_then_else(x_at(mid) <= ir::Expr(e),
+                                                     ir::seq({ir::store(lo, {}, mid),
+                                                              ir::store(len, {}, ir::load(len, {}) - ir::Expr(half))}),
+                                                     ir::store(len, {}, half)))));
+  ir::Stmt compute = ir::let_stmt(
+      i, ir::cast(i.dtype(), ir::load(lo, {})),
+      ir::let_stmt(j, ir::cast(j.dtype(), ir::Expr(e) - x_at(ir::cast(DType::i64, ir::Expr(i)))), k_loop));
+  ir::Stmt write = ir::let_stmt(
+      i, ir::cast(i.dtype(), ir::load(lo, {})),
+      ir::let_stmt(j, ir::cast(j.dtype(), ir::Expr(e) - x_at(ir::cast(DType::i64, ir::Expr(i)))),
+                   ir::store(m.init->buffer, m.init->indices, total)));
+  // The nonzero loop's lets (positions, column indices) are substituted into both.
+  for (auto it = m.nz_lets.rbegin(); it != m.nz_lets.rend(); ++it) {
+    ir::Substituter sub;
+    sub.add(it->first, it->second);
+    compute = sub.mutate(compute);
+    write = sub.mutate(write);
+  }
+  ir::Expr valid = ir::Expr(e) < ir::Expr(first) + ir::Expr(count);
+  ir::Stmt one = ir::let_stmt(
+      e, ir::Expr(first) + ir::Expr(t) * stride + (ir::Expr(blk) * i64(R) + ir::Expr(ty)) * i64(G) + ir::Expr(g),
+      ir::block("dot", {part, lo, len},
+                ir::seq({ir::store(part, {}, ir::make_const(dt, 0)),
+                         ir::if_then_else(valid, ir::seq({ir::store(lo, {}, i64(0)), ir::store(len, {}, I), search,
+                                                          compute})),
+                         ir::store(part, {}, ir::warp_sum(ir::load(part, {}), W)),
+                         ir::if_then_else(valid && ir::binary(ir::BinOp::eq, l, i64(0)), write)})));
+  // Every lane of a warp runs the same number of rounds (the warp_sum needs them all).
+  ir::Stmt rounds = ir::for_loop(t, i64(0), (ir::Expr(count) + stride - i64(1)) / stride, ir::ForKind::serial,
+                                 ir::IterKind::spatial, m.nz_loop->axis, one);
+  ir::Stmt body = ir::let_stmt(
+      first, x_at(i64(0)),
+      ir::let_stmt(count, ir::max(x_at(I) - ir::Expr(first), i64(0)),
+                   ir::let_stmt(g, lane / i64(W), ir::let_stmt(l, lane % i64(W), rounds))));
+  ir::Stmt launch = ir::for_loop(
+      blk, i64(0), blocks, ir::ForKind::gpu_block_x, ir::IterKind::spatial, m.nz_loop->axis,
+      bound(ty, R, ir::ForKind::gpu_thread_y, m.nz_loop->axis.c_str(),
+            bound(lane, 32, ir::ForKind::gpu_thread_x, m.k_loop->axis.c_str(), body)));
   return with_body(f, launch);
 }
 
@@ -508,6 +636,7 @@ inline CudaVariant cuda_variant(CudaPattern p, std::int64_t feature, bool aligne
     int w = 1;
     while (w < 32 && w < per_lane) w *= 2;
     v.lanes = w;
+    v.nnz_parallel = true;
   }
   return v;
 }
@@ -516,7 +645,11 @@ inline CudaVariant cuda_variant(CudaPattern p, std::int64_t feature, bool aligne
 inline ir::Function schedule_cuda_default(const ir::Function& f, const lower::LowerContext&, const CudaVariant& v) {
   SPINDLE_INTERNAL_CHECK(f.stage == ir::Stage::flat, "schedule_cuda_default", "expects stage III");
   if (auto m = detail::match_spmm(f)) return detail::schedule_spmm(f, *m, v);
-  if (auto m = detail::match_sddmm(f)) return detail::schedule_sddmm(f, *m, v);
+  if (auto m = detail::match_sddmm(f)) {
+    if (ir::Buffer x = v.nnz_parallel ? detail::row_pointer(m->nz_loop->extent, m->row->var.node()) : ir::Buffer())
+      return detail::schedule_sddmm_nnz(f, *m, v, x);
+    return detail::schedule_sddmm(f, *m, v);
+  }
   ir::Function out = f;
   out.body = ir::block(f.name, {}, ir::seq(detail::GenericLaunches().units(f.body)), f.loc);
   return out;

@@ -47,6 +47,7 @@ struct CompiledCudaKernel::Impl {
         aligned = aligned && reinterpret_cast<std::uintptr_t>(bufs[k]) % 16 == 0;
       std::int64_t feature = evaluate_int(prepared.plan.feature, scalar_vars, scalars);
       v = autosched::cuda_variant(prepared.plan.pattern, feature, aligned);
+      if (rt->cuda_options().sddmm_by_rows) v.nnz_parallel = false;
     }
     std::lock_guard<std::mutex> lock(mutex);
     auto it = variants.find(v.key());

@@ -8,6 +8,9 @@
 //                                path, then the same names under $CUDA_HOME/lib64)
 //   SPINDLE_CUDA_DRIVER_LIBRARY  path of the driver library (default: libcuda.so.1)
 //   SPINDLE_CUDA_DEVICE          ordinal of the device to use (default: 0)
+//   SPINDLE_CUDA_SDDMM           default GPU schedule of SDDMM-shaped kernels over a CSR:
+//                                "nonzeros" (default: the nonzeros split evenly across the
+//                                threads) or "rows" (a warp per row); for measuring
 //   CUDA_HOME                    toolkit root searched for NVRTC (default: /usr/local/cuda)
 #pragma once
 
@@ -25,8 +28,10 @@ struct CudaOptions {
   std::string driver_library;  // "" = libcuda.so.1
   int device = 0;              // device ordinal
   std::string cuda_home = "/usr/local/cuda";
+  bool sddmm_by_rows = false;  // SPINDLE_CUDA_SDDMM=rows
 
-  // Throws UserError when SPINDLE_CUDA_DEVICE is not a non-negative integer.
+  // Throws UserError when SPINDLE_CUDA_DEVICE is not a non-negative integer or
+  // SPINDLE_CUDA_SDDMM is not one of its values.
   static CudaOptions from_env() {
     CudaOptions o;
     auto get = [](const char* name) -> std::string {
@@ -44,6 +49,12 @@ struct CudaOptions {
                     "SPINDLE_CUDA_DEVICE='", d, "' is not a device ordinal",
                     "\n  hint: use a non-negative integer such as 0");
       o.device = static_cast<int>(v);
+    }
+    if (std::string m = get("SPINDLE_CUDA_SDDMM"); !m.empty()) {
+      SPINDLE_CHECK(m == "nonzeros" || m == "rows", UserError, "SPINDLE_CUDA_SDDMM='", m,
+                    "' is not a GPU SDDMM schedule: the accepted values are 'nonzeros' (the nonzeros split "
+                    "evenly across the threads, the default) and 'rows' (a warp per row)");
+      o.sddmm_by_rows = m == "rows";
     }
     return o;
   }
