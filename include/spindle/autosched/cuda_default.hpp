@@ -433,19 +433,24 @@ inline ir::Buffer row_pointer(const ir::Expr& extent, const ir::VarNode* i) {
 }
 
 // SDDMM over a CSR, nonzero-parallel: the rows' nonzeros are one range of positions
-// [X[0], X[I]), split evenly across groups of `lanes` threads (a grid-stride loop, so any
-// grid covers it), whatever the rows' lengths; each group finds its row by a binary search
-// of X (the last row r with X[r] <= position) and computes one nonzero as in the row-wise
-// schedule. A long row no longer serialises on one warp (the row-wise schedule's time is
-// its longest row's).
+// [X[0], X[I]), cut into chunks of `kChunkRounds` x (32/lanes) consecutive positions, one
+// chunk per warp at a time (a grid-stride loop, so any grid covers the range), whatever the
+// rows' lengths. A warp finds the row of its chunk's first position by a binary search of X
+// (the last row r with X[r] <= position); each group of `lanes` threads then follows its
+// positions' rows by stepping forward (a few steps, then a binary search from there when
+// empty rows are in the way) and computes one nonzero as in the row-wise schedule. A long
+// row no longer serialises on one warp (the row-wise schedule's time is its longest row's).
+inline constexpr int kChunkRounds = 16;
+
 inline ir::Function schedule_sddmm_nnz(const ir::Function& f, const SddmmMatch& m, const CudaVariant& v,
                                        const ir::Buffer& X) {
-  const int R = v.rows_per_block, W = v.lanes, G = 32 / v.lanes, V = v.vector ? 4 : 1;
+  const int R = v.rows_per_block, W = v.lanes, G = 32 / v.lanes, V = v.vector ? 4 : 1, T = kChunkRounds;
   const ir::Expr I = ir::cast(DType::i64, m.row->extent), K = m.k_loop->extent;
   auto x_at = [&](ir::Expr r) { return ir::cast(DType::i64, ir::load(X, {std::move(r)})); };
   ir::Var blk("nz_block", DType::i64), ty("nz_warp", DType::i64), lane("lane", DType::i64);
-  ir::Var g("nz_group", DType::i64), l("k_lane", DType::i64), t("nz_round", DType::i64), e("pos", DType::i64);
-  ir::Var kt("k_step", DType::i64), c("k_vec", DType::i64), s("search_step", DType::i64), half("half", DType::i64);
+  ir::Var g("nz_group", DType::i64), l("k_lane", DType::i64), pass("chunk_pass", DType::i64);
+  ir::Var chunk("chunk_begin", DType::i64), t("chunk_round", DType::i64), e("pos", DType::i64);
+  ir::Var kt("k_step", DType::i64), c("k_vec", DType::i64), half("half", DType::i64);
   ir::Var first("pos_begin", DType::i64), count("pos_count", DType::i64);
   const ir::Var& i = m.row->var;
   const ir::Var& j = m.nz_loop->var;
@@ -458,18 +463,41 @@ inline ir::Function schedule_sddmm_nnz(const ir::Function& f, const SddmmMatch& 
     n.role = ir::BufferRole::temp;
     return ir::make_buffer(std::move(n));
   };
-  ir::Buffer part = local("partial", dt), lo = local("row_lo", DType::i64), len = local("row_len", DType::i64);
+  ir::Buffer part = local("partial", dt), row = local("row", DType::i64), len = local("row_len", DType::i64);
 
-  // The grid: one group per position of the output (its length, when it is a scalar),
-  // else a fixed grid; the grid-stride loop makes either cover every position.
-  ir::Expr groups = i64(4096 * R * G);
+  // The grid: one chunk per warp over the output's length (when it is a scalar), else a
+  // fixed grid; the grid-stride loop makes either cover every position.
+  ir::Expr chunks = i64(4096 * R);
   if (m.init->indices.size() == 1 && m.init->buffer->shape.size() == 1 && over_scalars(m.init->buffer->shape[0], f))
-    groups = ir::max(ir::cast(DType::i64, m.init->buffer->shape[0]), i64(1));
-  ir::Expr blocks = ceil_div(groups, R * G);
-  ir::Expr stride = blocks * i64(R * G);
+    chunks = ceil_div(ir::max(ir::cast(DType::i64, m.init->buffer->shape[0]), i64(1)), G * T);
+  ir::Expr blocks = ceil_div(chunks, R);
+  ir::Expr warps = blocks * i64(R);
+  ir::Expr end = ir::Expr(first) + ir::Expr(count);
 
-  ir::Expr step = kt * i64(W * V);
-  ir::Expr k = v.vector ? step + l * i64(V) + c : step + l;
+  // row := the last r in [row, I) with X[r] <= pos, given X[row] <= pos (binary search).
+  auto search = [&](const ir::Expr& pos) {
+    ir::Var s("search_step", DType::i64);
+    ir::Expr mid = ir::load(row, {}) + ir::Expr(half);
+    return ir::seq(
+        {ir::store(len, {}, I - ir::load(row, {})),
+         ir::for_loop(s, i64(0), i64(63), ir::ForKind::serial, ir::IterKind::spatial, m.row->axis,
+                      ir::if_then_else(
+                          ir::load(len, {}) > i64(1),
+                          ir::let_stmt(half, ir::load(len, {}) / i64(2),
+                                       ir::if_then_else(x_at(mid) <= pos,
+                                                        ir::seq({ir::store(row, {}, mid),
+                                                                 ir::store(len, {}, ir::load(len, {}) - ir::Expr(half))}),
+                                                        ir::store(len, {}, half)))))});
+  };
+  ir::Expr next_row_starts = x_at(ir::load(row, {}) + i64(1)) <= ir::Expr(e);
+  ir::Var step("row_step", DType::i64);
+  ir::Stmt follow = ir::seq(
+      {ir::for_loop(step, i64(0), i64(4), ir::ForKind::unrolled, ir::IterKind::spatial, m.row->axis,
+                    ir::if_then_else(next_row_starts, ir::store(row, {}, ir::load(row, {}) + i64(1)))),
+       ir::if_then_else(next_row_starts, search(e))});
+
+  ir::Expr kk = kt * i64(W * V);
+  ir::Expr k = v.vector ? kk + l * i64(V) + c : kk + l;
   ir::Expr value = ir::substitute(inline_lets(m.update->value, m.k_lets), m.k_loop->var, k);
   ir::Stmt acc = ir::reduce(part, {}, ir::ReduceOp::add, value, m.update->loc);
   ir::Stmt per_step;
@@ -484,23 +512,13 @@ inline ir::Function schedule_sddmm_nnz(const ir::Function& f, const SddmmMatch& 
   ir::Stmt k_loop = ir::for_loop(kt, i64(0), ceil_div(K, W * V), ir::ForKind::serial, ir::IterKind::reduction,
                                  m.k_loop->axis, per_step);
   ir::Expr total = ir::reduce_combine(ir::ReduceOp::add, m.init->value, ir::load(part, {}));
-  // Row and nonzero of position e: the binary search keeps X[lo] <= e < X[lo + len].
-  ir::Expr mid = ir::load(lo, {}) + ir::Expr(half);
-  ir::Stmt search = ir::for_loop(
-      s, i64(0), i64(63), ir::ForKind::serial, ir::IterKind::spatial, m.row->axis,
-      ir::if_then_else(ir::load(len, {}) > i64(1),
-                       ir::let_stmt(half, ir::load(len, {}) / i64(2),
-                                    ir::if_then_else(x_at(mid) <= ir::Expr(e),
-                                                     ir::seq({ir::store(lo, {}, mid),
-                                                              ir::store(len, {}, ir::load(len, {}) - ir::Expr(half))}),
-                                                     ir::store(len, {}, half)))));
-  ir::Stmt compute = ir::let_stmt(
-      i, ir::cast(i.dtype(), ir::load(lo, {})),
-      ir::let_stmt(j, ir::cast(j.dtype(), ir::Expr(e) - x_at(ir::cast(DType::i64, ir::Expr(i)))), k_loop));
-  ir::Stmt write = ir::let_stmt(
-      i, ir::cast(i.dtype(), ir::load(lo, {})),
-      ir::let_stmt(j, ir::cast(j.dtype(), ir::Expr(e) - x_at(ir::cast(DType::i64, ir::Expr(i)))),
-                   ir::store(m.init->buffer, m.init->indices, total)));
+  auto at_row = [&](ir::Stmt body) {
+    return ir::let_stmt(i, ir::cast(i.dtype(), ir::load(row, {})),
+                        ir::let_stmt(j, ir::cast(j.dtype(), ir::Expr(e) - x_at(ir::cast(DType::i64, ir::Expr(i)))),
+                                     std::move(body)));
+  };
+  ir::Stmt compute = at_row(k_loop);
+  ir::Stmt write = at_row(ir::store(m.init->buffer, m.init->indices, total));
   // The nonzero loop's lets (positions, column indices) are substituted into both.
   for (auto it = m.nz_lets.rbegin(); it != m.nz_lets.rend(); ++it) {
     ir::Substituter sub;
@@ -508,22 +526,26 @@ inline ir::Function schedule_sddmm_nnz(const ir::Function& f, const SddmmMatch& 
     compute = sub.mutate(compute);
     write = sub.mutate(write);
   }
-  ir::Expr valid = ir::Expr(e) < ir::Expr(first) + ir::Expr(count);
-  ir::Stmt one = ir::let_stmt(
-      e, ir::Expr(first) + ir::Expr(t) * stride + (ir::Expr(blk) * i64(R) + ir::Expr(ty)) * i64(G) + ir::Expr(g),
-      ir::block("dot", {part, lo, len},
-                ir::seq({ir::store(part, {}, ir::make_const(dt, 0)),
-                         ir::if_then_else(valid, ir::seq({ir::store(lo, {}, i64(0)), ir::store(len, {}, I), search,
-                                                          compute})),
-                         ir::store(part, {}, ir::warp_sum(ir::load(part, {}), W)),
-                         ir::if_then_else(valid && ir::binary(ir::BinOp::eq, l, i64(0)), write)})));
-  // Every lane of a warp runs the same number of rounds (the warp_sum needs them all).
-  ir::Stmt rounds = ir::for_loop(t, i64(0), (ir::Expr(count) + stride - i64(1)) / stride, ir::ForKind::serial,
-                                 ir::IterKind::spatial, m.nz_loop->axis, one);
+  ir::Expr valid = ir::Expr(e) < end;
+  // Every lane of a warp runs the same rounds (the warp_sum needs them all).
+  ir::Stmt round = ir::let_stmt(
+      e, ir::Expr(chunk) + ir::Expr(t) * i64(G) + ir::Expr(g),
+      ir::seq({ir::store(part, {}, ir::make_const(dt, 0)), ir::if_then_else(valid, ir::seq({follow, compute})),
+               ir::store(part, {}, ir::warp_sum(ir::load(part, {}), W)),
+               ir::if_then_else(valid && ir::binary(ir::BinOp::eq, l, i64(0)), write)}));
+  ir::Stmt one_chunk = ir::let_stmt(
+      chunk, ir::Expr(first) + (ir::Expr(pass) * warps + ir::Expr(blk) * i64(R) + ir::Expr(ty)) * i64(G * T),
+      ir::block("chunk", {part, row, len},
+                ir::seq({ir::store(row, {}, i64(0)), ir::if_then_else(ir::Expr(chunk) < end, search(chunk)),
+                         ir::for_loop(t, i64(0), i64(T), ir::ForKind::serial, ir::IterKind::spatial, m.nz_loop->axis,
+                                      round)})));
+  ir::Expr span = warps * i64(G * T);
+  ir::Stmt passes = ir::for_loop(pass, i64(0), (ir::Expr(count) + span - i64(1)) / span, ir::ForKind::serial,
+                                 ir::IterKind::spatial, m.nz_loop->axis, one_chunk);
   ir::Stmt body = ir::let_stmt(
       first, x_at(i64(0)),
       ir::let_stmt(count, ir::max(x_at(I) - ir::Expr(first), i64(0)),
-                   ir::let_stmt(g, lane / i64(W), ir::let_stmt(l, lane % i64(W), rounds))));
+                   ir::let_stmt(g, lane / i64(W), ir::let_stmt(l, lane % i64(W), passes))));
   ir::Stmt launch = ir::for_loop(
       blk, i64(0), blocks, ir::ForKind::gpu_block_x, ir::IterKind::spatial, m.nz_loop->axis,
       bound(ty, R, ir::ForKind::gpu_thread_y, m.nz_loop->axis.c_str(),
