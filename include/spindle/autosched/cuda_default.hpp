@@ -7,16 +7,18 @@
 //   (cache_write), the row's per-nonzero operands (column index, value: every load that
 //   depends on j but not on k) staged 32 at a time in shared memory by the warp (cache_read
 //   with coalesced row caching, __syncwarp), and coalesced loads of the dense rows: column
-//   c*32 + lane, or with `vector` lane*4 + c as one float4.
+//   c*32 + lane, or with `vector` lane*4 + c as one float4. Each feature tile of 32*cf
+//   columns is a block row of the grid (blockIdx.y).
 //
 //   SDDMM pattern (row loop i; nonzero loop j; `d[i,j] = init`; reduction over k of
 //   `d[i,j] += f(j,k)`) -> PRedS style: groups of `lanes` threads per nonzero, each thread
 //   reducing a strided part of k with float4 loads when `vector`, then a warp_sum over the
 //   group (rfactor with a warp-level reduction) and one write per nonzero. Over a CSR (the
 //   nonzero loop's extent is X[i+1] - X[i]) the nonzeros of all rows are split evenly across
-//   the groups, each finding its row by a binary search of X (`nnz_parallel`, the default:
-//   a skewed graph's longest row no longer sets the time); otherwise a warp per row with
-//   32/lanes nonzeros in flight.
+//   warps in chunks of consecutive positions, a warp finding its chunk's first row by a
+//   binary search of X and its groups stepping forward from there (`nnz_parallel`, the
+//   default: a skewed graph's longest row no longer sets the time); otherwise a warp per row
+//   with 32/lanes nonzeros in flight.
 //
 //   Anything else -> a thread per iteration of the outermost loop (blockDim 128), with
 //   reductions that stay inside one iteration accumulated in registers; a top-level
