@@ -353,12 +353,31 @@ inline ir::Function schedule_spmm(const ir::Function& f, const SpmmMatch& m, con
   return with_body(f, launch);
 }
 
+// One thread's part of a nonzero's dot product: `part += value` over its k, lane `l` of a
+// group of v.lanes threads (k = step*lanes*4 + l*4 + c as one float4 with `vector`, else
+// step*lanes + l), with k bounds checks.
+inline ir::Stmt sddmm_lane_dot(const SddmmMatch& m, const CudaVariant& v, const ir::Buffer& part, const ir::Var& l) {
+  const int W = v.lanes, V = v.vector ? 4 : 1;
+  const ir::Expr K = ir::cast(DType::i64, m.k_loop->extent);
+  ir::Var kt("k_step", DType::i64), c("k_vec", DType::i64);
+  ir::Expr step = kt * i64(W * V);
+  ir::Expr k = v.vector ? step + l * i64(V) + c : step + l;
+  ir::Expr value = ir::substitute(inline_lets(m.update->value, m.k_lets), m.k_loop->var, k);
+  ir::Stmt acc = ir::reduce(part, {}, ir::ReduceOp::add, value, m.update->loc);
+  ir::Stmt per_step =
+      v.vector ? ir::if_then_else(ir::substitute(k, c, i64(0)) < K,
+                                  ir::for_loop(c, i64(0), i64(V), ir::ForKind::vectorized, ir::IterKind::reduction,
+                                               m.k_loop->axis, acc))
+               : ir::if_then_else(k < K, acc);
+  return ir::for_loop(kt, i64(0), ceil_div(m.k_loop->extent, W * V), ir::ForKind::serial, ir::IterKind::reduction,
+                      m.k_loop->axis, per_step);
+}
+
 inline ir::Function schedule_sddmm(const ir::Function& f, const SddmmMatch& m, const CudaVariant& v) {
-  const int R = v.rows_per_block, W = v.lanes, G = 32 / v.lanes, V = v.vector ? 4 : 1;
-  const ir::Expr I = m.row->extent, K = m.k_loop->extent, nnz = m.nz_loop->extent;
+  const int R = v.rows_per_block, W = v.lanes, G = 32 / v.lanes;
+  const ir::Expr I = m.row->extent, nnz = m.nz_loop->extent;
   ir::Var ib("i_block", DType::i64), ty("i_warp", DType::i64), lane("lane", DType::i64);
   ir::Var g("nz_group", DType::i64), l("k_lane", DType::i64), jo("j_step", DType::i64);
-  ir::Var kt("k_step", DType::i64), c("k_vec", DType::i64);
   const ir::Var& i = m.row->var;
   const ir::Var& j = m.nz_loop->var;
   const DType t = m.update->buffer->dtype;
@@ -369,23 +388,7 @@ inline ir::Function schedule_sddmm(const ir::Function& f, const SddmmMatch& m, c
   pn.role = ir::BufferRole::temp;
   ir::Buffer part = ir::make_buffer(std::move(pn));
 
-  // k of this thread's element c in step kt: vector chunks l*4 + c, or strided c*W + l.
-  ir::Expr step = kt * i64(W * V);
-  ir::Expr k = v.vector ? step + l * i64(V) + c : step + l;
-  ir::Expr value = inline_lets(m.update->value, m.k_lets);
-  value = ir::substitute(value, m.k_loop->var, k);
-  ir::Stmt acc = ir::reduce(part, {}, ir::ReduceOp::add, value, m.update->loc);
-  ir::Stmt per_step;
-  if (v.vector) {
-    ir::Expr first = ir::substitute(k, c, i64(0));
-    per_step = ir::if_then_else(first < ir::cast(DType::i64, K),
-                                ir::for_loop(c, i64(0), i64(V), ir::ForKind::vectorized, ir::IterKind::reduction,
-                                             m.k_loop->axis, acc));
-  } else {
-    per_step = ir::if_then_else(k < ir::cast(DType::i64, K), acc);
-  }
-  ir::Stmt k_loop = ir::for_loop(kt, i64(0), ceil_div(K, W * V), ir::ForKind::serial, ir::IterKind::reduction,
-                                 m.k_loop->axis, per_step);
+  ir::Stmt k_loop = sddmm_lane_dot(m, v, part, l);
   ir::Expr valid = j < ir::cast(DType::i64, nnz);
   ir::Expr total = ir::reduce_combine(ir::ReduceOp::add, m.init->value, ir::load(part, {}));
   ir::Stmt body = ir::block(
@@ -446,13 +449,13 @@ inline constexpr int kChunkRounds = 16;
 
 inline ir::Function schedule_sddmm_nnz(const ir::Function& f, const SddmmMatch& m, const CudaVariant& v,
                                        const ir::Buffer& X) {
-  const int R = v.rows_per_block, W = v.lanes, G = 32 / v.lanes, V = v.vector ? 4 : 1, T = kChunkRounds;
-  const ir::Expr I = ir::cast(DType::i64, m.row->extent), K = m.k_loop->extent;
+  const int R = v.rows_per_block, W = v.lanes, G = 32 / v.lanes, T = kChunkRounds;
+  const ir::Expr I = ir::cast(DType::i64, m.row->extent);
   auto x_at = [&](ir::Expr r) { return ir::cast(DType::i64, ir::load(X, {std::move(r)})); };
   ir::Var blk("nz_block", DType::i64), ty("nz_warp", DType::i64), lane("lane", DType::i64);
   ir::Var g("nz_group", DType::i64), l("k_lane", DType::i64), pass("chunk_pass", DType::i64);
   ir::Var chunk("chunk_begin", DType::i64), t("chunk_round", DType::i64), e("pos", DType::i64);
-  ir::Var kt("k_step", DType::i64), c("k_vec", DType::i64), half("half", DType::i64);
+  ir::Var half("half", DType::i64);
   ir::Var first("pos_begin", DType::i64), count("pos_count", DType::i64);
   const ir::Var& i = m.row->var;
   const ir::Var& j = m.nz_loop->var;
@@ -498,21 +501,7 @@ inline ir::Function schedule_sddmm_nnz(const ir::Function& f, const SddmmMatch& 
                     ir::if_then_else(next_row_starts, ir::store(row, {}, ir::load(row, {}) + i64(1)))),
        ir::if_then_else(next_row_starts, search(e))});
 
-  ir::Expr kk = kt * i64(W * V);
-  ir::Expr k = v.vector ? kk + l * i64(V) + c : kk + l;
-  ir::Expr value = ir::substitute(inline_lets(m.update->value, m.k_lets), m.k_loop->var, k);
-  ir::Stmt acc = ir::reduce(part, {}, ir::ReduceOp::add, value, m.update->loc);
-  ir::Stmt per_step;
-  if (v.vector) {
-    ir::Expr k0 = ir::substitute(k, c, i64(0));
-    per_step = ir::if_then_else(k0 < ir::cast(DType::i64, K),
-                                ir::for_loop(c, i64(0), i64(V), ir::ForKind::vectorized, ir::IterKind::reduction,
-                                             m.k_loop->axis, acc));
-  } else {
-    per_step = ir::if_then_else(k < ir::cast(DType::i64, K), acc);
-  }
-  ir::Stmt k_loop = ir::for_loop(kt, i64(0), ceil_div(K, W * V), ir::ForKind::serial, ir::IterKind::reduction,
-                                 m.k_loop->axis, per_step);
+  ir::Stmt k_loop = sddmm_lane_dot(m, v, part, l);
   ir::Expr total = ir::reduce_combine(ir::ReduceOp::add, m.init->value, ir::load(part, {}));
   auto at_row = [&](ir::Stmt body) {
     return ir::let_stmt(i, ir::cast(i.dtype(), ir::load(row, {})),
