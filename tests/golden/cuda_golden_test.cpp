@@ -84,6 +84,9 @@ TEST_CASE("cuda golden: scheduled IR, launches and CUDA of each operator variant
 TEST_CASE("cuda golden: the variant follows the feature size", "[golden][cuda]") {
   using sp::autosched::CudaPattern;
   using sp::autosched::cuda_variant;
+  CHECK(cuda_variant(CudaPattern::sddmm, 32, true).nnz_parallel);
+  CHECK_FALSE(cuda_variant(CudaPattern::sddmm, 32, true, /*sddmm_by_rows=*/true).nnz_parallel);
+  CHECK_FALSE(cuda_variant(CudaPattern::spmm, 32, true).nnz_parallel);
   CHECK(cuda_variant(CudaPattern::spmm, 1, true).cf == 1);
   CHECK(cuda_variant(CudaPattern::spmm, 33, true).cf == 2);
   CHECK(cuda_variant(CudaPattern::spmm, 512, true).vector);

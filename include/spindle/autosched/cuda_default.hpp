@@ -636,8 +636,9 @@ inline CudaPlan cuda_plan(const ir::Function& f) {
 }
 
 // The variant for a feature size (its value at call time); `aligned` says whether every
-// buffer's base address is 16-byte aligned (device allocations are).
-inline CudaVariant cuda_variant(CudaPattern p, std::int64_t feature, bool aligned) {
+// buffer's base address is 16-byte aligned (device allocations are); `sddmm_by_rows`
+// (CudaOptions, SPINDLE_CUDA_SDDMM=rows) keeps SDDMM on a warp per row.
+inline CudaVariant cuda_variant(CudaPattern p, std::int64_t feature, bool aligned, bool sddmm_by_rows = false) {
   CudaVariant v;
   const bool vec_ok = aligned && feature % 4 == 0 && feature > 0;
   if (p == CudaPattern::spmm) {
@@ -649,7 +650,7 @@ inline CudaVariant cuda_variant(CudaPattern p, std::int64_t feature, bool aligne
     int w = 1;
     while (w < 32 && w < per_lane) w *= 2;
     v.lanes = w;
-    v.nnz_parallel = true;
+    v.nnz_parallel = !sddmm_by_rows;
   }
   return v;
 }
