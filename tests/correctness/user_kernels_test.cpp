@@ -16,6 +16,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 
 #include "correctness/correctness_support.hpp"
@@ -734,4 +735,191 @@ TEST_CASE("loop order: a body that reads what it reduces into keeps its reductio
   const auto line = e.find("sp_iter reads_own_two(");
   REQUIRE(line != std::string::npos);
   CHECK(e.find("M", line) < e.find("L", line));
+}
+
+// --- Indirect writes (docs/language.md §4.1): `c(idx(e), f) += ...` ----------------------
+namespace {
+namespace ind {
+struct E : sp::dense_fixed {};   // edges / COO entries / segment members
+struct N : sp::dense_fixed {};   // output rows (nodes, segments)
+struct S : sp::dense_fixed {};   // source rows
+struct F : sp::dense_fixed {};   // features
+struct R : sp::dense_fixed {};   // CSR rows
+struct C : sp::sparse_variable<R> {};
+}  // namespace ind
+
+// Every engine at 1 and 2 threads, the reference interpreter and the CUDA build (emulated
+// here, on the GPU where there is one) compute `expect` for the same call.
+template <class Kernel>
+void check_indirect_everywhere(const Kernel& k, const std::function<std::vector<sp::runtime::CallArg>()>& args,
+                               const std::function<void()>& reset, const std::function<void()>& expect) {
+  on_every_engine(
+      [&](sp::runtime::Runtime& rt) {
+        reset();
+        k.with_runtime(rt).compile().call(args());
+      },
+      expect);
+  reset();
+  spindle::test::Interpreter(k.ir(), args()).run();
+  expect();
+  static spindle::test::NvrtcCheck nvrtc;
+  reset();
+  spindle::test::run_cuda_build(k.ir(), args(), &nvrtc);
+  expect();
+  // The edge loop runs one thread per edge: every update of the output is atomic.
+  std::vector<void*> bufs;
+  std::vector<std::int64_t> scalars;
+  std::vector<sp::ir::Var> vars;
+  const auto src = spindle::test::emulated_cuda_source(k.ir(), args(), bufs, scalars, vars);
+  INFO(src.source);
+  CHECK_THAT(src.source, Catch::Contains("atomic"));
+}
+}  // namespace
+
+TEST_CASE("indirect writes: COO SpMM, segment max, i64 indices and an edge permutation over a CSR match plain loops "
+          "on every engine, the interpreter and the CUDA build",
+          "[correctness][user][indirect][cuda]") {
+  using namespace ind;
+  // c(row(e), f) += val(e) * b(col(e), f): COO SpMM (duplicates summed, untouched rows 0).
+  auto coo = sp::kernel("coo_spmm", [](sp::in<float, E> val, sp::in<std::int32_t, E> row, sp::in<std::int32_t, E> col,
+                                       sp::in<float, S, F> b, sp::out<float, N, F> c, sp::iter<E> e, sp::iter<F> f) {
+    c(row(e), f) += val(e) * b(sp::cast<std::int64_t>(col(e)), f);
+  });
+  // out(seg(e)).max_with(x(e)): segment max; a segment nobody hits is -inf.
+  auto segmax = sp::kernel("segment_max", [](sp::in<double, E> x, sp::in<std::int64_t, E> seg,
+                                             sp::out<double, N> out, sp::iter<E> e) {
+    out(seg(e)).max_with(x(e));
+  });
+  // Scatter the nonzeros of a CSR to their edge ids: y(eid(r, c), f) += a(r, c) * h(r, f).
+  auto perm = sp::kernel("edge_scatter", [](sp::in<float, R, C> a, sp::in<std::int32_t, R, C> eid,
+                                            sp::in<float, R, F> h, sp::out<float, N, F> y, sp::iter<R> r,
+                                            sp::iter<C> c, sp::iter<F> f) {
+    y(sp::cast<std::int64_t>(eid(r, c)), f) += a(r, c) * h(r, f);
+  });
+
+  struct Case {
+    std::int64_t edges, rows, cols, k;
+  };
+  for (Case cs : {Case{0, 0, 0, 3}, Case{0, 5, 4, 2}, Case{1, 1, 1, 1}, Case{37, 9, 11, 5}, Case{3000, 700, 650, 17}}) {
+    INFO("edges " << cs.edges << ", rows " << cs.rows << ", cols " << cs.cols << ", k " << cs.k);
+    std::mt19937_64 rng(static_cast<std::uint64_t>(cs.edges * 31 + cs.rows));
+    auto val = sp::Tensor<float>::random({cs.edges}, 5, -1, 1);
+    sp::Tensor<std::int32_t> row = sp::Tensor<std::int32_t>::zeros({cs.edges});
+    sp::Tensor<std::int32_t> col = sp::Tensor<std::int32_t>::zeros({cs.edges});
+    for (std::int64_t e = 0; e < cs.edges; ++e) {  // rows skewed to the front: many duplicates, empty rows at the end
+      row.values()[e] = static_cast<std::int32_t>(std::min<std::uint64_t>(rng() % static_cast<std::uint64_t>(cs.rows),
+                                                                          rng() % static_cast<std::uint64_t>(cs.rows)) / 2);
+      col.values()[e] = static_cast<std::int32_t>(rng() % static_cast<std::uint64_t>(cs.cols));
+    }
+    auto b = sp::Tensor<float>::random({cs.cols, cs.k}, 6, -1, 1);
+    auto c = sp::Tensor<float>::zeros({cs.rows, cs.k});
+    std::vector<Ref> want(static_cast<std::size_t>(cs.rows * cs.k));
+    for (std::int64_t e = 0; e < cs.edges; ++e)
+      for (std::int64_t f = 0; f < cs.k; ++f) {
+        double t = double(val(e)) * b(col.values()[e], f);
+        Ref& o = want[static_cast<std::size_t>(row.values()[e] * cs.k + f)];
+        o.value += t, o.abs_sum += std::abs(t), ++o.terms;
+      }
+    check_indirect_everywhere(
+        coo,
+        [&] {
+          std::vector<sp::runtime::CallArg> a(5);
+          a[0].view = sp::storage_of(val), a[1].view = sp::storage_of(row), a[2].view = sp::storage_of(col);
+          a[3].view = sp::storage_of(b), a[4].view = sp::storage_of(c);
+          return a;
+        },
+        [&] { c = sp::Tensor<float>::full({cs.rows, cs.k}, nan_v<float>); },
+        [&] { check_close<float>(want, c.values(), "coo_spmm", 0); });
+
+    auto x = sp::Tensor<double>::random({cs.edges}, 7, -3, 3);
+    sp::Tensor<std::int64_t> seg = sp::Tensor<std::int64_t>::zeros({cs.edges});
+    for (std::int64_t e = 0; e < cs.edges; ++e) seg.values()[e] = row.values()[e];
+    auto out = sp::Tensor<double>::zeros({cs.rows});
+    std::vector<double> mx(static_cast<std::size_t>(cs.rows), -std::numeric_limits<double>::infinity());
+    for (std::int64_t e = 0; e < cs.edges; ++e)
+      mx[static_cast<std::size_t>(seg.values()[e])] = std::max(mx[static_cast<std::size_t>(seg.values()[e])], x(e));
+    check_indirect_everywhere(
+        segmax,
+        [&] {
+          std::vector<sp::runtime::CallArg> a(3);
+          a[0].view = sp::storage_of(x), a[1].view = sp::storage_of(seg), a[2].view = sp::storage_of(out);
+          return a;
+        },
+        [&] { out = sp::Tensor<double>::full({cs.rows}, nan_v<double>); },
+        [&] {
+          for (std::int64_t r = 0; r < cs.rows; ++r) CHECK(out(r) == mx[static_cast<std::size_t>(r)]);
+        });
+
+    // A CSR with `edges` nonzeros (at most): its edge ids are a permutation of [0, nnz).
+    const double per_row = cs.rows ? std::max(1.0, double(cs.edges) / double(cs.rows)) : 0.0;
+    const Shape s{"perm", cs.rows, cs.cols, per_row, 0.3};
+    const auto a = random_csr<float>(s, 8);
+    const std::int64_t nnz = a.nnz();
+    std::vector<std::int32_t> ids(static_cast<std::size_t>(nnz));
+    for (std::int64_t q = 0; q < nnz; ++q) ids[static_cast<std::size_t>(q)] = static_cast<std::int32_t>(q);
+    std::shuffle(ids.begin(), ids.end(), rng);
+    auto eid = sp::Csr<std::int32_t>(a.rows(), a.cols(), to_vector(a.indptr()), to_vector(a.indices()), ids);
+    auto h = sp::Tensor<float>::random({a.rows(), cs.k}, 9, -1, 1);
+    auto y = sp::Tensor<float>::zeros({nnz, cs.k});
+    std::vector<double> yw(static_cast<std::size_t>(nnz * cs.k), 0.0);
+    for (std::int64_t r = 0; r < a.rows(); ++r)
+      for (auto q = a.indptr()[r]; q < a.indptr()[r + 1]; ++q)
+        for (std::int64_t f = 0; f < cs.k; ++f)
+          yw[static_cast<std::size_t>(ids[static_cast<std::size_t>(q)] * cs.k + f)] = double(a.values()[q]) * h(r, f);
+    check_indirect_everywhere(
+        perm,
+        [&] {
+          std::vector<sp::runtime::CallArg> v(4);
+          v[0].view = sp::storage_of(a), v[1].view = sp::storage_of(eid), v[2].view = sp::storage_of(h);
+          v[3].view = sp::storage_of(y);
+          return v;
+        },
+        [&] { y = sp::Tensor<float>::full({nnz, cs.k}, nan_v<float>); },
+        [&] {
+          for (std::int64_t q = 0; q < nnz * cs.k; ++q) CHECK(y.values()[q] == float(yw[static_cast<std::size_t>(q)]));
+        });
+  }
+}
+
+TEST_CASE("indirect writes: an index outside the written axis raises a FormatError before anything is written",
+          "[correctness][user][indirect][errors]") {
+  using namespace ind;
+  auto scatter = sp::kernel("scatter_add", [](sp::in<float, E> x, sp::in<std::int32_t, E> idx, sp::out<float, N> y,
+                                              sp::iter<E> e) { y(idx(e)) += x(e); });
+  auto x = sp::Tensor<float>::random({6}, 3, -1, 1);
+  for (std::int32_t bad : {-1, 4, 1 << 30}) {
+    INFO("bad index " << bad);
+    sp::Tensor<std::int32_t> idx = sp::Tensor<std::int32_t>::zeros({6});
+    const std::int32_t good[] = {0, 3, 3, 1, 2, 0};
+    for (int q = 0; q < 6; ++q) idx.values()[q] = good[q];
+    idx.values()[4] = bad;
+    auto y = sp::Tensor<float>::full({4}, 42.0f);
+    auto untouched = [&] {
+      for (std::int64_t r = 0; r < 4; ++r) CHECK(y(r) == 42.0f);
+    };
+    on_every_engine(
+        [&](sp::runtime::Runtime& rt) {
+          CHECK_THROWS_WITH(scatter.with_runtime(rt)(x, idx, y),
+                            Catch::Contains("argument 1 ('b') indexes axis N of buffer 'c'") &&
+                                Catch::Contains("value " + std::to_string(bad) + " at position 4 is outside [0, 4)"));
+          CHECK_THROWS_AS(scatter.with_runtime(rt)(x, idx, y), sp::FormatError);
+        },
+        untouched);
+    std::vector<sp::runtime::CallArg> args(3);
+    args[0].view = sp::storage_of(x), args[1].view = sp::storage_of(idx), args[2].view = sp::storage_of(y);
+    CHECK_THROWS_AS(spindle::test::run_cuda_build(scatter.ir(), args), sp::FormatError);
+    untouched();
+    // An empty output axis: every stored index value is out of range.
+    auto y0 = sp::Tensor<float>::zeros({0});
+    idx.values()[4] = 0;
+    CHECK_THROWS_AS(scatter(x, idx, y0), sp::FormatError);
+  }
+  // No stored values: nothing to check, nothing to write.
+  auto none = sp::Tensor<float>::zeros({0});
+  auto idx0 = sp::Tensor<std::int32_t>::zeros({0});
+  auto y0 = sp::Tensor<float>::full({0}, 1.0f);
+  scatter(none, idx0, y0);
+  auto y3 = sp::Tensor<float>::full({3}, 7.0f);
+  scatter(none, idx0, y3);
+  for (std::int64_t r = 0; r < 3; ++r) CHECK(y3(r) == 0.0f);
 }

@@ -116,13 +116,52 @@ TEST_CASE("§1.8 an affine or computed index on a written buffer is a UserError,
   SPINDLE_EXPECT_ERROR(sp::kernel("affine_out", [](sp::in<float, I> x, sp::out<float, I> y,
                                                    sp::iter<I> i) { y(i + 0) += x(i); }),
                        sp::UserError, "which is not an iterator");
-  SPINDLE_EXPECT_ERROR(sp::kernel("indirect_out",
+  SPINDLE_EXPECT_ERROR(sp::kernel("computed_from_index",
                                   [](sp::in<float, I> x, sp::in<std::int32_t, I> perm, sp::inout<float, I> y,
-                                     sp::iter<I> i) { y(sp::cast<std::int64_t>(perm(i))) += x(i); }),
+                                     sp::iter<I> i) { y(sp::cast<std::int64_t>(perm(i)) + 1) += x(i); }),
                        sp::UserError, "could fall outside");
   SPINDLE_EXPECT_ERROR(sp::kernel("constant_out", [](sp::in<float, I> x, sp::out<float, K> y,
                                                      sp::iter<I> i) { y(0) += x(i); }),
                        sp::UserError, "which is not an iterator");
+}
+
+TEST_CASE("§4.1 indirect writes: only reductions by values of an integer `in` buffer read at stored elements, into "
+          "root axes, not read back in the same iteration",
+          "[error][definition][rules][indirect]") {
+  // Accepted: a scatter-add (the correctness tests run it).
+  CHECK_NOTHROW(sp::kernel("scatter_ok", [](sp::in<float, I> x, sp::in<std::int32_t, I> perm, sp::out<float, K> y,
+                                            sp::iter<I> i) { y(perm(i)) += x(i); }));
+  SPINDLE_EXPECT_ERROR(sp::kernel("scatter_assign", [](sp::in<float, I> x, sp::in<std::int32_t, I> perm,
+                                                       sp::out<float, K> y, sp::iter<I> i) { y(perm(i)) = x(i); }),
+                       sp::UserError, "last write wins");
+  SPINDLE_EXPECT_ERROR(sp::kernel("narrowing_index",
+                                  [](sp::in<float, I> x, sp::in<std::int64_t, I> perm, sp::out<float, K> y,
+                                     sp::iter<I> i) { y(sp::cast<std::int32_t>(perm(i))) += x(i); }),
+                       sp::UserError, "casts other than to int64_t");
+  SPINDLE_EXPECT_ERROR(sp::kernel("index_from_output",
+                                  [](sp::in<float, I> x, sp::out<std::int32_t, I> perm, sp::out<float, K> y,
+                                     sp::iter<I> i) {
+                                    perm(i) = 0;
+                                    y(sp::cast<std::int64_t>(perm(i))) += x(i);
+                                  }),
+                       sp::UserError, "integer `in` buffer");
+  SPINDLE_EXPECT_ERROR(sp::kernel("index_read_off_pattern",
+                                  [](sp::in<float, I> x, sp::in<std::int32_t, I> perm, sp::out<float, K> y,
+                                     sp::iter<I> i) { y(perm(i + 1)) += x(i); }),
+                       sp::UserError, "must be read at its stored elements");
+  // A value index into a sparse slot (c(i, col(i, j))) does not compile (buffer.hpp's static_assert):
+  // only root axes take indirect indices.
+  SPINDLE_EXPECT_ERROR(sp::kernel("scatter_reads_back",
+                                  [](sp::in<float, I> x, sp::in<std::int32_t, I> perm, sp::out<float, K> y,
+                                     sp::iter<I> i) { y(perm(i)) += x(i) * y(perm(i)); }),
+                       sp::UserError, "indirect index");
+  SPINDLE_EXPECT_ERROR(sp::kernel("scatter_two_ops",
+                                  [](sp::in<float, I> x, sp::in<std::int32_t, I> perm, sp::inout<float, K> y,
+                                     sp::iter<I> i) {
+                                    y(perm(i)) += x(i);
+                                    y(perm(i)).max_with(x(i));
+                                  }),
+                       sp::UserError, "depend on the order");
 }
 
 TEST_CASE("an out buffer reduced with two different operators is a UserError", "[error][definition][rules]") {

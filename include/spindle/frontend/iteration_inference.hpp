@@ -38,6 +38,7 @@
 #include "spindle/frontend/iteration_inference_decl.hpp"
 #include "spindle/ir/equal.hpp"
 #include "spindle/ir/functor.hpp"
+#include "spindle/ir/indirect.hpp"
 #include "spindle/ir/ops.hpp"
 #include "spindle/ir/printer.hpp"
 
@@ -294,6 +295,10 @@ class IterationInference : public ir::IRMutator {
     void check_reads_of_written(const ir::SparseIterationNode* n) {
       for (auto& r : accesses_) {
         if (r.write) continue;
+        SPINDLE_CHECK(!indirect_.count(r.buffer), UserError, "kernel '", kernel_, "': buffer '", r.buffer->name,
+                      "' is read at (", ir::IRPrinter().list(r.indices), ") in iteration '", n->name,
+                      "', which also writes it at an indirect index: the value read would depend on the order in "
+                      "which the iterations run; hint: read it in a later statement, or from another buffer");
         for (auto& w : accesses_) {
           if (!w.write || w.buffer != r.buffer) continue;
           for (const ir::VarNode* v : r.scope) {
@@ -340,6 +345,7 @@ class IterationInference : public ir::IRMutator {
         }
       }
       accesses_.clear();
+      indirect_.clear();
     }
 
     struct Binding {
@@ -370,30 +376,71 @@ class IterationInference : public ir::IRMutator {
       SPINDLE_CHECK(buf->role != ir::BufferRole::input, UserError, "kernel '", kernel_, "': `", op,
                     "` into buffer '", buf->name, "', which is an `in` (read-only) buffer; hint: declare it "
                     "out (written) or inout (read and written)");
+      const bool reduction = std::string(op) != "=";
       for (std::size_t s = 0; s < idx.size() && s < buf->axes.size(); ++s) {
         const ir::Axis& a = buf->axes[s];
-        const Binding* b = binding_of(idx[s]);
         std::string where = message("kernel '", kernel_, "': `", op, "` into buffer '", buf->name, "' indexes axis ",
                                     a->name, " (index ", s, ") with ", ir::to_string(idx[s]));
-        SPINDLE_CHECK(b, UserError, where, ", which is not an iterator: a write there could fall outside the ",
-                      a->is_sparse() ? "buffer's sparsity pattern" : "axis's extent",
-                      " and be lost; hint: index writes by iterators of the written axes (other indices "
-                      "are fine for reads)");
-        if (!a->parent) {
-          SPINDLE_CHECK(ir::coordinate_space(b->axis) == ir::coordinate_space(a), UserError, where,
-                        ", an iterator of axis ", b->axis->name, ", which ranges over a different coordinate "
-                        "space; hint: index it with an iterator of ", a->name);
+        if (!a->parent && !binding_of(idx[s])) {
+          check_indirect(buf, idx[s], a, where, reduction);
           continue;
         }
-        const Binding* parent = binding_of(idx[s - 1]);
-        SPINDLE_CHECK(b->axis == a && parent && parent->axis == buf->axes[s - 1], UserError, where,
-                      ": a write into axis ", a->name, " (which has parent ", a->parent->name,
-                      ") must use the iterator of ", a->name, " itself, under the iterator of ", a->parent->name,
-                      " in the slot before it, or it could fall outside the buffer's ",
-                      a->is_sparse() ? "sparsity pattern" : "fibers",
+        std::string problem = slot_problem(buf, idx, s);
+        SPINDLE_CHECK(problem.empty(), UserError, where, problem,
                       "; writes at other coordinates (outputs of unknown pattern) are not supported yet");
       }
     }
+
+    // Why slot s of an access does not address a stored element by iterators ("" when it
+    // does): a root slot takes an iterator of its coordinate space; a child slot the
+    // iterator of its own axis, under the iterator of its parent in the slot before.
+    std::string slot_problem(const ir::Buffer& buf, const std::vector<ir::Expr>& idx, std::size_t s) const {
+      const ir::Axis& a = buf->axes[s];
+      const Binding* b = binding_of(idx[s]);
+      if (!b)
+        return message(", which is not an iterator: a write there could fall outside the ",
+                       a->is_sparse() ? "buffer's sparsity pattern" : "axis's extent",
+                       " and be lost; hint: index writes by iterators of the written axes (other indices "
+                       "are fine for reads; a root axis may take a value read from an integer `in` buffer in a "
+                       "reduction, see docs/language.md §4.1)");
+      if (!a->parent) {
+        if (ir::coordinate_space(b->axis) == ir::coordinate_space(a)) return "";
+        return message(", an iterator of axis ", b->axis->name,
+                       ", which ranges over a different coordinate space; hint: index it with an iterator of ",
+                       a->name);
+      }
+      const Binding* parent = binding_of(idx[s - 1]);
+      if (b->axis == a && parent && parent->axis == buf->axes[s - 1]) return "";
+      return message(": a write into axis ", a->name, " (which has parent ", a->parent->name,
+                     ") must use the iterator of ", a->name, " itself, under the iterator of ", a->parent->name,
+                     " in the slot before it, or it could fall outside the buffer's ",
+                     a->is_sparse() ? "sparsity pattern" : "fibers");
+    }
+
+    // An indirect index (a scatter: `c(idx(e), k) += ...`) in a root slot: a reduction, by a
+    // value of an integer `in` buffer read at one of its stored elements. The binder checks
+    // every stored value against the slot's extent before the call (ir/indirect.hpp).
+    void check_indirect(const ir::Buffer& buf, const ir::Expr& index, const ir::Axis& a, const std::string& where,
+                        bool reduction) {
+      const ir::LoadNode* l = ir::indirect_index_load(index);
+      SPINDLE_CHECK(l, UserError, where,
+                    ", which is not an iterator: a write there could fall outside the axis's extent and be lost; "
+                    "hint: index writes by iterators of the written axes, or by a value read from an integer `in` "
+                    "buffer (an indirect write, docs/language.md §4.1; casts other than to int64_t are not "
+                    "accepted there); other indices are fine for reads");
+      SPINDLE_CHECK(reduction, UserError, where,
+                    ", an indirect index: `=` there would let two iterations that read the same index value "
+                    "assign one element (last write wins); hint: reduce with += (or max_with/min_with)");
+      for (std::size_t q = 0; q < l->indices.size() && q < l->buffer->axes.size(); ++q) {
+        std::string problem = slot_problem(l->buffer, l->indices, q);
+        SPINDLE_CHECK(problem.empty(), UserError, where, ": the index buffer '", l->buffer->name,
+                      "' must be read at its stored elements (by iterators of its own axes), so that every "
+                      "index value the write uses is one that the call checks against the extent of ", a->name,
+                      "; its index ", q, " (", ir::to_string(l->indices[q]), ") is not such an iterator");
+      }
+      indirect_.insert(buf.get());
+    }
+    std::set<const ir::BufferNode*> indirect_;  // written at an indirect index in this top-level iteration
 
     void note_first(const ir::Buffer& buf, const std::vector<ir::Expr>& idx, bool reduce) {
       if (buf->role != ir::BufferRole::output || first_write.count(buf.get())) return;

@@ -8,7 +8,11 @@
 // axis). Kernels that search an axis require its indices sorted. The values an out/inout
 // argument receives must not overlap any other array of the call (another argument's values,
 // or any indptr/indices, its own included); read-only arrays may be shared. Nothing the
-// caller passed is modified: errors are raised before the kernel runs.
+// caller passed is modified: errors are raised before the kernel runs. A kernel that writes
+// at indirect indices (`c(idx(e), k) += ...`, ir/indirect.hpp) has every stored value of each
+// index buffer checked against the extent of the axis it indexes (FormatError naming the
+// first bad value); for a GPU call the check is handed back to the caller (the CUDA runtime
+// copies the index array to the host for it), since device memory is never read here.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +25,7 @@
 #include "spindle/format/storage.hpp"
 #include "spindle/ir/function.hpp"
 #include "spindle/ir/functor.hpp"
+#include "spindle/ir/indirect.hpp"
 #include "spindle/runtime/call_arg.hpp"
 
 namespace spindle::runtime {
@@ -59,18 +64,63 @@ class ArgBinder {
     for (auto& s : stage3.scalars) scalar_used_.push_back(uses.vars.count(s.var.get()) > 0);
     axis_count_ = stage1.axes.size();
     num_args_ = static_cast<int>(user_buffers_.size() + user_scalars_.size());
+    find_indirect_indices(stage1);
   }
+
+  // An index buffer whose stored values a call must check: each in [0, extent).
+  struct IndexCheck {
+    const void* data = nullptr;  // host or device pointer to `count` values of `dtype`
+    DType dtype = DType::i32;
+    std::int64_t count = 0;
+    std::int64_t extent = 0;
+    std::string what;  // "kernel 'k': argument 2 ('idx') ... axis I of buffer 'c'"
+  };
+
+  // Throws FormatError naming the first value outside [0, extent). `host` holds the values.
+  static void check_index_values(const IndexCheck& c, const void* host) {
+    for (std::int64_t k = 0; k < c.count; ++k) {
+      std::int64_t v = c.dtype == DType::i64 ? static_cast<const std::int64_t*>(host)[k]
+                                             : static_cast<const std::int32_t*>(host)[k];
+      if (v >= 0 && v < c.extent) continue;
+      throw FormatError(message(c.what, ": value ", v, " at position ", k, " is outside [0, ", c.extent,
+                                "), so the update that uses it would be lost; nothing was written; hint: every "
+                                "stored value of an index buffer must be a coordinate of the axis it indexes"));
+    }
+  }
+
+  bool has_indirect_writes() const { return !indirect_.empty(); }
 
   int num_args() const { return num_args_; }
 
-  // Fills buffers[abi_buffers.size()] and scalars[abi_scalars.size()].
-  void bind(const std::vector<CallArg>& args, void** buffers, std::int64_t* scalars) const {
+  // Fills buffers[abi_buffers.size()] and scalars[abi_scalars.size()]. A device call of a
+  // kernel with indirect writes passes `device_checks`: the index checks to run on copies of
+  // the device arrays before the launch.
+  void bind(const std::vector<CallArg>& args, void** buffers, std::int64_t* scalars,
+            std::vector<IndexCheck>* device_checks = nullptr) const {
     SPINDLE_CHECK(static_cast<int>(args.size()) == num_args_, UserError, "kernel '", kernel_, "' takes ",
                   num_args_, " arguments, got ", args.size());
     Bindings axes;
     axes.reserve(axis_count_);
     for (auto& b : user_buffers_) bind_buffer(b, args, axes);
     check_aliasing(args, axes);
+    if (!indirect_.empty()) {
+      SPINDLE_INTERNAL_CHECK(!device_ || device_checks, "bind_args", "a device call with indirect writes must take "
+                             "the index checks");
+      if (device_checks) device_checks->clear();
+      for (auto& ind : indirect_) {
+        const Binding* len = axes.find(ind.space);
+        SPINDLE_INTERNAL_CHECK(len && len->has_length, "bind_args", "indirect write into unbound axis ",
+                               ind.space->name);
+        const StorageView& v = args[ind.arg].view;
+        IndexCheck c{v.data, v.dtype, v.value_count, len->length,
+                     message("kernel '", kernel_, "': argument ", ind.arg, " ('", ind.index_buffer,
+                             "') indexes axis ", ind.axis, " of buffer '", ind.target, "' (an indirect write)")};
+        if (device_)
+          device_checks->push_back(std::move(c));
+        else
+          check_index_values(c, c.data);
+      }
+    }
     for (std::size_t k = 0; k < abi_buffers_.size(); ++k) {
       const auto& p = abi_buffers_[k];
       switch (p.origin.kind) {
@@ -92,6 +142,37 @@ class ArgBinder {
   }
 
  private:
+  struct IndirectIndex {
+    int arg;                      // the index buffer's call argument
+    const ir::AxisNode* space;    // the coordinate space of the slot it indexes
+    std::string index_buffer, target, axis;
+  };
+
+  // Writes (reductions) whose index in a root slot is a value of an `in` buffer.
+  void find_indirect_indices(const ir::Function& stage1) {
+    struct Scan : ir::IRVisitor {
+      std::vector<std::pair<const ir::ReduceNode*, std::size_t>> slots;
+      void visit_Reduce(const ir::ReduceNode* n) override {
+        for (std::size_t s = 0; s < n->indices.size() && s < n->buffer->axes.size(); ++s)
+          if (!n->buffer->axes[s]->parent && ir::indirect_index_load(n->indices[s])) slots.push_back({n, s});
+        ir::IRVisitor::visit_Reduce(n);
+      }
+    } scan;
+    scan.visit(stage1.body);
+    for (auto& [n, s] : scan.slots) {
+      const ir::LoadNode* l = ir::indirect_index_load(n->indices[s]);
+      const ir::AxisNode* space = ir::coordinate_space(n->buffer->axes[s]);
+      int arg = -1;
+      for (auto& b : user_buffers_)
+        if (b.buffer.get() == l->buffer.get()) arg = b.origin.arg;
+      SPINDLE_INTERNAL_CHECK(arg >= 0, "bind_args", "indirect index buffer '", l->buffer->name,
+                             "' is not a kernel argument");
+      bool seen = false;
+      for (auto& x : indirect_) seen = seen || (x.arg == arg && x.space == space);
+      if (!seen) indirect_.push_back({arg, space, l->buffer->name, n->buffer->name, n->buffer->axes[s]->name});
+    }
+  }
+
   struct Binding {
     bool has_length = false;
     std::int64_t length = 0, nnz = 0, nnz_per_row = 0, parents = 0;
@@ -387,6 +468,7 @@ class ArgBinder {
   std::vector<ir::FuncScalar> abi_scalars_;
   std::vector<bool> scalar_used_;
   std::set<const ir::AxisNode*> sorted_required_;
+  std::vector<IndirectIndex> indirect_;
   int num_args_ = 0;
   std::size_t axis_count_ = 0;
 };

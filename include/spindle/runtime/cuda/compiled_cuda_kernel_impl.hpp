@@ -76,7 +76,9 @@ struct CompiledCudaKernel::Impl {
     const std::size_t nb = prepared.unscheduled.buffers.size(), ns = prepared.unscheduled.scalars.size();
     std::vector<void*> bufs(nb);
     std::vector<std::int64_t> scalars(ns);
-    binder.bind(args, bufs.data(), scalars.data());
+    std::vector<runtime::ArgBinder::IndexCheck> checks;
+    binder.bind(args, bufs.data(), scalars.data(), &checks);
+    check_indices_on_host(checks, stream);
     const Variant& v = variant(bufs.data(), scalars.data());
     std::vector<void*> params;
     params.reserve(nb + ns);
@@ -84,6 +86,24 @@ struct CompiledCudaKernel::Impl {
     for (auto& s : scalars) params.push_back(&s);
     for (std::size_t k = 0; k < v.functions.size(); ++k)
       launch(*rt, v.functions[k], v.lowered.source.launches[k], params.data(), scalar_vars, scalars.data(), stream);
+  }
+
+  // The index arrays of indirect writes live in device memory: copy each to the host (after
+  // the stream's earlier work, which may have written it) and check its values before the
+  // launch, so that an out-of-range index raises a FormatError and writes nothing.
+  void check_indices_on_host(const std::vector<runtime::ArgBinder::IndexCheck>& checks, CUstream stream) {
+    for (auto& k : checks) {
+      if (k.count == 0) continue;
+      CudaContext& c = rt->context();
+      c.make_current();
+      std::vector<std::int64_t> host(static_cast<std::size_t>(k.count));  // room for i32 or i64 values
+      std::size_t bytes = static_cast<std::size_t>(k.count) * static_cast<std::size_t>(dtype_bytes(k.dtype));
+      c.check(c.api().cuMemcpyDtoHAsync_v2(host.data(), static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(k.data)),
+                                           bytes, stream),
+              "cuMemcpyDtoHAsync (indirect write indices)");
+      c.check(c.api().cuStreamSynchronize(stream), "cuStreamSynchronize (indirect write indices)");
+      runtime::ArgBinder::check_index_values(k, host.data());
+    }
   }
 
   CudaRuntime* rt;
