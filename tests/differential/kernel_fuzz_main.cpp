@@ -27,6 +27,7 @@
 #include <vector>
 
 #include <spindle/driver/pipeline.hpp>
+#include <spindle/ir/indirect.hpp>
 #include <spindle/runtime/bind_args.hpp>
 #include <spindle/runtime/cuda/cuda.hpp>
 #include <spindle/spindle.hpp>
@@ -41,7 +42,7 @@ using spindle::test::RandomKernel;
 namespace {
 
 struct Stats {
-  long generated = 0, rejected = 0, skipped = 0, compared = 0, failures = 0, large = 0;
+  long generated = 0, rejected = 0, skipped = 0, compared = 0, failures = 0, large = 0, indirect = 0;
   std::map<std::string, long> runs;
   std::map<std::string, std::string> first_reject;
 };
@@ -153,6 +154,19 @@ class ShrinkStep : public sp::ir::IRMutator {
   }
   int target_, count_ = 0;
 };
+
+// Whether the kernel writes at an indirect index (docs/language.md §4.1).
+bool has_indirect_write(const sp::ir::Function& f) {
+  struct Scan : sp::ir::IRVisitor {
+    bool found = false;
+    void visit_Reduce(const sp::ir::ReduceNode* n) override {
+      for (auto& e : n->indices) found = found || sp::ir::indirect_index_load(e) != nullptr;
+      sp::ir::IRVisitor::visit_Reduce(n);
+    }
+  } scan;
+  scan.visit(f.body);
+  return scan.found;
+}
 
 // "" when the kernel `raw` agrees with the interpreter on `engine`, else why not; "rejected"
 // or "skipped" when it cannot be compared.
@@ -362,6 +376,7 @@ int main(int argc, char** argv) {
       continue;
     }
     ++st.compared;
+    if (has_indirect_write(completed)) ++st.indirect;
     for (auto& e : engines) {
       std::string what;
       try {
@@ -392,7 +407,8 @@ int main(int argc, char** argv) {
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cout << "spindle-kernel-fuzz: seed " << seed << ": " << st.generated << " kernels generated, " << st.rejected
             << " rejected at definition (UserError), " << st.skipped << " skipped, " << st.compared
-            << " compared with the interpreter (" << st.large << " also on large inputs with 1 and 3 threads);";
+            << " compared with the interpreter (" << st.large << " also on large inputs with 1 and 3 threads; "
+            << st.indirect << " with indirect writes);";
   for (auto& [e, n] : st.runs) std::cout << " " << e << " " << n << " runs;";
   std::cout << " " << nvrtc.compiled << " CUDA modules compiled to sm_80 cubins by NVRTC; " << st.failures
             << " disagreements; " << secs << " s\n";

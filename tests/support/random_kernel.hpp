@@ -60,6 +60,8 @@ struct BufferData {
   std::vector<unsigned char> bytes;
   std::int64_t count = 0;
   bool index = false;  // holds read indices (values -1..6 for small inputs)
+  // Holds indirect write indices into this coordinate space (values in [0, its length)).
+  const ir::AxisNode* write_target = nullptr;
 };
 
 struct RandomKernel {
@@ -376,9 +378,11 @@ class Generator {
     d.buffer = buf;
     d.count = count;
     d.index = t == DType::i32 && role == ir::BufferRole::input && is_index_buffer_;
+    d.write_target = write_target_;
     for (std::int64_t k = 0; k < count; ++k) {
       double v = role == ir::BufferRole::output ? -777 : static_cast<double>(range(-2, 2));
       if (t == DType::i32 && role == ir::BufferRole::input && is_index_buffer_) v = static_cast<double>(range(-1, 6));
+      if (write_target_) v = static_cast<double>(range(0, k_.data.at(write_target_).length - 1));
       d.initial.push_back(v);
     }
     int arg = static_cast<int>(k_.arg_buffer.size());
@@ -387,6 +391,25 @@ class Generator {
     k_.arg_is_scalar.push_back(-1);
     k_.buffers.push_back(std::move(d));
     return buf;
+  }
+
+  // An integer `in` buffer whose values index a root slot of an output (an axis of nonzero
+  // length): the source of indirect writes (docs/language.md §4.1), e.g.
+  // c(cast<i64>(w(i, j)), k) += ...
+  void add_write_index_buffer() {
+    std::vector<ir::Axis> targets;
+    for (auto& o : outputs_)
+      for (std::size_t s = 0; s < o->axes.size(); ++s) {
+        const ir::Axis& a = o->axes[s];
+        const bool child_next = s + 1 < o->axes.size() && o->axes[s + 1]->parent;
+        if (!a->parent && !child_next && k_.data.at(ir::coordinate_space(a)).length >= 1) targets.push_back(a);
+      }
+    if (targets.empty()) return;
+    const ir::Axis target = pick_from(targets);
+    write_target_ = ir::coordinate_space(target);
+    ir::Buffer b = add_buffer(ir::BufferRole::input, chance(0.3) ? DType::i64 : DType::i32);
+    write_target_ = nullptr;
+    write_index_buffers_.push_back(b);
   }
 
   void add_scalar() {
@@ -417,6 +440,7 @@ class Generator {
       if (k_.buffers.back().initial.size() && role == ir::BufferRole::inout)
         for (auto& v : k_.buffers.back().initial) v = static_cast<double>(range(-2, 2));
     }
+    if (chance(0.5)) add_write_index_buffer();
   }
 
   // --- programs --------------------------------------------------------------------
@@ -510,17 +534,49 @@ class Generator {
     return nullptr;
   }
 
-  // Write indices that follow the rules, if the scope allows them.
-  bool write_indices(const ir::Buffer& b, std::vector<ir::Expr>& idx) {
+  // Write indices that follow the rules, if the scope allows them. A root slot (not followed
+  // by a child) sometimes takes an indirect index; `indirect` tells the caller.
+  bool write_indices(const ir::Buffer& b, std::vector<ir::Expr>& idx, bool& indirect) {
+    indirect = false;
     for (std::size_t s = 0; s < b->axes.size(); ++s) {
       const ir::Axis& a = b->axes[s];
       const Bound* it = nullptr;
-      if (a->parent || (s + 1 < b->axes.size() && b->axes[s + 1]->parent)) it = exact_iterator(a);
-      else it = coordinate_iterator(a);
+      if (a->parent || (s + 1 < b->axes.size() && b->axes[s + 1]->parent)) {
+        it = exact_iterator(a);
+      } else {
+        if (chance(0.5))
+          if (ir::Expr e = indirect_index(a); e.defined()) {
+            idx.push_back(e);
+            indirect = true;
+            continue;
+          }
+        it = coordinate_iterator(a);
+      }
       if (!it) return false;
       idx.push_back(it->var);
     }
     return true;
+  }
+
+  // A value of a write-index buffer over a's coordinate space, read at one of its stored
+  // elements by the iterators in scope; undefined when none can be read so.
+  ir::Expr indirect_index(const ir::Axis& a) {
+    std::vector<ir::Buffer> options;
+    for (auto& w : write_index_buffers_)
+      for (auto& d : k_.buffers)
+        if (d.buffer == w && d.write_target == ir::coordinate_space(a)) options.push_back(w);
+    if (options.empty()) return ir::Expr();
+    const ir::Buffer w = pick_from(options);
+    std::vector<ir::Expr> idx;
+    for (std::size_t q = 0; q < w->axes.size(); ++q) {
+      const ir::Axis& x = w->axes[q];
+      const bool exact = x->parent || (q + 1 < w->axes.size() && w->axes[q + 1]->parent);
+      const Bound* it = exact ? exact_iterator(x) : coordinate_iterator(x);
+      if (!it) return ir::Expr();
+      idx.push_back(it->var);
+    }
+    ir::Expr l = ir::load(w, idx);
+    return w->dtype == DType::i64 || chance(0.5) ? l : ir::cast(DType::i64, l);
   }
 
   ir::Stmt write() {
@@ -528,7 +584,8 @@ class Generator {
     std::shuffle(options.begin(), options.end(), rng_);
     for (auto& b : options) {
       std::vector<ir::Expr> idx;
-      if (!write_indices(b, idx)) continue;
+      bool indirect = false;
+      if (!write_indices(b, idx, indirect)) continue;
       bool all = true;
       for (auto& s : scope_) {
         bool used = false;
@@ -536,7 +593,7 @@ class Generator {
         all = all && used;
       }
       ir::Expr v = value(3);
-      if (all && chance(0.35)) return ir::store(b, idx, v);
+      if (all && !indirect && chance(0.35)) return ir::store(b, idx, v);
       ir::ReduceOp op = ops_.at(b.get());
       if (op == ir::ReduceOp::mul) v = ir::select(v > ir::make_const(T_, 0), ir::make_const(T_, 1), ir::make_const(T_, -1));
       return ir::reduce(b, idx, op, v);
@@ -619,13 +676,14 @@ class Generator {
   std::vector<ir::Axis> roots_, views_;
   std::map<const ir::AxisNode*, std::int64_t> fixed_npr_;
   std::set<const ir::AxisNode*> in_buffers_;
-  std::vector<ir::Buffer> inputs_, outputs_, index_buffers_, locals_;
+  std::vector<ir::Buffer> inputs_, outputs_, index_buffers_, write_index_buffers_, locals_;
   std::map<const ir::BufferNode*, ir::ReduceOp> ops_;
   std::vector<ir::Var> scalars_;
   std::vector<ir::FuncScalar> user_scalars_;
   std::vector<Bound> scope_;
   int counter_ = 0, muls_ = 0, depth_ = 0;
   bool is_index_buffer_ = false;
+  const ir::AxisNode* write_target_ = nullptr;
 };
 
 }  // namespace detail_gen
@@ -737,6 +795,7 @@ inline void make_large_data(RandomKernel& k, std::uint64_t seed, double scale) {
     for (std::int64_t q = 0; q < count; ++q) {
       double v = b.buffer->role == ir::BufferRole::output ? -777 : static_cast<double>(range(-2, 2));
       if (b.index) v = static_cast<double>(range(-1, 40));
+      if (b.write_target) v = static_cast<double>(range(0, k.data.at(b.write_target).length - 1));
       b.initial.push_back(v);
     }
   }
