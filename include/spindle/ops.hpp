@@ -223,4 +223,32 @@ auto ell_spmm() {
                                    sp::iter<I> i, sp::iter<Je> j, sp::iter<K> k) { c(i, k) += a(i, j) * b(j, k); });
 }
 
+// Indirect writes (docs/language.md §4.1): E entries (COO triplets, edges, segment members)
+// scattered into rows of the output by an index array checked at call time.
+struct E : sp::dense_fixed {};
+struct Jc : sp::dense_fixed {  // the columns of a COO matrix (rows of B)
+  static constexpr const char* axis_name = "J";
+};
+
+// C = A B with A in coordinate form: C(row(e), k) += val(e) * B(col(e), k). Entries may
+// come in any order and repeat a coordinate (they add up); row values must lie in
+// [0, rows of C) (FormatError otherwise, nothing written); col values outside [0, rows of
+// B) read 0 (§2). The entry loop runs sequentially on the CPU, one thread per entry with
+// atomic updates on the GPU.
+template <class T, class Index = std::int32_t>
+auto coo_spmm() {
+  return sp::kernel("coo_spmm", [](sp::in<T, E> val, sp::in<Index, E> row, sp::in<Index, E> col,
+                                   sp::in<T, Jc, K> b, sp::out<T, I, K> c, sp::iter<E> e, sp::iter<K> k) {
+    c(row(e), k) += val(e) * b(sp::cast<std::int64_t>(col(e)), k);
+  });
+}
+
+// Segment (scatter) sum of rows: Out(seg(e), k) += X(e, k) — PyTorch's index_add_, the
+// message aggregation of a GNN over an edge list. Segments no entry names are 0.
+template <class T, class Index = std::int32_t>
+auto segment_sum() {
+  return sp::kernel("segment_sum", [](sp::in<T, E, K> x, sp::in<Index, E> seg, sp::out<T, I, K> out, sp::iter<E> e,
+                                      sp::iter<K> k) { out(seg(e), k) += x(e, k); });
+}
+
 }  // namespace spindle::ops

@@ -44,6 +44,8 @@ std::vector<Case> cases() {
       {"csf_reduce", ops::csf_reduce<double>().ir(), 0},
       {"bsr_spmm_4x4", ops::bsr_spmm_kernel<float, 4, 4>().ir(), 32},
       {"ell_spmm", ops::ell_spmm<float>().ir(), 32},
+      {"coo_spmm", ops::coo_spmm<float>().ir(), 0},
+      {"segment_sum", ops::segment_sum<double, std::int64_t>().ir(), 0},
   };
 }
 

@@ -35,6 +35,8 @@ TEST_CASE("golden: every stage of each operator", "[golden]") {
   golden::check_golden("csf_reduce", lowered_text(ops::csf_reduce<double>().ir()));
   golden::check_golden("bsr_spmm_4x4", lowered_text(ops::bsr_spmm_kernel<float, 4, 4>().ir()));
   golden::check_golden("ell_spmm", lowered_text(ops::ell_spmm<float>().ir()));
+  golden::check_golden("coo_spmm", lowered_text(ops::coo_spmm<float>().ir()));
+  golden::check_golden("segment_sum", lowered_text(ops::segment_sum<double, std::int64_t>().ir()));
 }
 
 TEST_CASE("golden: lowering is deterministic", "[golden]") {

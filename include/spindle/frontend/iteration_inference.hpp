@@ -8,7 +8,10 @@
 //    buffer's storage: an iterator of the slot's coordinate space for a root dense axis,
 //    the iterator of the slot's own axis (under the iterators of its ancestors, also in
 //    their own slots) for an axis with a parent. Writes that could fall outside a dense
-//    extent or a sparse pattern are rejected instead of being dropped;
+//    extent or a sparse pattern are rejected instead of being dropped. The exception is an
+//    indirect index in a root slot (ir/indirect.hpp): a reduction by a value of an integer
+//    `in` buffer read at its stored elements, whose values the binder checks at call time;
+//    the iteration that writes a buffer so does not read it;
 //  * `=` into a buffer is only allowed where every enclosing iterator indexes the write
 //    (one write per element, no "last write wins");
 //  * one reduction operator per `out` buffer (its initial value is that operator's identity).
