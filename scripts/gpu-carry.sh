@@ -13,7 +13,8 @@
 #                                    comparison on the same warm machine. Logs and bench.json
 #                                    go to $OUT (or ./gpu-out).
 # Environment for run: TEST_S, FUZZ_S (seconds, default 200 / 100), FUZZ_SEED (31), BENCH_S
-# (200), ROWS_S (120; 0 skips the comparison).
+# (200; 0 skips the benchmarks), ROWS_S (120; 0 skips the comparison), TESTS (the Catch2
+# test filter, default "[cuda]").
 set -u
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 case "${1:-}" in
@@ -35,12 +36,13 @@ case "${1:-}" in
     export LD_LIBRARY_PATH="$B:${LD_LIBRARY_PATH:-}" SPINDLE_TEST_DATA_DIR="$G/data" SPINDLE_CACHE_DIR=/tmp/spindle-kc
     mkdir -p /tmp/spindle-kc && chmod 700 /tmp/spindle-kc
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$out/machine.txt"
-    ( timeout "${TEST_S:-200}" "$B/spindle_correctness_tests" "[cuda]" > "$out/cuda-tests.log" 2>&1
+    ( timeout "${TEST_S:-200}" "$B/spindle_correctness_tests" "${TESTS:-[cuda]}" > "$out/cuda-tests.log" 2>&1
       echo "tests rc $?" >> "$out/cuda-tests.log" ) &
     ( timeout $(( ${FUZZ_S:-100} + 40 )) "$B/spindle-kernel-fuzz" --engines cuda --seed "${FUZZ_SEED:-31}" --count 0 \
         --seconds "${FUZZ_S:-100}" > "$out/fuzz.log" 2>&1; echo "fuzz rc $?" >> "$out/fuzz.log" ) &
     wait
     tail -n 3 "$out/cuda-tests.log"; tail -n 2 "$out/fuzz.log"
+    [ "${BENCH_S:-200}" = 0 ] && exit 0
     M="$D/cora.mtx.gz,$D/citeseer.mtx.gz,$D/pubmed.mtx.gz,$D/ppi-graphsaint.mtx.gz,$D/ogbn-arxiv.mtx.gz"
     timeout "${BENCH_S:-200}" "$B/spindle-bench" --backend cuda --matrix "$M" --feat 32,128,512 \
         --json-file "$out/bench.json" > "$out/bench.log" 2>&1

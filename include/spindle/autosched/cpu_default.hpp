@@ -3,7 +3,10 @@
 //     tiles of the output row in registers across the reduction;
 //  1. accumulate_locally: reductions whose target is invariant in a loop sum in a local;
 //  2. the outermost loop of every iteration nest runs in parallel on the runtime pool when
-//     it is spatial (rows of SpMM/SpMV/SDDMM/softmax); reduction loops stay serial;
+//     it is spatial (rows of SpMM/SpMV/SDDMM/softmax); a nest that is a reduction only
+//     because of indirect writes (scatter-add, COO SpMM) runs as one block per thread, each
+//     applying the updates of its share of the written rows (partition_indirect_writes:
+//     no atomics, the serial result bit for bit); other reduction loops stay serial;
 //  3. innermost loops over dense axes (dense_fixed/dense_variable: feature dimensions,
 //     ragged rows) are vectorised; the C compiler picks the width for the host CPU.
 // Loops are only annotated here; codegen outlines parallel loops and emits the
@@ -19,6 +22,7 @@
 #include "spindle/lower/context.hpp"
 #include "spindle/schedule/accumulate_locally.hpp"
 #include "spindle/schedule/loop_kind.hpp"
+#include "spindle/schedule/partition_indirect_writes.hpp"
 #include "spindle/schedule/register_tile.hpp"
 
 namespace spindle::autosched {
@@ -54,6 +58,7 @@ inline ir::Function schedule_cpu_default(const ir::Function& f, const lower::Low
   ir::Function out = f;
   out.body = schedule::register_tile(f.body, ctx.vector_bits);
   out.body = schedule::accumulate_locally(out.body);
+  out = schedule::partition_indirect_writes(out);
 
   std::map<std::string, ir::AxisKind> axis_kind;
   for (auto& a : f.axes) axis_kind[a->name] = a->kind;

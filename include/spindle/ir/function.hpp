@@ -30,7 +30,8 @@ struct ParamOrigin {
     length,       // extent of `axis`
     nnz,          // number of positions of variable `axis`
     nnz_per_row,  // positions per parent position of sparse_fixed `axis`
-    scalar        // user scalar argument `arg`
+    scalar,       // user scalar argument `arg`
+    threads       // the thread count of the call (CPU schedules that split work by thread)
   };
   Kind kind = values;
   int arg = -1;

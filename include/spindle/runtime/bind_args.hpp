@@ -95,8 +95,9 @@ class ArgBinder {
   // Fills buffers[abi_buffers.size()] and scalars[abi_scalars.size()]. A device call of a
   // kernel with indirect writes passes `device_checks`: the index checks to run on copies of
   // the device arrays before the launch.
+  // `threads`: the thread count the call runs with (ParamOrigin::threads scalars).
   void bind(const std::vector<CallArg>& args, void** buffers, std::int64_t* scalars,
-            std::vector<IndexCheck>* device_checks = nullptr) const {
+            std::vector<IndexCheck>* device_checks = nullptr, std::int64_t threads = 1) const {
     SPINDLE_CHECK(static_cast<int>(args.size()) == num_args_, UserError, "kernel '", kernel_, "' takes ",
                   num_args_, " arguments, got ", args.size());
     Bindings axes;
@@ -138,7 +139,9 @@ class ArgBinder {
         default: throw InternalError("bind_args: unexpected buffer origin");
       }
     }
-    for (std::size_t k = 0; k < abi_scalars_.size(); ++k) scalars[k] = scalar_value(abi_scalars_[k], k, args, axes);
+    for (std::size_t k = 0; k < abi_scalars_.size(); ++k)
+      scalars[k] = abi_scalars_[k].origin.kind == ir::ParamOrigin::threads ? std::max<std::int64_t>(threads, 1)
+                                                                            : scalar_value(abi_scalars_[k], k, args, axes);
   }
 
  private:

@@ -71,7 +71,7 @@ SPINDLE_DECL void CompiledKernel::call(const std::vector<CallArg>& args) const {
     sc_big.resize(impl_->nscalars);
     scalars = sc_big.data();
   }
-  impl_->binder.bind(args, bufs, scalars);
+  impl_->binder.bind(args, bufs, scalars, nullptr, impl_->rt->pool().num_threads());
   impl_->entry(bufs, scalars, impl_->rt->abi());
 }
 

@@ -1,0 +1,140 @@
+// partition_indirect_writes: runs a top-level loop nest that is a reduction only because of
+// its indirect writes (`c[b[e], k] += v`, docs/language.md §4.1) in parallel on the CPU,
+// without atomics and deterministically. T blocks (T = the call's thread count, the scalar
+// `spindle_threads` bound at call time) each run the whole nest and apply only the updates
+// whose index value falls in their share of the written axis (owner computes):
+//
+//   for e in [0, E) reduction:            for blk in [0, spindle_threads) parallel:
+//     for k in [0, K):             ->       for e in [0, E) reduction:
+//       c[b[e], k] += v                       if blk * N / T <= b[e] && b[e] < (blk + 1) * N / T:
+//                                               for k in [0, K):
+//                                                 c[b[e], k] += v
+//
+// Every element has one owner, which applies its updates in the order of the serial loop: the
+// result is bit-identical to the serial run at every thread count. Each block reads all index
+// values (O(E) per thread) and does its share of the updates, which pays when an update is
+// more than a few operations (a feature row) and costs little otherwise.
+// Applies to a nest whose outermost loop is a serial reduction loop when every write inside
+// to a buffer not allocated inside is a reduction at an indirect index (the language forbids
+// reading such a buffer in the same nest); anything else is left as it is. An ownership test
+// moves out of the loops whose variables it does not use when it is their whole body (the
+// feature loop above stays a clean, vectorisable loop).
+// Pre/post: stage III (CPU); adds the scalar `spindle_threads` (ParamOrigin::threads).
+#pragma once
+
+#include <set>
+#include <vector>
+
+#include "spindle/ir/function.hpp"
+#include "spindle/ir/functor.hpp"
+#include "spindle/ir/indirect.hpp"
+#include "spindle/ir/ops.hpp"
+#include "spindle/schedule/loop_utils.hpp"
+
+namespace spindle::schedule {
+
+namespace detail {
+
+// Whether every write in `nest` to a buffer it does not allocate is an indirect reduction.
+inline bool only_indirect_writes(const ir::Stmt& nest) {
+  struct Scan : ir::IRVisitor {
+    std::set<const ir::BufferNode*> inside;
+    bool ok = true, any = false;
+    void visit_Block(const ir::BlockNode* n) override {
+      for (auto& a : n->allocs) inside.insert(a.get());
+      ir::IRVisitor::visit_Block(n);
+    }
+    void visit_Store(const ir::StoreNode* n) override {
+      ok = ok && inside.count(n->buffer.get());
+      ir::IRVisitor::visit_Store(n);
+    }
+    void visit_Reduce(const ir::ReduceNode* n) override {
+      if (!inside.count(n->buffer.get())) {
+        bool indirect = false;
+        for (auto& e : n->indices) indirect = indirect || ir::indirect_index_load(e);
+        ok = ok && indirect && !n->atomic;
+        any = true;
+      }
+      ir::IRVisitor::visit_Reduce(n);
+    }
+  } scan;
+  scan.visit(nest);
+  return scan.ok && scan.any;
+}
+
+class OwnerGuards : public ir::IRMutator {
+ public:
+  OwnerGuards(ir::Var block, ir::Var threads) : block_(std::move(block)), threads_(std::move(threads)) {}
+  std::set<const ir::BufferNode*> inside;
+
+ protected:
+  ir::Stmt mutate_Block(const ir::BlockNode* n, const ir::Stmt& self) override {
+    for (auto& a : n->allocs) inside.insert(a.get());
+    return ir::IRMutator::mutate_Block(n, self);
+  }
+  ir::Stmt mutate_Reduce(const ir::ReduceNode* n, const ir::Stmt& self) override {
+    if (inside.count(n->buffer.get())) return self;
+    for (std::size_t q = 0; q < n->indices.size(); ++q) {
+      if (!ir::indirect_index_load(n->indices[q])) continue;
+      ir::Expr v = ir::cast(DType::i64, n->indices[q]);
+      ir::Expr extent = n->buffer->shape[q];
+      ir::Expr lo = ir::Expr(block_) * extent / ir::Expr(threads_);
+      ir::Expr hi = (ir::Expr(block_) + ir::int_imm(1)) * extent / ir::Expr(threads_);
+      ir::Expr cond = lo <= v && v < hi;
+      guards_.insert(cond.get());
+      return ir::if_then_else(cond, self, ir::Stmt(), n->loc);
+    }
+    return self;
+  }
+  // `for k: if owner(e): body` -> `if owner(e): for k: body` when the test does not use k.
+  ir::Stmt mutate_For(const ir::ForNode* n, const ir::Stmt& self) override {
+    ir::Stmt s = ir::IRMutator::mutate_For(n, self);
+    auto* f = s.as<ir::ForNode>();
+    auto* g = f ? f->body.as<ir::IfThenElseNode>() : nullptr;
+    if (!g || g->else_case.defined() || !guards_.count(g->cond.get()) || uses_any(g->cond, {f->var.get()}))
+      return s;
+    return ir::if_then_else(g->cond, ir::for_loop(f->var, f->min, f->extent, f->for_kind, f->iter_kind, f->axis,
+                                                  g->then_case, f->loc),
+                            ir::Stmt(), g->loc);
+  }
+
+ private:
+  ir::Var block_, threads_;
+  std::set<const ir::ExprNode*> guards_;
+};
+
+class PartitionIndirect : public ir::IRMutator {
+ public:
+  explicit PartitionIndirect(ir::Var threads) : threads_(std::move(threads)) {}
+  bool changed = false;
+
+ protected:
+  ir::Stmt mutate_For(const ir::ForNode* n, const ir::Stmt& self) override {
+    // Outermost loops only: this mutator does not descend into loops.
+    if (n->for_kind != ir::ForKind::serial || n->iter_kind != ir::IterKind::reduction || !only_indirect_writes(self))
+      return self;
+    ir::Var block("spindle_block", DType::i64);
+    OwnerGuards g(block, threads_);
+    ir::Stmt body = g.mutate(self);
+    changed = true;
+    return ir::for_loop(block, ir::int_imm(0), threads_, ir::ForKind::parallel, ir::IterKind::spatial, "", body,
+                        n->loc);
+  }
+
+ private:
+  ir::Var threads_;
+};
+
+}  // namespace detail
+
+inline ir::Function partition_indirect_writes(const ir::Function& f) {
+  SPINDLE_INTERNAL_CHECK(f.stage == ir::Stage::flat, "partition_indirect_writes", "expects stage III");
+  ir::Var threads("spindle_threads", DType::i64);
+  detail::PartitionIndirect p(threads);
+  ir::Function out = f;
+  out.body = p.mutate(f.body);
+  if (p.changed) out.scalars.push_back({threads, {ir::ParamOrigin::threads, -1, nullptr}});
+  return out;
+}
+
+}  // namespace spindle::schedule
