@@ -233,8 +233,8 @@ struct Jc : sp::dense_fixed {  // the columns of a COO matrix (rows of B)
 // C = A B with A in coordinate form: C(row(e), k) += val(e) * B(col(e), k). Entries may
 // come in any order and repeat a coordinate (they add up); row values must lie in
 // [0, rows of C) (FormatError otherwise, nothing written); col values outside [0, rows of
-// B) read 0 (§2). The entry loop runs sequentially on the CPU, one thread per entry with
-// atomic updates on the GPU.
+// B) read 0 (§2). On the CPU each thread applies the updates of its share of the rows
+// (partition_indirect_writes); on the GPU one thread per entry with atomic updates.
 template <class T, class Index = std::int32_t>
 auto coo_spmm() {
   return sp::kernel("coo_spmm", [](sp::in<T, E> val, sp::in<Index, E> row, sp::in<Index, E> col,

@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <map>
@@ -956,6 +957,16 @@ TEST_CASE("ops::coo_spmm and ops::segment_sum on real graphs (entries shuffled) 
     const auto coo = sp::ops::coo_spmm<float>();
     on_every_engine([&](sp::runtime::Runtime& rt) { coo.with_runtime(rt)(val, row, col, b, c); },
                     [&] { check_close<float>(want, c.values(), "coo_spmm vs CSR"); });
+    // Each row has one owner that applies its updates in entry order: the same bits at any
+    // thread count.
+    for (const auto& e : spindle::test::cpu_engines()) {
+      auto one = sp::Tensor<float>::zeros({a->rows(), k}), three = sp::Tensor<float>::zeros({a->rows(), k});
+      coo.with_runtime(spindle::test::engine_runtime(e, 1))(val, row, col, b, one);
+      coo.with_runtime(spindle::test::engine_runtime(e, 3))(val, row, col, b, three);
+      std::int64_t differ = 0;
+      for (std::int64_t q = 0; q < one.size(); ++q) differ += std::memcmp(&one.values()[q], &three.values()[q], 4) != 0;
+      CHECK(differ == 0);
+    }
     // Segment sum of the per-edge messages val(e) * b(col(e), :) into their rows: the same C.
     auto msg = sp::Tensor<float>::zeros({nnz, k});
     for (std::int64_t e = 0; e < nnz; ++e)

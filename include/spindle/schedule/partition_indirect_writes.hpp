@@ -86,6 +86,16 @@ class OwnerGuards : public ir::IRMutator {
     }
     return self;
   }
+  // `if c: if owner(e): body` -> `if owner(e): if c: body` (both only read in-range values),
+  // so that the ownership test can keep moving out.
+  ir::Stmt mutate_IfThenElse(const ir::IfThenElseNode* n, const ir::Stmt& self) override {
+    ir::Stmt s = ir::IRMutator::mutate_IfThenElse(n, self);
+    auto* outer = s.as<ir::IfThenElseNode>();
+    auto* g = outer ? outer->then_case.as<ir::IfThenElseNode>() : nullptr;
+    if (!g || outer->else_case.defined() || g->else_case.defined() || !guards_.count(g->cond.get())) return s;
+    return ir::if_then_else(g->cond, ir::if_then_else(outer->cond, g->then_case, ir::Stmt(), outer->loc), ir::Stmt(),
+                            g->loc);
+  }
   // `for k: if owner(e): body` -> `if owner(e): for k: body` when the test does not use k.
   ir::Stmt mutate_For(const ir::ForNode* n, const ir::Stmt& self) override {
     ir::Stmt s = ir::IRMutator::mutate_For(n, self);

@@ -182,3 +182,41 @@ TEST_CASE("register_tile: a nest that reads the buffer it reduces into is left a
   });
   CHECK_THAT(sp::ir::to_string(sp::schedule::register_tile(stage3(g).body, 512)), Catch::Contains("b_tile"));
 }
+
+TEST_CASE("partition_indirect_writes: a scatter runs one block per thread with ownership tests; other writes keep "
+          "the nest serial",
+          "[schedule][autosched]") {
+  auto f = sp::define_kernel("scatter", [](sp::in<float, I, K> x, sp::in<std::int32_t, I> dst, sp::out<float, Bt, K> y,
+                                           sp::iter<I> i, sp::iter<K> k) { y(dst(i), k) += x(i, k); });
+  auto s = sp::schedule::partition_indirect_writes(stage3(f));
+  const std::string b = body(s);
+  INFO(b);
+  CHECK(b.find("for spindle_block in [0, spindle_threads) parallel:\n      for i in [0, I_len) reduction:") !=
+        std::string::npos);
+  // The ownership test sits above the feature loop (it does not depend on k).
+  CHECK(b.find("if spindle_block * Bt_len / spindle_threads <= i64(b[i]) && i64(b[i]) < (spindle_block + 1) * "
+               "Bt_len / spindle_threads:\n          for k in [0, K_len):") != std::string::npos);
+  REQUIRE(!s.scalars.empty());
+  CHECK(s.scalars.back().var.name() == "spindle_threads");
+  CHECK(s.scalars.back().origin.kind == sp::ir::ParamOrigin::threads);
+  // The default schedule applies it and vectorises the feature loop inside.
+  auto d = body(sp::autosched::schedule_cpu_default(stage3(f), ctx(f)));
+  CHECK(d.find("for spindle_block in [0, spindle_threads) parallel:") != std::string::npos);
+  CHECK(d.find("for k in [0, K_len) vectorized:") != std::string::npos);
+
+  // A direct write in the same nest would run once per block: the nest stays as it was.
+  auto g = sp::define_kernel("scatter_and_copy",
+                             [](sp::in<float, I, K> x, sp::in<std::int32_t, I> dst, sp::out<float, Bt, K> y,
+                                sp::out<float, I> z, sp::iter<I> i, sp::iter<K> k) {
+                               y(dst(i), k) += x(i, k);
+                               z(i) += x(i, k);
+                             });
+  auto gs = sp::schedule::partition_indirect_writes(stage3(g));
+  CHECK(body(gs).find("spindle_block") == std::string::npos);
+  CHECK(gs.scalars.size() == stage3(g).scalars.size());
+  // No indirect write: nothing changes (SpMV's reduction loop is not outermost anyway).
+  auto h = sp::define_kernel("colsum", [](sp::in<float, I, K> x, sp::out<float, K> y, sp::iter<I> i, sp::iter<K> k) {
+    y(k) += x(i, k);
+  });
+  CHECK(body(sp::schedule::partition_indirect_writes(stage3(h))) == body(stage3(h)));
+}
