@@ -88,8 +88,6 @@ class ArgBinder {
     }
   }
 
-  bool has_indirect_writes() const { return !indirect_.empty(); }
-
   int num_args() const { return num_args_; }
 
   // Fills buffers[abi_buffers.size()] and scalars[abi_scalars.size()]. A device call of a
