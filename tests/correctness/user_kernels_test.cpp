@@ -976,3 +976,166 @@ TEST_CASE("ops::coo_spmm and ops::segment_sum on real graphs (entries shuffled) 
                     [&] { check_close<float>(want, c.values(), "segment_sum vs CSR", 2); });
   }
 }
+
+// --- coordinates_of: a second sparse axis over the coordinates of another (docs/language.md §1) ---
+
+namespace shared_coords {
+struct I : sp::dense_fixed {};
+struct J : sp::sparse_variable<I> {};                           // A's columns
+struct J2 : sp::sparse_variable<I>, sp::coordinates_of<J> {};   // B's columns: J's coordinates
+struct K : sp::dense_fixed {};
+}  // namespace shared_coords
+
+TEST_CASE("coordinates_of: two CSRs with different patterns added into a dense output, their element-wise product "
+          "by lookup and B·X over dense<J> match plain loops on every engine, the interpreter and the CUDA build",
+          "[correctness][user][coordinates_of][cuda]") {
+  using shared_coords::I, shared_coords::J, shared_coords::J2, shared_coords::K;
+  // c = A + B with c dense: each CSR writes its own pattern into the dense<J> slot.
+  auto add = sp::kernel("csr_add_dense", [](sp::in<float, I, J> a, sp::in<float, I, J2> b,
+                                            sp::out<float, I, sp::dense<J>> c, sp::iter<I> i) {
+    sp::for_each<J>([&](sp::iter<J> j) { c(i, j) += a(i, j); });
+    sp::for_each<J2>([&](sp::iter<J2> j2) { c(i, j2) += b(i, j2); });
+  });
+  // y(i) = sum over B's pattern of A(i, j) * B(i, j): A is read by coordinate (a search).
+  auto dot = sp::kernel("csr_rowdot", [](sp::in<double, I, J> a, sp::in<double, I, J2> b, sp::out<double, I> y,
+                                         sp::iter<I> i, sp::iter<J2> j2) { y(i) += a(i, j2) * b(i, j2); });
+  // z = B X and the transpose scatter w = B^T 1 (w over dense<J>: B's column j2 writes J's slot).
+  auto spmm = sp::kernel("csr2_spmm", [](sp::in<float, I, J2> b, sp::in<float, sp::dense<J>, K> x,
+                                         sp::out<float, I, K> z, sp::out<float, sp::dense<J>> w, sp::iter<I> i,
+                                         sp::iter<J2> j2) {
+    sp::for_each<K>([&](sp::iter<K> k) { z(i, k) += b(i, j2) * x(j2, k); });
+    w(j2) += b(i, j2);
+  });
+
+  static spindle::test::NvrtcCheck nvrtc;
+  auto everywhere = [&](const auto& k, const std::function<std::vector<sp::runtime::CallArg>()>& args,
+                        const std::function<void()>& reset, const std::function<void()>& expect) {
+    on_every_engine(
+        [&](sp::runtime::Runtime& rt) {
+          reset();
+          k.with_runtime(rt).compile().call(args());
+        },
+        expect);
+    reset();
+    spindle::test::Interpreter(k.ir(), args()).run();
+    expect();
+    reset();
+    spindle::test::run_cuda_build(k.ir(), args(), &nvrtc);
+    expect();
+  };
+
+  for (const Shape& s : matrix_shapes()) {
+    INFO(s);
+    const auto a = random_csr<float>(s, 501);
+    Shape s2 = s;
+    s2.avg_nnz_per_row = s.avg_nnz_per_row / 2 + 1;
+    const auto b = random_csr<float>(s2, 502);  // another pattern, same shape
+    auto c = sp::Tensor<float>::zeros({s.rows, s.cols});
+    std::vector<Ref> want(static_cast<std::size_t>(s.rows * s.cols));
+    auto add_in = [&](const sp::Csr<float>& m) {
+      for (std::int64_t r = 0; r < m.rows(); ++r)
+        for (auto p = m.indptr()[r]; p < m.indptr()[r + 1]; ++p) {
+          Ref& o = want[static_cast<std::size_t>(r * s.cols + m.indices()[p])];
+          o.value += m.values()[p], o.abs_sum += std::abs(m.values()[p]), ++o.terms;
+        }
+    };
+    add_in(a);
+    add_in(b);
+    everywhere(
+        add,
+        [&] {
+          std::vector<sp::runtime::CallArg> x(3);
+          x[0].view = sp::storage_of(a), x[1].view = sp::storage_of(b), x[2].view = sp::storage_of(c);
+          return x;
+        },
+        [&] { c = sp::Tensor<float>::full({s.rows, s.cols}, nan_v<float>); },
+        [&] { check_close<float>(want, c.values(), "csr_add_dense", 0); });
+
+    const auto ad = random_csr<double>(s, 503), bd = random_csr<double>(s2, 504);
+    auto y = sp::Tensor<double>::zeros({s.rows});
+    std::vector<Ref> ywant(static_cast<std::size_t>(s.rows));
+    for (std::int64_t r = 0; r < s.rows; ++r)
+      for (auto p = bd.indptr()[r]; p < bd.indptr()[r + 1]; ++p)
+        for (auto q = ad.indptr()[r]; q < ad.indptr()[r + 1]; ++q)
+          if (ad.indices()[q] == bd.indices()[p]) {
+            double t = ad.values()[q] * bd.values()[p];
+            Ref& o = ywant[static_cast<std::size_t>(r)];
+            o.value += t, o.abs_sum += std::abs(t), ++o.terms;
+          }
+    everywhere(
+        dot,
+        [&] {
+          std::vector<sp::runtime::CallArg> x(3);
+          x[0].view = sp::storage_of(ad), x[1].view = sp::storage_of(bd), x[2].view = sp::storage_of(y);
+          return x;
+        },
+        [&] { y = sp::Tensor<double>::full({s.rows}, nan_v<double>); },
+        [&] { check_close<double>(ywant, y.values(), "csr_rowdot"); });
+
+    const std::int64_t kk = 5;
+    auto xin = sp::Tensor<float>::random({s.cols, kk}, 505, -1, 1);
+    auto z = sp::Tensor<float>::zeros({s.rows, kk});
+    auto w = sp::Tensor<float>::zeros({s.cols});
+    std::vector<Ref> zwant(static_cast<std::size_t>(s.rows * kk)), wwant(static_cast<std::size_t>(s.cols));
+    for (std::int64_t r = 0; r < s.rows; ++r)
+      for (auto p = b.indptr()[r]; p < b.indptr()[r + 1]; ++p) {
+        const auto col = b.indices()[p];
+        for (std::int64_t f = 0; f < kk; ++f) {
+          double t = double(b.values()[p]) * xin(col, f);
+          Ref& o = zwant[static_cast<std::size_t>(r * kk + f)];
+          o.value += t, o.abs_sum += std::abs(t), ++o.terms;
+        }
+        Ref& o = wwant[static_cast<std::size_t>(col)];
+        o.value += b.values()[p], o.abs_sum += std::abs(b.values()[p]), ++o.terms;
+      }
+    everywhere(
+        spmm,
+        [&] {
+          std::vector<sp::runtime::CallArg> x(4);
+          x[0].view = sp::storage_of(b), x[1].view = sp::storage_of(xin), x[2].view = sp::storage_of(z);
+          x[3].view = sp::storage_of(w);
+          return x;
+        },
+        [&] {
+          z = sp::Tensor<float>::full({s.rows, kk}, nan_v<float>);
+          w = sp::Tensor<float>::full({s.cols}, nan_v<float>);
+        },
+        [&] {
+          check_close<float>(zwant, z.values(), "csr2_spmm z");
+          check_close<float>(wwant, w.values(), "csr2_spmm w", 0);
+        });
+  }
+}
+
+TEST_CASE("coordinates_of: operands whose extents over one coordinate space differ raise a ShapeError naming both "
+          "axes, and nothing is written", "[correctness][user][coordinates_of]") {
+  using shared_coords::I, shared_coords::J, shared_coords::J2, shared_coords::K;
+  auto add = sp::kernel("csr_add_dense", [](sp::in<float, I, J> a, sp::in<float, I, J2> b,
+                                            sp::out<float, I, sp::dense<J>> c, sp::iter<I> i) {
+    sp::for_each<J>([&](sp::iter<J> j) { c(i, j) += a(i, j); });
+    sp::for_each<J2>([&](sp::iter<J2> j2) { c(i, j2) += b(i, j2); });
+  });
+  CHECK_THAT(sp::ir::to_string(add.ir()), Catch::Contains("coordinates of J"));
+  const auto a = random_csr<float>(Shape{"a", 6, 7, 3}, 511);
+  const auto b = random_csr<float>(Shape{"b", 6, 9, 3}, 512);  // 9 columns where J has 7
+  auto c = sp::Tensor<float>::full({6, 7}, 42.0f);
+  for (const auto& e : engines()) {
+    INFO("engine " << e);
+    try {
+      add.with_runtime(runtime(e, 1))(a, b, c);
+      FAIL("no error");
+    } catch (const sp::ShapeError& ex) {
+      const std::string m = ex.what();
+      INFO(m);
+      CHECK_THAT(m, Catch::Contains("axes J and J2 share the coordinates of J") &&
+                        Catch::Contains("extent 7 in argument 'a' and 9 in argument 1 ('b')"));
+    }
+    for (float v : c.values()) REQUIRE(v == 42.0f);
+  }
+  // The written dense<J> slot itself: c has 8 columns.
+  auto c8 = sp::Tensor<float>::zeros({6, 8});
+  const auto b7 = random_csr<float>(Shape{"b", 6, 7, 3}, 513);
+  CHECK_THROWS_AS(add(a, b7, c8), sp::ShapeError);
+  // An axis over another axis's coordinates that is not declared so stays a compile-time error
+  // (tests/error/compile_fail/unrelated_axis_iterator.cpp).
+}

@@ -42,7 +42,8 @@ using spindle::test::RandomKernel;
 namespace {
 
 struct Stats {
-  long generated = 0, rejected = 0, skipped = 0, compared = 0, failures = 0, large = 0, indirect = 0;
+  long generated = 0, rejected = 0, skipped = 0, compared = 0, failures = 0, large = 0, indirect = 0,
+       shared = 0;
   std::map<std::string, long> runs;
   std::map<std::string, std::string> first_reject;
 };
@@ -162,6 +163,39 @@ bool has_indirect_write(const sp::ir::Function& f) {
     void visit_Reduce(const sp::ir::ReduceNode* n) override {
       for (auto& e : n->indices) found = found || sp::ir::indirect_index_load(e) != nullptr;
       sp::ir::IRVisitor::visit_Reduce(n);
+    }
+  } scan;
+  scan.visit(f.body);
+  return scan.found;
+}
+
+// Whether an iterator of an axis declared coordinates_of<X> indexes a slot of another axis
+// (X, dense<X>, ...: docs/language.md §1) in a read or a write.
+bool indexes_by_shared_coordinates(const sp::ir::Function& f) {
+  struct Scan : sp::ir::IRVisitor {
+    bool found = false;
+    std::map<const sp::ir::VarNode*, const sp::ir::AxisNode*> axis_of;
+    void visit_SparseIteration(const sp::ir::SparseIterationNode* n) override {
+      for (std::size_t k = 0; k < n->vars.size() && k < n->axes.size(); ++k) axis_of[n->vars[k].node()] = n->axes[k].get();
+      sp::ir::IRVisitor::visit_SparseIteration(n);
+    }
+    void slots(const sp::ir::Buffer& b, const std::vector<sp::ir::Expr>& idx) {
+      for (std::size_t s = 0; s < idx.size() && s < b->axes.size(); ++s)
+        if (auto* v = idx[s].as<sp::ir::VarNode>())
+          if (auto it = axis_of.find(v); it != axis_of.end())
+            found = found || (it->second->coordinates_of && it->second != b->axes[s].get());
+    }
+    void visit_Load(const sp::ir::LoadNode* n) override {
+      slots(n->buffer, n->indices);
+      sp::ir::IRVisitor::visit_Load(n);
+    }
+    void visit_Reduce(const sp::ir::ReduceNode* n) override {
+      slots(n->buffer, n->indices);
+      sp::ir::IRVisitor::visit_Reduce(n);
+    }
+    void visit_Store(const sp::ir::StoreNode* n) override {
+      slots(n->buffer, n->indices);
+      sp::ir::IRVisitor::visit_Store(n);
     }
   } scan;
   scan.visit(f.body);
@@ -377,6 +411,7 @@ int main(int argc, char** argv) {
     }
     ++st.compared;
     if (has_indirect_write(completed)) ++st.indirect;
+    if (indexes_by_shared_coordinates(completed)) ++st.shared;
     for (auto& e : engines) {
       std::string what;
       try {
@@ -408,7 +443,7 @@ int main(int argc, char** argv) {
   std::cout << "spindle-kernel-fuzz: seed " << seed << ": " << st.generated << " kernels generated, " << st.rejected
             << " rejected at definition (UserError), " << st.skipped << " skipped, " << st.compared
             << " compared with the interpreter (" << st.large << " also on large inputs with 1 and 3 threads; "
-            << st.indirect << " with indirect writes);";
+            << st.indirect << " with indirect writes, " << st.shared << " indexing another axis's slot by a coordinates_of iterator);";
   for (auto& [e, n] : st.runs) std::cout << " " << e << " " << n << " runs;";
   std::cout << " " << nvrtc.compiled << " CUDA modules compiled to sm_80 cubins by NVRTC; " << st.failures
             << " disagreements; " << secs << " s\n";

@@ -49,6 +49,7 @@ struct Axis {
   ir::AxisKind kind = ir::AxisKind::dense_fixed;
   int parent = -1;
   int dense_of = -1;       // a dense<X> view of axis X
+  int coordinates_of = -1; // a sparse axis declared coordinates_of<X>: X's coordinates
   std::int64_t fixed_npr = -1;  // sparse_fixed<P, N>: N >= 0, else dynamic
   std::int64_t fixed_length = -1;  // dense_fixed_n<N>: N >= 1, else dynamic
   DType index_dtype = DType::i32;
@@ -161,6 +162,16 @@ struct Kernel {
 };
 
 inline bool is_leaf(Op op) { return op <= Op::Named; }
+
+// The axis whose coordinates axis a has: X for dense<X> and coordinates_of<X>, recursively.
+inline int coordinate_space_of(const Kernel& k, int a) {
+  for (;;) {
+    const Axis& x = k.axes[static_cast<std::size_t>(a)];
+    if (x.dense_of >= 0) a = x.dense_of;
+    else if (x.coordinates_of >= 0) a = x.coordinates_of;
+    else return a;
+  }
+}
 
 // --- helpers -------------------------------------------------------------------------------
 
@@ -295,7 +306,9 @@ class CppPrinter {
       case ir::AxisKind::dense_fixed:
         return a.fixed_length >= 1 ? "sp::dense_fixed_n<" + std::to_string(a.fixed_length) + ">" : "sp::dense_fixed";
       case ir::AxisKind::dense_variable: return "sp::dense_variable<" + axis_type(a.parent) + idx + ">";
-      case ir::AxisKind::sparse_variable: return "sp::sparse_variable<" + axis_type(a.parent) + idx + ">";
+      case ir::AxisKind::sparse_variable:
+        return "sp::sparse_variable<" + axis_type(a.parent) + idx + ">" +
+               (a.coordinates_of >= 0 ? ", sp::coordinates_of<" + axis_type(a.coordinates_of) + ">" : "");
       case ir::AxisKind::sparse_fixed:
         return "sp::sparse_fixed<" + axis_type(a.parent) + ", " +
                (a.fixed_npr >= 0 ? std::to_string(a.fixed_npr) : std::string("sp::dynamic")) + idx + ">";
@@ -563,10 +576,16 @@ class IrBuilder {
     if (!axes.empty()) body = iteration(axes, vars, body);
     f.body = body;
     // As the front end does: the kernel declares the axes its buffers use, parents and view bases.
+    // (and the axis a coordinates_of<X> axis takes its coordinates from, with its parents)
     std::set<const ir::AxisNode*> used;
+    std::function<void(const ir::Axis&)> mark = [&](const ir::Axis& a) {
+      for (ir::Axis x = a; x; x = x->dense_of ? x->dense_of : x->parent) {
+        used.insert(x.get());
+        if (x->coordinates_of) mark(x->coordinates_of);
+      }
+    };
     for (auto& fb : f.buffers)
-      for (auto& a : fb.buffer->axes)
-        for (ir::Axis x = a; x; x = x->dense_of ? x->dense_of : x->parent) used.insert(x.get());
+      for (auto& a : fb.buffer->axes) mark(a);
     for (auto& a : r.axes)
       if (used.count(a.get())) f.axes.push_back(a);
     std::vector<ir::FuncScalar> kept;
@@ -592,7 +611,10 @@ class IrBuilder {
     if (a.parent >= 0) n->parent = r.axes[static_cast<std::size_t>(a.parent)];
     n->index_dtype = a.index_dtype;
     ir::Var len;
-    if (a.fixed_length >= 1) n->length = ir::int_imm(a.fixed_length);
+    if (a.coordinates_of >= 0) {  // X's coordinate space and extent
+      n->coordinates_of = r.axes[static_cast<std::size_t>(a.coordinates_of)];
+      n->length = n->coordinates_of->length;
+    } else if (a.fixed_length >= 1) n->length = ir::int_imm(a.fixed_length);
     else n->length = len = ir::Var(n->name + "_len", DType::i64);
     ir::Var nnz, npr;
     if (n->is_variable()) n->nnz = nnz = ir::Var(n->name + "_nnz", DType::i64);
@@ -857,6 +879,24 @@ class Generator {
       }
       k_.axes.push_back(a);
     }
+    // A second sparse axis over the coordinates of another (coordinates_of<X>, docs/language.md §1).
+    if (chance(0.35)) {
+      std::vector<int> parents, spaces;
+      for (std::size_t x = 0; x < k_.axes.size(); ++x) {
+        if (k_.axes[x].dense_of < 0 && depth_of(k_, static_cast<int>(x)) < 3) parents.push_back(static_cast<int>(x));
+        if (k_.axes[x].dense_of < 0 && k_.axes[x].kind != ir::AxisKind::dense_variable)
+          spaces.push_back(static_cast<int>(x));
+      }
+      if (!parents.empty() && !spaces.empty()) {
+        Axis a;
+        a.type = type_name();
+        a.kind = ir::AxisKind::sparse_variable;
+        a.parent = pick_from(parents);
+        a.coordinates_of = pick_from(spaces);
+        a.index_dtype = chance(0.2) ? DType::i64 : DType::i32;
+        k_.axes.push_back(a);
+      }
+    }
     std::size_t n = k_.axes.size();
     for (std::size_t x = 0; x < n; ++x)
       if (k_.axes[x].kind != ir::AxisKind::dense_fixed && chance(0.5)) {
@@ -1093,17 +1133,18 @@ class Generator {
     const int a = b.axes[slot];
     const Axis& ax = k_.axes[static_cast<std::size_t>(a)];
     const bool exact = ax.parent >= 0 || (slot + 1 < b.axes.size() && k_.axes[static_cast<std::size_t>(b.axes[slot + 1])].parent >= 0);
-    std::vector<int> c;
+    std::vector<int> c, shared;
     for (int it : scope_) {
       int x = k_.iterators[static_cast<std::size_t>(it)].axis;
-      if (exact ? x == a : coord_space(x) == coord_space(a)) c.push_back(it);
+      if (exact ? x == a : coord_space(x) == coord_space(a)) {
+        c.push_back(it);
+        if (x != a && k_.axes[static_cast<std::size_t>(x)].coordinates_of >= 0) shared.push_back(it);
+      }
     }
+    if (!shared.empty() && chance(0.5)) c = shared;  // exercise coordinates_of iterators in foreign slots
     return c.empty() ? -1 : pick_from(c);
   }
-  int coord_space(int a) const {
-    while (k_.axes[static_cast<std::size_t>(a)].dense_of >= 0) a = k_.axes[static_cast<std::size_t>(a)].dense_of;
-    return a;
-  }
+  int coord_space(int a) const { return coordinate_space_of(k_, a); }
 
   StmtP write() {
     std::vector<int> options = outputs_;
@@ -1564,6 +1605,8 @@ inline RandomKernel make_data(const Kernel& k, const IrBuilder::Result& ir, Size
       }
       case ir::AxisKind::sparse_variable: {
         d.length = size == Size::small ? range(0, 9) : size == Size::edge ? range(0, 1) : big(range(40, 3000));
+        if (ax.coordinates_of >= 0)  // coordinates_of<X>: X's extent
+          d.length = r.data.at(ir.axes[static_cast<std::size_t>(coordinate_space_of(k, ax.coordinates_of))].get()).length;
         d.indptr.push_back(0);
         for (std::int64_t p = 0; p < parents; ++p) {
           std::vector<std::int64_t> fiber;

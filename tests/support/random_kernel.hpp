@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -171,10 +172,16 @@ class Generator {
     k_.function.body = ir::seq(std::move(top));
     // As the front end does: the kernel declares the axes its buffers use (with their
     // parents and the bases of dense views), and the shape scalars of those axes.
+    // (and, for a coordinates_of<X> axis, X: its extent is X's scalar).
     std::set<const ir::AxisNode*> used;
+    std::function<void(const ir::Axis&)> mark = [&](const ir::Axis& a) {
+      for (ir::Axis x = a; x; x = x->dense_of ? x->dense_of : x->parent) {
+        used.insert(x.get());
+        if (x->coordinates_of) mark(x->coordinates_of);
+      }
+    };
     for (auto& fb : k_.function.buffers)
-      for (auto& a : fb.buffer->axes)
-        for (ir::Axis x = a; x; x = x->dense_of ? x->dense_of : x->parent) used.insert(x.get());
+      for (auto& a : fb.buffer->axes) mark(a);
     for (auto& a : k_.axes)
       if (used.count(a.get())) k_.function.axes.push_back(a);
     std::vector<ir::FuncScalar> scalars;
@@ -205,14 +212,17 @@ class Generator {
   // --- axes ------------------------------------------------------------------------
   static int depth(const ir::Axis& a) { return static_cast<int>(ir::axis_chain(a).size()); }
 
-  ir::Axis new_axis(const std::string& name, ir::AxisKind kind, ir::Axis parent) {
+  ir::Axis new_axis(const std::string& name, ir::AxisKind kind, ir::Axis parent, ir::Axis coordinates = nullptr) {
     auto n = std::make_shared<ir::AxisNode>();
     n->name = name;
     n->kind = kind;
     n->parent = parent;
     n->index_dtype = chance(0.2) ? DType::i64 : DType::i32;
+    n->coordinates_of = coordinates;
     ir::Axis a = n;
-    if (kind == ir::AxisKind::dense_fixed && chance(0.2)) {  // dense_fixed_n<N>: a compile-time extent
+    if (coordinates) {  // coordinates_of<X>: X's extent
+      n->length = coordinates->length;
+    } else if (kind == ir::AxisKind::dense_fixed && chance(0.2)) {  // dense_fixed_n<N>: a compile-time extent
       n->length = ir::int_imm(pick({std::int64_t{1}, std::int64_t{2}, std::int64_t{3}, std::int64_t{4}, std::int64_t{5}}));
     } else {
       ir::Var len(name + "_len", DType::i64);
@@ -265,6 +275,19 @@ class Generator {
                                 ir::AxisKind::sparse_variable, ir::AxisKind::sparse_fixed});
       new_axis(names[r], kind, pick_from(parents));
     }
+    // A sparse axis whose coordinates are another axis's (coordinates_of<X>, docs/language.md
+    // §1): its iterator indexes X's root slots and reads X's sparse slots by coordinate.
+    if (chance(0.4)) {
+      std::vector<ir::Axis> parents, spaces;
+      for (auto& a : k_.axes) {
+        if (depth(a) < 4) parents.push_back(a);
+        if (a->kind != ir::AxisKind::dense_variable) spaces.push_back(a);
+      }
+      if (!parents.empty() && !spaces.empty()) {
+        ir::Axis a = new_axis(names[total], ir::AxisKind::sparse_variable, pick_from(parents), pick_from(spaces));
+        shared_.push_back(a);
+      }
+    }
     // dense<X> views of some axes
     std::vector<ir::Axis> base = k_.axes;
     for (auto& a : base)
@@ -305,7 +328,7 @@ class Generator {
         break;
       }
       case ir::AxisKind::sparse_variable: {
-        d.length = range(0, 7);
+        d.length = a->coordinates_of ? k_.data.at(ir::coordinate_space(a)).length : range(0, 7);
         d.indptr.push_back(0);
         for (std::int64_t p = 0; p < parents; ++p) {
           std::vector<std::int64_t> fiber;
@@ -523,9 +546,13 @@ class Generator {
 
   // An iterator in scope over the coordinate space of root slot axis a.
   const Bound* coordinate_iterator(const ir::Axis& a) {
-    std::vector<const Bound*> c;
+    std::vector<const Bound*> c, shared;
     for (auto& b : scope_)
-      if (ir::coordinate_space(b.axis) == ir::coordinate_space(a)) c.push_back(&b);
+      if (ir::coordinate_space(b.axis) == ir::coordinate_space(a)) {
+        c.push_back(&b);
+        if (b.axis->coordinates_of && b.axis != a) shared.push_back(&b);
+      }
+    if (!shared.empty() && chance(0.5)) c = shared;  // exercise coordinates_of iterators in foreign slots
     return c.empty() ? nullptr : c[static_cast<std::size_t>(range(0, static_cast<std::int64_t>(c.size()) - 1))];
   }
   const Bound* exact_iterator(const ir::Axis& a) {
@@ -673,7 +700,7 @@ class Generator {
   std::mt19937_64 rng_;
   RandomKernel k_;
   DType T_ = DType::f32;
-  std::vector<ir::Axis> roots_, views_;
+  std::vector<ir::Axis> roots_, views_, shared_;
   std::map<const ir::AxisNode*, std::int64_t> fixed_npr_;
   std::set<const ir::AxisNode*> in_buffers_;
   std::vector<ir::Buffer> inputs_, outputs_, index_buffers_, write_index_buffers_, locals_;
@@ -753,7 +780,7 @@ inline void make_large_data(RandomKernel& k, std::uint64_t seed, double scale) {
         d.positions = d.indptr.back();
         break;
       case ir::AxisKind::sparse_variable:
-        d.length = big(range(40, 3000));
+        d.length = a->coordinates_of ? k.data.at(ir::coordinate_space(a)).length : big(range(40, 3000));
         d.indptr.push_back(0);
         for (std::int64_t p = 0; p < parents; ++p) {
           std::set<std::int64_t> fiber;

@@ -150,6 +150,13 @@ class Interpreter {
       if (ad.level.kind == LevelKind::sparse_fixed) here = parents * ad.level.nnz_per_row;
       if (ad.level.kind == LevelKind::sparse_fixed || ad.level.kind == LevelKind::sparse_variable)
         ad.indices = read_index_array(ad.level.indices, here, ad.level.index_dtype);
+      // Every level over one coordinate space (X, dense<X>, coordinates_of<X>) has one extent
+      // (docs/language.md §1, §7: the call is an error otherwise).
+      const ir::AxisNode* space = ir::coordinate_space(a);
+      if (auto [it, fresh] = space_length_.emplace(space, ad.level.length); !fresh && it->second != ad.level.length)
+        throw InterpreterError("axis " + a->name + " has extent " + std::to_string(ad.level.length) +
+                               " but its coordinate space " + space->name + " has extent " +
+                               std::to_string(it->second) + " in another argument");
       d.levels.push_back(ad);
       if (!axes_.count(a.get())) axes_[a.get()] = ad;
     }
@@ -187,21 +194,26 @@ class Interpreter {
   const AxisData& axis(const ir::AxisNode* a) {
     auto it = axes_.find(a);
     if (it != axes_.end()) return it->second;
-    for (auto& [b, d] : axes_)
-      if ((a->dense_of && a->dense_of.get() == b) || (b->dense_of && b->dense_of.get() == a)) {
-        AxisData v;
-        v.level.kind = LevelKind::dense_fixed;
-        v.level.length = d.level.length;
-        if (a->dense_of) return axes_[a] = v;
-        throw InterpreterError("axis " + a->name + " has only its dense view bound");
-      }
-    throw InterpreterError("axis " + a->name + " is not bound by any argument");
+    if (a->dense_of) {  // dense<X>: X's extent, from any level over X's coordinate space
+      auto sp = space_length_.find(space_of(a));
+      if (sp == space_length_.end()) throw InterpreterError("axis " + a->name + " is not bound by any argument");
+      AxisData v;
+      v.level.kind = LevelKind::dense_fixed;
+      v.level.length = sp->second;
+      return axes_[a] = v;
+    }
+    throw InterpreterError("axis " + a->name + " is not bound by any argument (or only its dense view is)");
+  }
+
+  static const ir::AxisNode* space_of(const ir::AxisNode* a) {
+    if (a->dense_of) return ir::coordinate_space(a->dense_of);
+    if (a->coordinates_of) return ir::coordinate_space(a->coordinates_of);
+    return a;
   }
 
   std::int64_t length_of(const ir::AxisNode* a) {
     if (auto it = axes_.find(a); it != axes_.end()) return it->second.level.length;
-    for (auto& [b, d] : axes_)
-      if (b->dense_of && b->dense_of.get() == a) return d.level.length;
+    if (auto sp = space_length_.find(space_of(a)); sp != space_length_.end()) return sp->second;
     return 0;  // an axis no argument binds (the parent of a viewed axis): unused
   }
 
@@ -704,6 +716,7 @@ class Interpreter {
   const ir::Function& f_;
   std::vector<runtime::CallArg> args_;
   std::map<const ir::AxisNode*, AxisData> axes_;
+  std::map<const ir::AxisNode*, std::int64_t> space_length_;  // coordinate space -> extent
   std::map<const ir::BufferNode*, BufferData> buffers_;
   std::map<const ir::VarNode*, RV> vars_;
   std::map<const ir::BufferNode*, RV> locals_;

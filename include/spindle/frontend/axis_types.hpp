@@ -7,6 +7,8 @@
 //   struct E : spindle::sparse_fixed<I, 4> {};       // ELL: 4 columns per row (indices)
 //   struct BI : spindle::dense_fixed_n<4> {};        // a compile-time extent: 0..3
 //   using Jd = spindle::dense<J>;                    // J's coordinate space, dense
+//   struct J2 : spindle::sparse_variable<I2>,        // a second CSR's columns whose
+//               spindle::coordinates_of<J> {};       //   coordinates are J's (same extent)
 //
 // The parent of an axis is part of its type, so buffers and iterators are checked against
 // it at compile time. The name printed in the IR is the tag's unqualified name, or
@@ -83,6 +85,16 @@ struct dense : dense_fixed {
   static constexpr std::int64_t fixed_length = dynamic;  // A's extent
 };
 
+// Declares that the coordinates of a sparse axis are those of axis X (docs/language.md §1):
+//   struct J2 : spindle::sparse_variable<I2>, spindle::coordinates_of<J> {};
+// J2's extent is J's (a call checks that the arguments agree) and its iterator indexes J's
+// root slots: `c(i, j2) += b(i, j2)` into c[I, dense<J>], `x(j2)` of x[dense<J>]. A read of a
+// sparse J slot by it looks the coordinate up, as any read by coordinate does.
+template <class X>
+struct coordinates_of {
+  using coordinates_axis = X;
+};
+
 template <class A>
 inline constexpr bool is_axis_v = std::is_base_of_v<detail::axis_tag, A>;
 
@@ -100,7 +112,21 @@ struct dense_of_impl<A, std::void_t<typename A::dense_of_axis>> {
   using type = typename A::dense_of_axis;
 };
 
-template <class A, class D = typename dense_of_impl<A>::type>
+template <class A, class = void>
+struct coordinates_of_impl {
+  using type = void;
+};
+template <class A>
+struct coordinates_of_impl<A, std::void_t<typename A::coordinates_axis>> {
+  using type = typename A::coordinates_axis;
+};
+
+// The axis whose coordinates A's are: dense<X> -> X, coordinates_of<X> -> X, else void.
+template <class A>
+using space_link_t = std::conditional_t<std::is_void_v<typename dense_of_impl<A>::type>,
+                                        typename coordinates_of_impl<A>::type, typename dense_of_impl<A>::type>;
+
+template <class A, class D = space_link_t<A>>
 struct coord_space_impl {
   using type = typename coord_space_impl<D>::type;
 };
@@ -111,7 +137,7 @@ struct coord_space_impl<A, void> {
 
 }  // namespace detail
 
-// X for dense<X> (recursively), A otherwise.
+// X for dense<X> and for coordinates_of<X> (recursively), A otherwise.
 template <class A>
 using coord_space_t = typename detail::coord_space_impl<A>::type;
 

@@ -69,8 +69,17 @@ class KernelBuilder {
         static_assert(A::axis_kind != ir::AxisKind::dense_fixed, "spindle: dense_fixed axes have no parent");
         parent = axis<P>();
       }
+      ir::Axis coordinates;
+      using C = typename detail::coordinates_of_impl<A>::type;
+      if constexpr (!std::is_void_v<C>) {
+        static_assert(A::axis_kind == ir::AxisKind::sparse_variable || A::axis_kind == ir::AxisKind::sparse_fixed,
+                      "spindle: coordinates_of<X> declares the coordinates of a sparse axis (sparse_variable or "
+                      "sparse_fixed); a dense axis over X's coordinates is dense<X>");
+        static_assert(is_axis_v<C>, "spindle: coordinates_of<X> needs an axis type X");
+        coordinates = axis<C>();
+      }
       ir::Axis a = new_axis(axis_name<A>(), A::axis_kind, parent, dtype_v<typename A::index_type>, A::fixed_length,
-                            A::fixed_nnz_per_row);
+                            A::fixed_nnz_per_row, coordinates);
       axes_.emplace(key, a);
       return a;
     }
@@ -79,15 +88,20 @@ class KernelBuilder {
   // An axis built at run time (what axis<A>() builds for a tag type; the einsum front end
   // calls it directly): a fresh name from `base`, the kind, its parent (null for a root
   // dense_fixed axis), and compile-time extents or `dynamic` for extents bound at call time.
+  // `coordinates` (coordinates_of<X>): the axis takes X's coordinate space and extent.
   ir::Axis new_axis(const std::string& base, ir::AxisKind kind, const ir::Axis& parent, DType index_dtype,
-                    std::int64_t fixed_length = dynamic, std::int64_t fixed_nnz_per_row = dynamic) {
+                    std::int64_t fixed_length = dynamic, std::int64_t fixed_nnz_per_row = dynamic,
+                    const ir::Axis& coordinates = nullptr) {
     auto node = std::make_shared<ir::AxisNode>();
     node->name = unique_axis_name(base);
     node->kind = kind;
     node->parent = parent;
     node->index_dtype = index_dtype;
+    node->coordinates_of = coordinates;
     ir::Var len;
-    if (fixed_length != dynamic)
+    if (coordinates)
+      node->length = coordinates->length;
+    else if (fixed_length != dynamic)
       node->length = ir::int_imm(fixed_length, DType::i64);
     else
       node->length = len = ir::Var(node->name + "_len", DType::i64);

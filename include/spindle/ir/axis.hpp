@@ -40,6 +40,9 @@ struct AxisNode {
   Expr nnz_per_row;     // sparse_fixed: positions per parent position
   DType index_dtype = DType::i32;
   Axis dense_of;        // set for dense<X>: a dense_fixed axis over X's coordinate space
+  Axis coordinates_of;  // set for a sparse axis declared coordinates_of<X>: its coordinates
+                        // are X's (same extent, checked at call time), so its iterator may
+                        // index X's root slots (docs/language.md §1)
 
   bool is_dense() const { return kind == AxisKind::dense_fixed || kind == AxisKind::dense_variable; }
   bool is_sparse() const { return !is_dense(); }
@@ -56,9 +59,12 @@ inline std::vector<Axis> axis_chain(const Axis& a) {
   return chain;
 }
 
-// The axis whose coordinate space `a` indexes: X for dense<X>, else `a` itself.
+// The axis whose coordinate space `a` indexes: X for dense<X> and for an axis declared
+// coordinates_of<X> (recursively), else `a` itself.
 inline const AxisNode* coordinate_space(const Axis& a) {
-  return a->dense_of ? coordinate_space(a->dense_of) : a.get();
+  if (a->dense_of) return coordinate_space(a->dense_of);
+  if (a->coordinates_of) return coordinate_space(a->coordinates_of);
+  return a.get();
 }
 
 // global: kernel parameter or device memory; local: per-thread (registers / C stack);

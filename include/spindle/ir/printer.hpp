@@ -186,6 +186,7 @@ class IRPrinter {
     if (a.nnz_per_row.defined()) s += ", nnz_per_row=" + expr(a.nnz_per_row);
     if (a.is_sparse() || a.is_variable()) s += std::string(", ") + dtype_name(a.index_dtype);
     if (a.dense_of) s += ", dense view of " + a.dense_of->name;
+    if (a.coordinates_of) s += ", coordinates of " + a.coordinates_of->name;
     return s + ")";
   }
 

@@ -183,6 +183,7 @@ class ArgBinder {
     bool sorted = true, structure = false;
     std::uint64_t fingerprint = 0;
     std::string buffer;  // the argument that bound it, for messages
+    const ir::AxisNode* via = nullptr;  // the buffer axis that bound the extent, for messages
   };
 
   // Axis -> binding, a flat list: kernels have a handful of axes.
@@ -241,7 +242,7 @@ class ArgBinder {
         SPINDLE_CHECK(l.length == n->value, ShapeError, "kernel '", kernel_, "': ", arg_name(fb), " (",
                       v.description(), ") has extent ", l.length, " at level ", s, " but axis ", key->name,
                       " has the compile-time extent ", n->value);
-      bind_length(axes[key], key->name, fb, l.length);
+      bind_length(axes[key], *key, *a, fb, l.length);
       if (a->kind == ir::AxisKind::dense_fixed) {
         positions = l.length;
         continue;
@@ -256,17 +257,28 @@ class ArgBinder {
                   v.value_count, " values but its structure has ", expected_values, " positions");
   }
 
-  void bind_length(Binding& bd, const std::string& axis, const ir::FuncBuffer& fb, std::int64_t length) const {
+  // `space` is the coordinate space that `axis` (the buffer's axis at this level) indexes:
+  // every level over one space must have one extent (dense<X>, coordinates_of<X>).
+  void bind_length(Binding& bd, const ir::AxisNode& space, const ir::AxisNode& axis, const ir::FuncBuffer& fb,
+                   std::int64_t length) const {
     SPINDLE_CHECK(length >= 0, ShapeError, "kernel '", kernel_, "': ", arg_name(fb), " has negative extent ",
-                  length, " for axis ", axis);
+                  length, " for axis ", space.name);
     if (!bd.has_length) {
       bd.has_length = true;
       bd.length = length;
       bd.buffer = fb.buffer->name;
+      bd.via = &axis;
       return;
     }
-    SPINDLE_CHECK(bd.length == length, ShapeError, "kernel '", kernel_, "': axis ", axis, " has extent ", bd.length,
-                  " in argument '", bd.buffer, "' but ", length, " in ", arg_name(fb));
+    if (bd.length == length) return;
+    if (axis.coordinates_of || (bd.via && bd.via->coordinates_of))
+      throw ShapeError(message("kernel '", kernel_, "': axes ", bd.via ? bd.via->name : space.name, " and ", axis.name,
+                               " share the coordinates of ", space.name, " (coordinates_of<", space.name,
+                               ">) but have extent ", bd.length, " in argument '", bd.buffer, "' and ", length, " in ",
+                               arg_name(fb), "; hint: both operands must have the same number of columns (or rows) "
+                               "there"));
+    throw ShapeError(message("kernel '", kernel_, "': axis ", space.name, " has extent ", bd.length, " in argument '",
+                             bd.buffer, "' but ", length, " in ", arg_name(fb)));
   }
 
   void bind_structure(Binding& bd, const ir::AxisNode& a, const ir::FuncBuffer& fb, const LevelView& l,
