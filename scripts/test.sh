@@ -9,9 +9,10 @@
 #      examples and the compile-only checks (compile_fail.*, package: stage 1 runs them);
 #   3. g++ with ThreadSanitizer (runtime library instrumented): the runtime tests (thread
 #      pool, kernel cache, engines), built as their own small executable;
-#   4. without LLVM (kernels compiled by the system C compiler + dlopen): the unit and
-#      error tests and a batch of random kernels (the correctness tests run the system
-#      engine in stage 1 already); then the libFuzzer targets once over their seed corpora.
+#   4. without LLVM (kernels compiled by the system C compiler + dlopen): the runtime and
+#      error tests and a batch of random kernels (the correctness and unit tests run the
+#      system engine in stage 1 already); then the libFuzzer targets once over their seed
+#      corpora.
 #   scripts/test.sh           all four
 #   scripts/test.sh --quick   the g++ build only
 set -euo pipefail
@@ -54,24 +55,24 @@ if ((full)); then
     export SPINDLE_EINSUM_CASES=30
     CC=clang-19 CXX=clang++-19 run_suite "${SPINDLE_ASAN_BUILD_DIR:-$root/build-clang-asan}" \
       -DSPINDLE_SANITIZE=ON -DSPINDLE_BUILD_BENCHMARKS=OFF -DSPINDLE_BUILD_EXAMPLES=OFF \
-      -DSPINDLE_COMPILE_CHECKS=OFF -DSPINDLE_FUZZ_BATCH=150 \
-      -DSPINDLE_FRONTEND_FUZZ_BATCH=40 -DSPINDLE_FUZZ_LARGE_EVERY=5
+      -DSPINDLE_COMPILE_CHECKS=OFF -DSPINDLE_FUZZ_BATCH=120 \
+      -DSPINDLE_FRONTEND_FUZZ_BATCH=20 -DSPINDLE_FUZZ_LARGE_EVERY=5
   )
   # ThreadSanitizer over the thread pool, the kernel cache (threads and processes) and engines.
   tsan="${SPINDLE_TSAN_BUILD_DIR:-$root/build-tsan}"
   cmake -S "$root" -B "$tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPINDLE_TSAN=ON \
         -DSPINDLE_BUILD_BENCHMARKS=OFF -DSPINDLE_BUILD_EXAMPLES=OFF
-  cmake --build "$tsan" -j"$jobs" --target spindle_tsan_runtime_tests
+  cmake --build "$tsan" -j"$jobs" --target spindle_runtime_tests
   rm -rf "$tsan/kernel-cache"
   TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1" SPINDLE_CACHE_DIR="$tsan/kernel-cache" \
-    "$tsan/tests/spindle_tsan_runtime_tests" "[runtime]"
+    "$tsan/tests/spindle_runtime_tests" "[runtime]"
   # Without LLVM: the system-compiler engine.
   nollvm="${SPINDLE_NOLLVM_BUILD_DIR:-$root/build-nollvm}"
   cmake -S "$root" -B "$nollvm" -DCMAKE_BUILD_TYPE=Release -DSPINDLE_WITH_LLVM=OFF \
         -DSPINDLE_BUILD_BENCHMARKS=OFF -DSPINDLE_BUILD_EXAMPLES=OFF
-  cmake --build "$nollvm" -j"$jobs" --target spindle_unit_tests spindle_error_tests spindle-kernel-fuzz
+  cmake --build "$nollvm" -j"$jobs" --target spindle_runtime_tests spindle_error_tests spindle-kernel-fuzz
   rm -rf "$nollvm/kernel-cache"
-  for t in spindle_unit_tests spindle_error_tests; do
+  for t in spindle_runtime_tests spindle_error_tests; do
     SPINDLE_CACHE_DIR="$nollvm/kernel-cache" "$nollvm/tests/$t"
   done
   SPINDLE_CACHE_DIR="$nollvm/kernel-cache" "$nollvm/tests/spindle-kernel-fuzz" --seed 2 --count 200 --engines system
