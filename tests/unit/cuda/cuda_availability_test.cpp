@@ -58,7 +58,7 @@ TEST_CASE("cuda: a driver without the needed symbols is reported with the symbol
 TEST_CASE("cuda: cuInit failure, no device and a missing ordinal (fake driver)", "[cuda]") {
   runtime::test::ScratchDir dir;
   SECTION("cuInit fails") {
-    std::string lib = test::build_fake_driver(dir.path(), 100, 0);
+    std::string lib = spindle::cuda::test::build_fake_driver(dir.path(), 100, 0);
     if (lib.empty()) {
       WARN("no C compiler; skipped");
       return;
@@ -74,7 +74,7 @@ TEST_CASE("cuda: cuInit failure, no device and a missing ordinal (fake driver)",
     CHECK(cuda_unavailable_reason(o) == reason);
   }
   SECTION("no device") {
-    std::string lib = test::build_fake_driver(dir.path(), 0, 0);
+    std::string lib = spindle::cuda::test::build_fake_driver(dir.path(), 0, 0);
     if (lib.empty()) {
       WARN("no C compiler; skipped");
       return;
@@ -85,7 +85,7 @@ TEST_CASE("cuda: cuInit failure, no device and a missing ordinal (fake driver)",
     CHECK_THAT(cuda_unavailable_reason(o), Contains("reports no CUDA device (cuDeviceGetCount = 0)"));
   }
   SECTION("the requested device is absent") {
-    std::string lib = test::build_fake_driver(dir.path(), 0, 2);
+    std::string lib = spindle::cuda::test::build_fake_driver(dir.path(), 0, 2);
     if (lib.empty()) {
       WARN("no C compiler; skipped");
       return;
@@ -115,9 +115,9 @@ TEST_CASE("cuda: SPINDLE_NVRTC_LIBRARY naming a missing file is not silently rep
   }
   NvrtcEngine engine(o, 80);
   CHECK_THROWS_AS(engine.identity(), UnavailableError);
-  CHECK_THROWS_WITH(engine.compile({test::axpy_source("k"), "k", "k"}),
+  CHECK_THROWS_WITH(engine.compile({spindle::cuda::test::axpy_source("k"), "k", "k"}),
                     Contains("/nonexistent/spindle-test/libnvrtc.so.12"));
-  CHECK_THROWS_AS(compile_cuda_for_arch(test::axpy_source("k"), "k", 80, o), UnavailableError);
+  CHECK_THROWS_AS(compile_cuda_for_arch(spindle::cuda::test::axpy_source("k"), "k", 80, o), UnavailableError);
 }
 
 TEST_CASE("cuda: the default NVRTC search order", "[cuda]") {

@@ -115,9 +115,9 @@ struct Axpy {
 }  // namespace
 
 TEST_CASE("launch: axpy on the GPU, 10k launches without leaking device memory", "[cuda]") {
-  if (!test::nvrtc_ready() || !test::gpu_ready()) return;
+  if (!spindle::cuda::test::nvrtc_ready() || !spindle::cuda::test::gpu_ready()) return;
   CudaRuntime rt(Options::from_env(), CudaOptions::from_env());
-  Axpy axpy(rt, "spindle_test_axpy", test::axpy_source("spindle_test_axpy"));
+  Axpy axpy(rt, "spindle_test_axpy", spindle::cuda::test::axpy_source("spindle_test_axpy"));
   const std::int64_t n = 1000;
   Tensor<float> xh = Tensor<float>::random({n}, 1, -1.0, 1.0), yh = Tensor<float>::random({n}, 2, -1.0, 1.0);
   auto x = DeviceTensor<float>::from_host(xh);
@@ -142,13 +142,13 @@ TEST_CASE("launch: axpy on the GPU, 10k launches without leaking device memory",
 }
 
 TEST_CASE("launch: errors name the kernel and the launch configuration (GPU)", "[cuda]") {
-  if (!test::nvrtc_ready() || !test::gpu_ready()) return;
+  if (!spindle::cuda::test::nvrtc_ready() || !spindle::cuda::test::gpu_ready()) return;
   CudaRuntime rt(Options::from_env(), CudaOptions::from_env());
   auto x = DeviceTensor<float>::zeros({4096}, rt.context());
   auto y = DeviceTensor<float>::zeros({4096}, rt.context());
 
   SECTION("a block larger than the device allows is refused before the driver sees it") {
-    Axpy axpy(rt, "spindle_test_axpy_big", test::axpy_source("spindle_test_axpy_big"), 2048);
+    Axpy axpy(rt, "spindle_test_axpy_big", spindle::cuda::test::axpy_source("spindle_test_axpy_big"), 2048);
     CHECK_THROWS_WITH(axpy.run(y, x, 1.0f, nullptr),
                       Contains("kernel 'spindle_test_axpy_big' with grid (2, 1, 1), block (2048, 1, 1)") &&
                           Contains("block dimension x = 2048 is outside [1, "));

@@ -54,21 +54,21 @@ TEST_CASE("nvrtc: target resolution clamps to what NVRTC supports", "[cuda]") {
 }
 
 TEST_CASE("nvrtc: compiles a kernel to a cubin for sm_75, sm_80 and sm_90", "[cuda]") {
-  if (!test::nvrtc_ready()) return;
+  if (!spindle::cuda::test::nvrtc_ready()) return;
   int arch = GENERATE(75, 80, 90);
   INFO("sm_" << arch);
   NvrtcEngine engine(CudaOptions::from_env(), arch);
   CHECK(engine.name() == "nvrtc");
   CHECK(engine.target().name() == "sm_" + std::to_string(arch));
-  auto cubin = engine.compile({test::axpy_source("spindle_axpy_f32"), "spindle_axpy_f32", "axpy"});
-  CHECK(test::has_elf_magic(cubin));
-  CHECK(test::contains_bytes(cubin, "spindle_axpy_f32"));
+  auto cubin = engine.compile({spindle::cuda::test::axpy_source("spindle_axpy_f32"), "spindle_axpy_f32", "axpy"});
+  CHECK(spindle::cuda::test::has_elf_magic(cubin));
+  CHECK(spindle::cuda::test::contains_bytes(cubin, "spindle_axpy_f32"));
   // compile_cuda_for_arch is the same compile without an engine object.
-  CHECK(compile_cuda_for_arch(test::axpy_source("spindle_axpy_f32"), "spindle_axpy_f32", arch) == cubin);
+  CHECK(compile_cuda_for_arch(spindle::cuda::test::axpy_source("spindle_axpy_f32"), "spindle_axpy_f32", arch) == cubin);
 }
 
 TEST_CASE("nvrtc: an architecture newer than NVRTC supports gives PTX", "[cuda]") {
-  if (!test::nvrtc_ready()) return;
+  if (!spindle::cuda::test::nvrtc_ready()) return;
   NvrtcEngine probe(CudaOptions::from_env(), 80);
   std::vector<int> archs = probe.supported_archs();
   REQUIRE(!archs.empty());
@@ -79,10 +79,10 @@ TEST_CASE("nvrtc: an architecture newer than NVRTC supports gives PTX", "[cuda]"
   CHECK(t.ptx);
   CHECK(t.arch == newest);
   CHECK(t.requested == future);
-  auto ptx = engine.compile({test::axpy_source("spindle_axpy_ptx"), "spindle_axpy_ptx", "axpy"});
+  auto ptx = engine.compile({spindle::cuda::test::axpy_source("spindle_axpy_ptx"), "spindle_axpy_ptx", "axpy"});
   REQUIRE(!ptx.empty());
   CHECK(ptx.back() == 0);  // cuModuleLoadData needs NUL-terminated PTX
-  CHECK_FALSE(test::has_elf_magic(ptx));
+  CHECK_FALSE(spindle::cuda::test::has_elf_magic(ptx));
   std::string text = as_text(ptx);
   CHECK_THAT(text, Contains(".target sm_" + std::to_string(newest)));
   CHECK_THAT(text, Contains(".entry spindle_axpy_ptx"));
@@ -90,15 +90,15 @@ TEST_CASE("nvrtc: an architecture newer than NVRTC supports gives PTX", "[cuda]"
 }
 
 TEST_CASE("nvrtc: sm_70 needs an NVRTC that still supports it", "[cuda]") {
-  if (!test::nvrtc_ready()) return;
+  if (!spindle::cuda::test::nvrtc_ready()) return;
   NvrtcEngine engine(CudaOptions::from_env(), 70);
   std::vector<int> archs = engine.supported_archs();
   bool supported = std::find(archs.begin(), archs.end(), 70) != archs.end();
   if (supported) {
-    auto cubin = engine.compile({test::axpy_source("spindle_axpy_sm70"), "spindle_axpy_sm70", "axpy"});
-    CHECK(test::has_elf_magic(cubin));
+    auto cubin = engine.compile({spindle::cuda::test::axpy_source("spindle_axpy_sm70"), "spindle_axpy_sm70", "axpy"});
+    CHECK(spindle::cuda::test::has_elf_magic(cubin));
   } else {
-    CHECK_THROWS_WITH(engine.compile({test::axpy_source("spindle_axpy_sm70"), "spindle_axpy_sm70", "axpy"}),
+    CHECK_THROWS_WITH(engine.compile({spindle::cuda::test::axpy_source("spindle_axpy_sm70"), "spindle_axpy_sm70", "axpy"}),
                       Contains("sm_70 is older than every architecture"));
   }
 }
@@ -122,13 +122,13 @@ TEST_CASE("nvrtc: NVRTC 12 from scripts/install-nvrtc12.sh compiles for sm_70", 
   CHECK(engine.nvrtc_version().first == 12);
   CHECK(engine.target().name() == "sm_70");
   CHECK_THAT(engine.identity(), Contains("nvrtc 12."));
-  auto cubin = engine.compile({test::axpy_source("spindle_axpy_sm70"), "spindle_axpy_sm70", "axpy"});
-  CHECK(test::has_elf_magic(cubin));
-  CHECK(test::contains_bytes(cubin, "spindle_axpy_sm70"));
+  auto cubin = engine.compile({spindle::cuda::test::axpy_source("spindle_axpy_sm70"), "spindle_axpy_sm70", "axpy"});
+  CHECK(spindle::cuda::test::has_elf_magic(cubin));
+  CHECK(spindle::cuda::test::contains_bytes(cubin, "spindle_axpy_sm70"));
 }
 
 TEST_CASE("nvrtc: a compile error quotes the bad line, the log and the options", "[cuda]") {
-  if (!test::nvrtc_ready()) return;
+  if (!spindle::cuda::test::nvrtc_ready()) return;
   std::string source =
       "extern \"C\" __global__ void spindle_broken(float* y) {\n"
       "  int i = threadIdx.x;\n"
@@ -152,7 +152,7 @@ TEST_CASE("nvrtc: a compile error quotes the bad line, the log and the options",
 
 TEST_CASE("nvrtc: identity names the version, library, target and options; artifacts are deterministic",
           "[cuda]") {
-  if (!test::nvrtc_ready()) return;
+  if (!spindle::cuda::test::nvrtc_ready()) return;
   NvrtcEngine a(CudaOptions::from_env(), 80), b(CudaOptions::from_env(), 90);
   auto [major, minor] = a.nvrtc_version();
   CHECK(major >= 12);
@@ -161,18 +161,18 @@ TEST_CASE("nvrtc: identity names the version, library, target and options; artif
   CHECK_THAT(id, Contains("libnvrtc"));
   CHECK_THAT(id, Contains("target sm_80 --gpu-architecture=sm_80 -std=c++17 -default-device"));
   CHECK(a.identity() != b.identity());
-  runtime::CompileRequest req{test::axpy_source("spindle_axpy_det"), "spindle_axpy_det", "axpy"};
+  runtime::CompileRequest req{spindle::cuda::test::axpy_source("spindle_axpy_det"), "spindle_axpy_det", "axpy"};
   CHECK(a.compile(req) == a.compile(req));
   CHECK(a.compile(req) != b.compile(req));
 }
 
 TEST_CASE("nvrtc: load and a device-derived target need a GPU", "[cuda]") {
-  if (!test::nvrtc_ready()) return;
+  if (!spindle::cuda::test::nvrtc_ready()) return;
   if (cuda_available()) {
     NvrtcEngine engine;
     CudaContext& ctx = CudaContext::process();
     CHECK(engine.target().requested == ctx.device().arch());
-    runtime::CompileRequest req{test::axpy_source("spindle_axpy_load"), "spindle_axpy_load", "axpy"};
+    runtime::CompileRequest req{spindle::cuda::test::axpy_source("spindle_axpy_load"), "spindle_axpy_load", "axpy"};
     auto module = std::static_pointer_cast<CudaModule>(engine.load(engine.compile(req), req));
     CHECK(module->entry() != nullptr);
     CHECK(module->function("spindle_axpy_load") != nullptr);
@@ -187,9 +187,9 @@ TEST_CASE("nvrtc: load and a device-derived target need a GPU", "[cuda]") {
   NvrtcEngine device_engine;  // no fixed arch: asks the device
   CHECK_THROWS_AS(device_engine.identity(), UnavailableError);
   NvrtcEngine fixed(CudaOptions::from_env(), 80);
-  runtime::CompileRequest req{test::axpy_source("spindle_axpy_load"), "spindle_axpy_load", "axpy"};
+  runtime::CompileRequest req{spindle::cuda::test::axpy_source("spindle_axpy_load"), "spindle_axpy_load", "axpy"};
   auto cubin = fixed.compile(req);
-  CHECK(test::has_elf_magic(cubin));
+  CHECK(spindle::cuda::test::has_elf_magic(cubin));
   CHECK_THROWS_WITH(fixed.load(cubin, req), Contains("CUDA is unavailable"));
   CHECK_THROWS_AS(fixed.load(cubin, req), UnavailableError);
 }

@@ -8,7 +8,7 @@ using namespace sched_test;
 
 namespace {
 
-struct Box {
+struct FuseBox {
   ir::Var n{"N", DType::i64}, m{"M", DType::i64};
   ir::Var i{"i", DType::i64}, j{"j", DType::i64}, k{"k", DType::i64};
   ir::Buffer A = buffer("A", {n, m, c64(4)}, DType::f32, ir::BufferRole::output);
@@ -23,7 +23,7 @@ struct Box {
 }  // namespace
 
 TEST_CASE("fuse: one loop over the product, indices by division and remainder", "[schedule][fuse]") {
-  Box b;
+  FuseBox b;
   CHECK(str(sch::fuse(b.body(), "i", "j")) == R"(for i_j_f in [0, N * M):  # axis I*J
   for k in [0, 4):  # axis K
     A[i_j_f / M, i_j_f % M, k] = 1.0f
@@ -46,7 +46,7 @@ TEST_CASE("fuse: one loop over the product, indices by division and remainder", 
 }
 
 TEST_CASE("fuse: preconditions", "[schedule][fuse]") {
-  Box b;
+  FuseBox b;
   CHECK_THROWS_WITH(sch::fuse(b.body(), "i", "k"),
                     Catch::Contains("fuse: loops i, k are not a perfectly nested band: the body of loop 'i' is a loop, "
                                     "not loop 'k'"));

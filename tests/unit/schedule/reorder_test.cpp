@@ -8,7 +8,7 @@ using namespace sched_test;
 
 namespace {
 
-struct Box {
+struct ReorderBox {
   ir::Var n{"N", DType::i64}, m{"M", DType::i64};
   ir::Var i{"i", DType::i64}, j{"j", DType::i64}, k{"k", DType::i64};
   ir::Buffer A = buffer("A", {n, m, c64(4)}, DType::f32, ir::BufferRole::output);
@@ -20,7 +20,7 @@ struct Box {
 }  // namespace
 
 TEST_CASE("reorder: permutes a perfectly nested band", "[schedule][reorder]") {
-  Box b;
+  ReorderBox b;
   CHECK(str(sch::reorder(b.body(), {"k", "i", "j"})) == R"(for k in [0, 4):  # axis k
   for i in [0, N):  # axis i
     for j in [0, M):  # axis j
@@ -79,7 +79,7 @@ for k in [0, 8):  # axis k
 }
 
 TEST_CASE("reorder: preconditions", "[schedule][reorder]") {
-  Box b;
+  ReorderBox b;
   CHECK_THROWS_WITH(sch::reorder(b.body(), {}), Catch::Contains("reorder: no loops given"));
   CHECK_THROWS_WITH(sch::reorder(b.body(), {"k", "k"}), Catch::Contains("reorder: a loop is named twice in (k, k)"));
   CHECK_THROWS_WITH(sch::reorder(b.body(), {"k", "q"}), Catch::Contains("reorder: no loop named 'q' (loops: i, j, k)"));
