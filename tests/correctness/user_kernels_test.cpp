@@ -752,8 +752,8 @@ struct C : sp::sparse_variable<R> {};
 // Every engine at 1 and 2 threads, the reference interpreter and the CUDA build (emulated
 // here, on the GPU where there is one) compute `expect` for the same call.
 template <class Kernel>
-void check_indirect_everywhere(const Kernel& k, const std::function<std::vector<sp::runtime::CallArg>()>& args,
-                               const std::function<void()>& reset, const std::function<void()>& expect) {
+void check_everywhere(const Kernel& k, const std::function<std::vector<sp::runtime::CallArg>()>& args,
+                      const std::function<void()>& reset, const std::function<void()>& expect) {
   on_every_engine(
       [&](sp::runtime::Runtime& rt) {
         reset();
@@ -767,6 +767,12 @@ void check_indirect_everywhere(const Kernel& k, const std::function<std::vector<
   reset();
   spindle::test::run_cuda_build(k.ir(), args(), &nvrtc);
   expect();
+}
+
+template <class Kernel>
+void check_indirect_everywhere(const Kernel& k, const std::function<std::vector<sp::runtime::CallArg>()>& args,
+                               const std::function<void()>& reset, const std::function<void()>& expect) {
+  check_everywhere(k, args, reset, expect);
   // The edge loop runs one thread per edge: every update of the output is atomic.
   std::vector<void*> bufs;
   std::vector<std::int64_t> scalars;
@@ -1007,23 +1013,6 @@ TEST_CASE("coordinates_of: two CSRs with different patterns added into a dense o
     w(j2) += b(i, j2);
   });
 
-  static spindle::test::NvrtcCheck nvrtc;
-  auto everywhere = [&](const auto& k, const std::function<std::vector<sp::runtime::CallArg>()>& args,
-                        const std::function<void()>& reset, const std::function<void()>& expect) {
-    on_every_engine(
-        [&](sp::runtime::Runtime& rt) {
-          reset();
-          k.with_runtime(rt).compile().call(args());
-        },
-        expect);
-    reset();
-    spindle::test::Interpreter(k.ir(), args()).run();
-    expect();
-    reset();
-    spindle::test::run_cuda_build(k.ir(), args(), &nvrtc);
-    expect();
-  };
-
   for (const Shape& s : matrix_shapes()) {
     INFO(s);
     const auto a = random_csr<float>(s, 501);
@@ -1041,7 +1030,7 @@ TEST_CASE("coordinates_of: two CSRs with different patterns added into a dense o
     };
     add_in(a);
     add_in(b);
-    everywhere(
+    check_everywhere(
         add,
         [&] {
           std::vector<sp::runtime::CallArg> x(3);
@@ -1062,7 +1051,7 @@ TEST_CASE("coordinates_of: two CSRs with different patterns added into a dense o
             Ref& o = ywant[static_cast<std::size_t>(r)];
             o.value += t, o.abs_sum += std::abs(t), ++o.terms;
           }
-    everywhere(
+    check_everywhere(
         dot,
         [&] {
           std::vector<sp::runtime::CallArg> x(3);
@@ -1088,7 +1077,7 @@ TEST_CASE("coordinates_of: two CSRs with different patterns added into a dense o
         Ref& o = wwant[static_cast<std::size_t>(col)];
         o.value += b.values()[p], o.abs_sum += std::abs(b.values()[p]), ++o.terms;
       }
-    everywhere(
+    check_everywhere(
         spmm,
         [&] {
           std::vector<sp::runtime::CallArg> x(4);
