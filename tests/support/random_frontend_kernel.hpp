@@ -576,16 +576,9 @@ class IrBuilder {
     if (!axes.empty()) body = iteration(axes, vars, body);
     f.body = body;
     // As the front end does: the kernel declares the axes its buffers use, parents and view bases.
-    // (and the axis a coordinates_of<X> axis takes its coordinates from, with its parents)
     std::set<const ir::AxisNode*> used;
-    std::function<void(const ir::Axis&)> mark = [&](const ir::Axis& a) {
-      for (ir::Axis x = a; x; x = x->dense_of ? x->dense_of : x->parent) {
-        used.insert(x.get());
-        if (x->coordinates_of) mark(x->coordinates_of);
-      }
-    };
     for (auto& fb : f.buffers)
-      for (auto& a : fb.buffer->axes) mark(a);
+      for (auto& a : fb.buffer->axes) mark_declared_axes(a, used);
     for (auto& a : r.axes)
       if (used.count(a.get())) f.axes.push_back(a);
     std::vector<ir::FuncScalar> kept;

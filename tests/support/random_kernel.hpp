@@ -18,7 +18,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -153,6 +152,16 @@ struct RandomKernel {
   }
 };
 
+// The axes a kernel declares for a buffer axis `a`, as the front end does: `a`, its parents,
+// the base of a dense<X> view and the axis a coordinates_of<X> axis takes its coordinates
+// (and extent scalar) from, with theirs.
+inline void mark_declared_axes(const ir::Axis& a, std::set<const ir::AxisNode*>& used) {
+  for (ir::Axis x = a; x; x = x->dense_of ? x->dense_of : x->parent) {
+    used.insert(x.get());
+    if (x->coordinates_of) mark_declared_axes(x->coordinates_of, used);
+  }
+}
+
 namespace detail_gen {
 
 class Generator {
@@ -172,16 +181,9 @@ class Generator {
     k_.function.body = ir::seq(std::move(top));
     // As the front end does: the kernel declares the axes its buffers use (with their
     // parents and the bases of dense views), and the shape scalars of those axes.
-    // (and, for a coordinates_of<X> axis, X: its extent is X's scalar).
     std::set<const ir::AxisNode*> used;
-    std::function<void(const ir::Axis&)> mark = [&](const ir::Axis& a) {
-      for (ir::Axis x = a; x; x = x->dense_of ? x->dense_of : x->parent) {
-        used.insert(x.get());
-        if (x->coordinates_of) mark(x->coordinates_of);
-      }
-    };
     for (auto& fb : k_.function.buffers)
-      for (auto& a : fb.buffer->axes) mark(a);
+      for (auto& a : fb.buffer->axes) mark_declared_axes(a, used);
     for (auto& a : k_.axes)
       if (used.count(a.get())) k_.function.axes.push_back(a);
     std::vector<ir::FuncScalar> scalars;
@@ -283,10 +285,8 @@ class Generator {
         if (depth(a) < 4) parents.push_back(a);
         if (a->kind != ir::AxisKind::dense_variable) spaces.push_back(a);
       }
-      if (!parents.empty() && !spaces.empty()) {
-        ir::Axis a = new_axis(names[total], ir::AxisKind::sparse_variable, pick_from(parents), pick_from(spaces));
-        shared_.push_back(a);
-      }
+      if (!parents.empty() && !spaces.empty())
+        new_axis(names[total], ir::AxisKind::sparse_variable, pick_from(parents), pick_from(spaces));
     }
     // dense<X> views of some axes
     std::vector<ir::Axis> base = k_.axes;
@@ -700,7 +700,7 @@ class Generator {
   std::mt19937_64 rng_;
   RandomKernel k_;
   DType T_ = DType::f32;
-  std::vector<ir::Axis> roots_, views_, shared_;
+  std::vector<ir::Axis> roots_, views_;
   std::map<const ir::AxisNode*, std::int64_t> fixed_npr_;
   std::set<const ir::AxisNode*> in_buffers_;
   std::vector<ir::Buffer> inputs_, outputs_, index_buffers_, write_index_buffers_, locals_;
