@@ -1128,3 +1128,154 @@ TEST_CASE("coordinates_of: operands whose extents over one coordinate space diff
   // An axis over another axis's coordinates that is not declared so stays a compile-time error
   // (tests/error/compile_fail/unrelated_axis_iterator.cpp).
 }
+
+// --- Computed write indices (docs/language.md §4.1): `d(io * 4 + ii, f) += ...` -------------
+namespace {
+namespace cw {
+struct IO : sp::dense_fixed {};          // block rows
+struct II : sp::dense_fixed_n<4> {};     // rows inside a block (a compile-time extent)
+struct F : sp::dense_fixed {};           // features
+struct R : sp::dense_fixed {};           // rows of the flat output
+struct C : sp::dense_fixed {};           // rows of the flat input (columns of A)
+struct N : sp::dense_fixed {};           // a vector's length
+struct H : sp::dense_fixed {};           // pooled length
+struct M : sp::dense_fixed {};           // three buckets
+struct One : sp::dense_fixed {};         // one element
+struct IB : sp::dense_fixed {};          // BSR block rows
+struct JB : sp::sparse_variable<IB> {};  // BSR block columns
+struct BI : sp::dense_fixed_n<4> {};
+struct BJ : sp::dense_fixed_n<4> {};
+}  // namespace cw
+}  // namespace
+
+TEST_CASE("computed write indices: a blocked output, BSR SpMM into plain matrices, pooling by / and %, a constant "
+          "index match plain loops on every engine, the interpreter and the CUDA build",
+          "[correctness][user][computed][cuda]") {
+  using namespace cw;
+  // Un-blocking: y(io * 4 + ii, f) += x(io, ii, f) into a flat [R, F] (R = 4 * IO).
+  auto unblock = sp::kernel("unblock", [](sp::in<float, IO, II, F> x, sp::out<float, R, F> y, sp::iter<IO> io,
+                                          sp::iter<II> ii, sp::iter<F> f) { y(io * 4 + ii, f) += x(io, ii, f); });
+  // BSR SpMM written against plain row-major X [C, F] and Y [R, F] (padded to whole blocks).
+  auto bsr = sp::kernel("bsr_flat", [](sp::in<float, IB, JB, BI, BJ> a, sp::in<float, C, F> x,
+                                       sp::out<float, R, F> y, sp::iter<IB> i, sp::iter<JB> j, sp::iter<BI> bi,
+                                       sp::iter<BJ> bj, sp::iter<F> f) {
+    y(i * 4 + bi, f) += a(i, j, bi, bj) * x(j * 4 + bj, f);
+  });
+  // Pooling: pairs summed, buckets by remainder (max), everything into one element.
+  auto pool = sp::kernel("pool", [](sp::in<double, N> x, sp::out<double, H> half, sp::out<double, M> bucket,
+                                    sp::out<double, One> total, sp::iter<N> n) {
+    half(n / 2) += x(n);
+    bucket(n % 3).max_with(x(n));
+    total(0) += x(n);
+  });
+
+  for (std::int64_t blocks : {0, 1, 3, 257}) {
+    for (std::int64_t feats : {1, 5, 17}) {
+      INFO("unblock: " << blocks << " block rows, " << feats << " features");
+      auto x = sp::Tensor<float>::random({blocks, 4, feats}, 11, -1, 1);
+      auto y = sp::Tensor<float>::zeros({blocks * 4, feats});
+      check_everywhere(
+          unblock,
+          [&] {
+            std::vector<sp::runtime::CallArg> a(2);
+            a[0].view = sp::storage_of(x), a[1].view = sp::storage_of(y);
+            return a;
+          },
+          [&] { y = sp::Tensor<float>::full({blocks * 4, feats}, nan_v<float>); },
+          [&] {
+            for (std::int64_t q = 0; q < blocks * 4 * feats; ++q) CHECK(y.values()[q] == x.values()[q]);
+          });
+    }
+  }
+
+  for (const Shape& s : matrix_shapes()) {
+    const auto a = random_csr<float>(s, 21);
+    const auto b = sp::Bsr<float>::from_csr(a, 4, 4);
+    const std::int64_t pr = b.padded_rows(), pc = b.padded_cols();
+    for (std::int64_t feats : {1, 8}) {
+      INFO("bsr_flat on " << s.name << " (" << a.rows() << "x" << a.cols() << "), " << feats << " features");
+      auto x = sp::Tensor<float>::random({pc, feats}, 13, -1, 1);
+      auto y = sp::Tensor<float>::zeros({pr, feats});
+      std::vector<double> want(static_cast<std::size_t>(pr * feats), 0.0);
+      for (std::int64_t r = 0; r < a.rows(); ++r)
+        for (auto q = a.indptr()[r]; q < a.indptr()[r + 1]; ++q)
+          for (std::int64_t f = 0; f < feats; ++f)
+            want[static_cast<std::size_t>(r * feats + f)] += double(a.values()[q]) * x(a.indices()[q], f);
+      check_everywhere(
+          bsr,
+          [&] {
+            std::vector<sp::runtime::CallArg> v(3);
+            v[0].view = b.storage(), v[1].view = sp::storage_of(x), v[2].view = sp::storage_of(y);
+            return v;
+          },
+          [&] { y = sp::Tensor<float>::full({pr, feats}, nan_v<float>); },
+          [&] {
+            for (std::int64_t q = 0; q < pr * feats; ++q)
+              CHECK(std::fabs(y.values()[q] - want[static_cast<std::size_t>(q)]) <=
+                    1e-5 * (1 + std::fabs(want[static_cast<std::size_t>(q)])));
+          });
+    }
+  }
+
+  for (std::int64_t n : {0, 1, 2, 7, 3001}) {
+    INFO("pool over " << n);
+    auto x = sp::Tensor<double>::random({n}, 17, -4, 4);
+    const std::int64_t h = (n + 1) / 2;
+    auto half = sp::Tensor<double>::zeros({h});
+    auto bucket = sp::Tensor<double>::zeros({3});
+    auto total = sp::Tensor<double>::zeros({1});
+    std::vector<double> want_half(static_cast<std::size_t>(h), 0.0), want_bucket(3, -std::numeric_limits<double>::infinity());
+    double want_total = 0;
+    for (std::int64_t q = 0; q < n; ++q) {
+      want_half[static_cast<std::size_t>(q / 2)] += x(q);
+      want_bucket[static_cast<std::size_t>(q % 3)] = std::max(want_bucket[static_cast<std::size_t>(q % 3)], x(q));
+      want_total += x(q);
+    }
+    check_everywhere(
+        pool,
+        [&] {
+          std::vector<sp::runtime::CallArg> v(4);
+          v[0].view = sp::storage_of(x), v[1].view = sp::storage_of(half), v[2].view = sp::storage_of(bucket);
+          v[3].view = sp::storage_of(total);
+          return v;
+        },
+        [&] {
+          half = sp::Tensor<double>::full({h}, nan_v<double>);
+          bucket = sp::Tensor<double>::full({3}, nan_v<double>);
+          total = sp::Tensor<double>::full({1}, nan_v<double>);
+        },
+        [&] {
+          for (std::int64_t q = 0; q < h; ++q) CHECK(half(q) == want_half[static_cast<std::size_t>(q)]);
+          for (std::int64_t q = 0; q < 3; ++q) CHECK(bucket(q) == want_bucket[static_cast<std::size_t>(q)]);
+          CHECK(std::fabs(total(0) - want_total) <= 1e-9 * (1 + std::fabs(want_total)));
+        });
+  }
+}
+
+TEST_CASE("computed write indices: extents that do not prove the bound raise a ShapeError before anything is "
+          "written, on every engine, the CUDA build and the interpreter",
+          "[correctness][user][computed][errors]") {
+  using namespace cw;
+  auto unblock = sp::kernel("unblock", [](sp::in<float, IO, II, F> x, sp::out<float, R, F> y, sp::iter<IO> io,
+                                          sp::iter<II> ii, sp::iter<F> f) { y(io * 4 + ii, f) += x(io, ii, f); });
+  auto x = sp::Tensor<float>::random({3, 4, 2}, 5, -1, 1);
+  auto y = sp::Tensor<float>::full({11, 2}, 42.0f);  // one row short of 3 * 4
+  auto args = [&] {
+    std::vector<sp::runtime::CallArg> a(2);
+    a[0].view = sp::storage_of(x), a[1].view = sp::storage_of(y);
+    return a;
+  };
+  on_every_engine([&](sp::runtime::Runtime& rt) {
+    CHECK_THROWS_AS(unblock.with_runtime(rt)(x, y), sp::ShapeError);
+    CHECK_THROWS_WITH(unblock.with_runtime(rt)(x, y), Catch::Contains("can reach 0 .. 11, but axis R has extent 11"));
+  }, [&] {
+    for (float v : y.values()) REQUIRE(v == 42.0f);
+  });
+  CHECK_THROWS_AS(spindle::test::run_cuda_build(unblock.ir(), args()), sp::ShapeError);
+  for (float v : y.values()) REQUIRE(v == 42.0f);
+  CHECK_THROWS_WITH(spindle::test::Interpreter(unblock.ir(), args()).run(), Catch::Contains("call error"));
+  // An empty iterated axis makes the write unreachable: no error, nothing to write.
+  auto x0 = sp::Tensor<float>::zeros({0, 4, 2});
+  auto y0 = sp::Tensor<float>::zeros({0, 2});
+  CHECK_NOTHROW(unblock(x0, y0));
+}

@@ -111,18 +111,51 @@ TEST_CASE("§1.4 a write outside a sparse output's pattern is rejected at defini
                        sp::UserError, "sparsity pattern");
 }
 
-TEST_CASE("§1.8 an affine or computed index on a written buffer is a UserError, not an InternalError",
-          "[error][definition][rules]") {
-  SPINDLE_EXPECT_ERROR(sp::kernel("affine_out", [](sp::in<float, I> x, sp::out<float, I> y,
-                                                   sp::iter<I> i) { y(i + 0) += x(i); }),
-                       sp::UserError, "which is not an iterator");
+TEST_CASE("§1.8 a computed index on a written buffer is accepted only where its bounds can be proved; other "
+          "indices are a UserError, not an InternalError",
+          "[error][definition][rules][computed]") {
+  // Accepted (docs/language.md §4.1): the lower bound is proved here, the upper at call time.
+  CHECK_NOTHROW(sp::kernel("affine_out", [](sp::in<float, I> x, sp::out<float, I> y, sp::iter<I> i) { y(i + 0) += x(i); }));
+  CHECK_NOTHROW(sp::kernel("constant_out", [](sp::in<float, I> x, sp::out<float, K> y, sp::iter<I> i) { y(0) += x(i); }));
+  CHECK_NOTHROW(sp::kernel("pooled", [](sp::in<float, I> x, sp::out<float, K> y, sp::iter<I> i) {
+    y(sp::max(i - 1, std::int64_t{0}) / 2 + i % 3) += x(i);
+  }));
   SPINDLE_EXPECT_ERROR(sp::kernel("computed_from_index",
                                   [](sp::in<float, I> x, sp::in<std::int32_t, I> perm, sp::inout<float, I> y,
                                      sp::iter<I> i) { y(sp::cast<std::int64_t>(perm(i)) + 1) += x(i); }),
                        sp::UserError, "could fall outside");
-  SPINDLE_EXPECT_ERROR(sp::kernel("constant_out", [](sp::in<float, I> x, sp::out<float, K> y,
-                                                     sp::iter<I> i) { y(0) += x(i); }),
+  SPINDLE_EXPECT_ERROR(sp::kernel("negative", [](sp::in<float, I> x, sp::out<float, I> y, sp::iter<I> i) {
+                         y(i - 1) += x(i);
+                       }),
+                       sp::UserError, "could not prove the index >= 0");
+  SPINDLE_EXPECT_ERROR(sp::kernel("assigned", [](sp::in<float, I> x, sp::out<float, K> y, sp::iter<I> i) {
+                         y(i * 2) = x(i);
+                       }),
+                       sp::UserError, "last write wins");
+  SPINDLE_EXPECT_ERROR(sp::kernel("by_variable", [](sp::in<float, I> x, sp::in<float, K> z, sp::out<float, K> y,
+                                                     sp::iter<I> i, sp::iter<K> k) { y(i / (k + 1)) += x(i) * z(k); }),
                        sp::UserError, "which is not an iterator");
+  SPINDLE_EXPECT_ERROR(sp::kernel("reads_back", [](sp::in<float, I> x, sp::out<float, K> y, sp::iter<I> i) {
+                         y(i / 2) += x(i) * y(i / 2);
+                       }),
+                       sp::UserError, "a computed index");
+  // Compile-time extents: the whole proof happens at definition.
+  struct I4 : sp::dense_fixed_n<4> {};
+  struct T3 : sp::dense_fixed_n<3> {};
+  CHECK_NOTHROW(sp::kernel("fits", [](sp::in<float, I4> x, sp::out<float, T3> y, sp::iter<I4> i) { y(i / 2) += x(i); }));
+  SPINDLE_EXPECT_ERROR(sp::kernel("too_far", [](sp::in<float, I4> x, sp::out<float, T3> y, sp::iter<I4> i) {
+                         y(i - i / 2) += x(i);
+                       }),
+                       sp::UserError, "could not prove the index >= 0");
+  SPINDLE_EXPECT_ERROR(sp::kernel("too_long", [](sp::in<float, I4> x, sp::out<float, T3> y, sp::iter<I4> i) {
+                         y(i + 1) += x(i);
+                       }),
+                       sp::UserError, "could not prove the index < 3");
+  // A dense_variable iterator has no extent to check against.
+  struct V : sp::dense_variable<I> {};
+  SPINDLE_EXPECT_ERROR(sp::kernel("ragged", [](sp::in<float, I, V> x, sp::out<float, K> y, sp::iter<I> i,
+                                               sp::iter<V> v) { y(v + 0) += x(i, v); }),
+                       sp::UserError, "dense_variable");
 }
 
 TEST_CASE("§4.1 indirect writes: only reductions by values of an integer `in` buffer read at stored elements, into "

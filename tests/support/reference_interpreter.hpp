@@ -25,6 +25,7 @@
 // rejects such programs at definition time, so reaching it means a checker bug).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -36,6 +37,7 @@
 
 #include "spindle/ir/function.hpp"
 #include "spindle/ir/functor.hpp"
+#include "spindle/ir/printer.hpp"
 #include "spindle/runtime/call_arg.hpp"
 
 namespace spindle::test {
@@ -58,6 +60,7 @@ class Interpreter {
   }
 
   void run() {
+    check_computed_writes(f_.body, {});
     for (auto& fb : f_.buffers)
       if (fb.buffer->role == ir::BufferRole::output) prefill(fb);
     exec(f_.body);
@@ -518,6 +521,95 @@ class Interpreter {
     v.f = round_to(v.t, v.f);
     note_rounding(v.t, v.f);
     return v;
+  }
+
+  // --- call-time rule of computed write indices (docs/language.md §4.1, §7) ------------
+  // A write into a root slot at an expression of iterators and constants (no loads) is a
+  // call error unless the expression's interval over the iterators' coordinate ranges
+  // [0, extent - 1], by the interval rules of §4.1, lies in [0, slot extent) — checked before
+  // anything runs. An iterator over an empty coordinate space makes the write unreachable.
+  struct Span {
+    std::int64_t lo, hi;
+  };
+  void check_computed_writes(const ir::Stmt& s, std::map<const ir::VarNode*, std::int64_t> extent) {
+    if (!s.defined()) return;
+    switch (s.kind()) {
+      case ir::StmtKind::Seq:
+        for (auto& x : s.as<ir::SeqNode>()->stmts) check_computed_writes(x, extent);
+        return;
+      case ir::StmtKind::Block: return check_computed_writes(s.as<ir::BlockNode>()->body, extent);
+      case ir::StmtKind::SparseIteration: {
+        auto* n = s.as<ir::SparseIterationNode>();
+        for (std::size_t k = 0; k < n->vars.size(); ++k) extent[n->vars[k].node()] = length_of(space_of(n->axes[k].get()));
+        return check_computed_writes(n->body, extent);
+      }
+      case ir::StmtKind::Reduce: {
+        auto* n = s.as<ir::ReduceNode>();
+        for (std::size_t q = 0; q < n->indices.size() && q < n->buffer->axes.size(); ++q) {
+          const ir::Expr& e = n->indices[q];
+          if (n->buffer->axes[q]->parent || e.as<ir::VarNode>() || has_load(e)) continue;
+          bool empty = false;
+          Span r = span(e, extent, empty);
+          if (empty) continue;
+          const std::int64_t len = length_of(space_of(n->buffer->axes[q].get()));
+          if (r.lo < 0 || r.hi >= len)
+            throw InterpreterError("call error: computed index " + ir::to_string(e) + " of buffer '" +
+                                   n->buffer->name + "' spans [" + std::to_string(r.lo) + ", " + std::to_string(r.hi) +
+                                   "] but its axis has extent " + std::to_string(len));
+        }
+        return;
+      }
+      default: return;
+    }
+  }
+  static bool has_load(const ir::Expr& e) {
+    struct Find : ir::IRVisitor {
+      bool found = false;
+      void visit_Load(const ir::LoadNode*) override { found = true; }
+    } f;
+    f.visit(e);
+    return f.found;
+  }
+  Span span(const ir::Expr& e, const std::map<const ir::VarNode*, std::int64_t>& extent, bool& empty) {
+    auto bad = [&] { return InterpreterError("call error: computed index " + ir::to_string(e) + " overflows int64"); };
+    if (auto* c = e.as<ir::IntImmNode>()) return {c->value, c->value};
+    if (auto* v = e.as<ir::VarNode>()) {
+      auto it = extent.find(v);
+      if (it == extent.end()) throw InterpreterError("computed index uses a non-iterator " + v->name);
+      if (it->second == 0) empty = true;
+      return {0, std::max<std::int64_t>(it->second - 1, 0)};
+    }
+    if (auto* u = e.as<ir::UnaryNode>()) {
+      Span a = span(u->a, extent, empty);
+      if (a.lo == INT64_MIN) throw bad();
+      return {-a.hi, -a.lo};
+    }
+    auto* b = e.as<ir::BinaryNode>();
+    if (!b) throw InterpreterError("computed index of an unexpected form: " + ir::to_string(e));
+    Span x = span(b->a, extent, empty);
+    if (b->op == ir::BinOp::div || b->op == ir::BinOp::mod) {
+      const std::int64_t d = b->b.as<ir::IntImmNode>()->value;
+      if (b->op == ir::BinOp::div) return {x.lo / d, x.hi / d};
+      return {x.lo >= 0 ? 0 : std::max(x.lo, 1 - d), x.hi <= 0 ? 0 : std::min(x.hi, d - 1)};
+    }
+    Span y = span(b->b, extent, empty);
+    std::int64_t p[4];
+    switch (b->op) {
+      case ir::BinOp::add:
+        if (__builtin_add_overflow(x.lo, y.lo, &p[0]) || __builtin_add_overflow(x.hi, y.hi, &p[1])) throw bad();
+        return {p[0], p[1]};
+      case ir::BinOp::sub:
+        if (__builtin_sub_overflow(x.lo, y.hi, &p[0]) || __builtin_sub_overflow(x.hi, y.lo, &p[1])) throw bad();
+        return {p[0], p[1]};
+      case ir::BinOp::mul:
+        if (__builtin_mul_overflow(x.lo, y.lo, &p[0]) || __builtin_mul_overflow(x.lo, y.hi, &p[1]) ||
+            __builtin_mul_overflow(x.hi, y.lo, &p[2]) || __builtin_mul_overflow(x.hi, y.hi, &p[3]))
+          throw bad();
+        return {*std::min_element(p, p + 4), *std::max_element(p, p + 4)};
+      case ir::BinOp::min: return {std::min(x.lo, y.lo), std::min(x.hi, y.hi)};
+      case ir::BinOp::max: return {std::max(x.lo, y.lo), std::max(x.hi, y.hi)};
+      default: throw InterpreterError("computed index of an unexpected form: " + ir::to_string(e));
+    }
   }
 
   // --- statements --------------------------------------------------------------------

@@ -8,10 +8,12 @@
 //    buffer's storage: an iterator of the slot's coordinate space for a root dense axis,
 //    the iterator of the slot's own axis (under the iterators of its ancestors, also in
 //    their own slots) for an axis with a parent. Writes that could fall outside a dense
-//    extent or a sparse pattern are rejected instead of being dropped. The exception is an
-//    indirect index in a root slot (ir/indirect.hpp): a reduction by a value of an integer
-//    `in` buffer read at its stored elements, whose values the binder checks at call time;
-//    the iteration that writes a buffer so does not read it;
+//    extent or a sparse pattern are rejected instead of being dropped. The exceptions, in a
+//    root slot and in reductions only: an indirect index (ir/indirect.hpp), a value of an
+//    integer `in` buffer read at its stored elements, whose values the binder checks at call
+//    time; a computed index (ir/affine_index.hpp), an expression of iterators and constants
+//    whose lower bound is proved >= 0 here and whose upper bound is proved here or, from the
+//    extents, by the binder; the iteration that writes a buffer so does not read it;
 //  * `=` into a buffer is only allowed where every enclosing iterator indexes the write
 //    (one write per element, no "last write wins");
 //  * one reduction operator per `out` buffer (its initial value is that operator's identity).
@@ -39,6 +41,7 @@
 #include <vector>
 
 #include "spindle/frontend/iteration_inference_decl.hpp"
+#include "spindle/ir/affine_index.hpp"
 #include "spindle/ir/equal.hpp"
 #include "spindle/ir/functor.hpp"
 #include "spindle/ir/indirect.hpp"
@@ -298,9 +301,11 @@ class IterationInference : public ir::IRMutator {
     void check_reads_of_written(const ir::SparseIterationNode* n) {
       for (auto& r : accesses_) {
         if (r.write) continue;
-        SPINDLE_CHECK(!indirect_.count(r.buffer), UserError, "kernel '", kernel_, "': buffer '", r.buffer->name,
+        auto sc = scattered_.find(r.buffer);
+        SPINDLE_CHECK(sc == scattered_.end(), UserError, "kernel '", kernel_, "': buffer '", r.buffer->name,
                       "' is read at (", ir::IRPrinter().list(r.indices), ") in iteration '", n->name,
-                      "', which also writes it at an indirect index: the value read would depend on the order in "
+                      "', which also writes it at ", sc == scattered_.end() ? "" : sc->second,
+                      ": the value read would depend on the order in "
                       "which the iterations run; hint: read it in a later statement, or from another buffer");
         for (auto& w : accesses_) {
           if (!w.write || w.buffer != r.buffer) continue;
@@ -348,7 +353,7 @@ class IterationInference : public ir::IRMutator {
         }
       }
       accesses_.clear();
-      indirect_.clear();
+      scattered_.clear();
     }
 
     struct Binding {
@@ -385,7 +390,10 @@ class IterationInference : public ir::IRMutator {
         std::string where = message("kernel '", kernel_, "': `", op, "` into buffer '", buf->name, "' indexes axis ",
                                     a->name, " (index ", s, ") with ", ir::to_string(idx[s]));
         if (!a->parent && !binding_of(idx[s])) {
-          check_indirect(buf, idx[s], a, where, reduction);
+          if (ir::indirect_index_load(idx[s]))
+            check_indirect(buf, idx[s], a, where, reduction);
+          else
+            check_computed(buf, idx[s], a, where, reduction);
           continue;
         }
         std::string problem = slot_problem(buf, idx, s);
@@ -426,11 +434,6 @@ class IterationInference : public ir::IRMutator {
     void check_indirect(const ir::Buffer& buf, const ir::Expr& index, const ir::Axis& a, const std::string& where,
                         bool reduction) {
       const ir::LoadNode* l = ir::indirect_index_load(index);
-      SPINDLE_CHECK(l, UserError, where,
-                    ", which is not an iterator: a write there could fall outside the axis's extent and be lost; "
-                    "hint: index writes by iterators of the written axes, or by a value read from an integer `in` "
-                    "buffer (an indirect write, docs/language.md §4.1; casts other than to int64_t are not "
-                    "accepted there); other indices are fine for reads");
       SPINDLE_CHECK(reduction, UserError, where,
                     ", an indirect index: `=` there would let two iterations that read the same index value "
                     "assign one element (last write wins); hint: reduce with += (or max_with/min_with)");
@@ -441,9 +444,54 @@ class IterationInference : public ir::IRMutator {
                       "index value the write uses is one that the call checks against the extent of ", a->name,
                       "; its index ", q, " (", ir::to_string(l->indices[q]), ") is not such an iterator");
       }
-      indirect_.insert(buf.get());
+      scattered_.emplace(buf.get(), "an indirect index");
     }
-    std::set<const ir::BufferNode*> indirect_;  // written at an indirect index in this top-level iteration
+
+    // A computed index (ir/affine_index.hpp: `d(io * 4 + ii, k) += ...`, `c(i / 2) += ...`) in
+    // a root slot: a reduction, by an expression of iterators and constants whose lower bound
+    // interval arithmetic proves >= 0 here; its upper bound is proved here when every extent
+    // it involves is a compile-time constant, else by the binder from the call's extents.
+    void check_computed(const ir::Buffer& buf, const ir::Expr& index, const ir::Axis& a, const std::string& where,
+                        bool reduction) {
+      const ir::AxisNode* variable = nullptr;
+      auto range = ir::index_range(index, [&](const ir::VarNode* v) -> std::optional<ir::IndexRange> {
+        const Binding* b = nullptr;
+        for (auto& x : scope_)
+          if (x.var == v) b = &x;
+        if (!b) return std::nullopt;
+        if (b->axis->kind == ir::AxisKind::dense_variable) {
+          variable = b->axis.get();
+          return std::nullopt;
+        }
+        const ir::IntImmNode* len = ir::coordinate_space(b->axis)->length.as<ir::IntImmNode>();
+        return ir::IndexRange{0, len ? std::max<std::int64_t>(len->value - 1, 0) : ir::IndexRange::unbounded};
+      });
+      SPINDLE_CHECK(!variable, UserError, where, ", which uses the iterator of ", variable ? variable->name : "",
+                    ", a dense_variable axis: its coordinates have no extent that the call could check the write "
+                    "against; hint: index the write by that iterator alone, in a slot of its own axis");
+      SPINDLE_CHECK(range, UserError, where,
+                    ", which is not an iterator, an indirect index or a computed index (iterators and integer "
+                    "constants joined by +, -, *, min, max, and / or % by a positive constant): a write there "
+                    "could fall outside the axis's extent and be lost; hint: index writes by iterators of the "
+                    "written axes, by such an expression of them (docs/language.md §4.1), or by a value read from "
+                    "an integer `in` buffer (an indirect write; casts other than to int64_t are not accepted "
+                    "there); other indices are fine for reads");
+      SPINDLE_CHECK(reduction, UserError, where,
+                    ", a computed index: `=` there could let two iterations assign one element (last write wins); "
+                    "hint: reduce with += (or max_with/min_with) into an `out` buffer, which starts at 0");
+      SPINDLE_CHECK(range->lo >= 0, UserError, where, ": could not prove the index >= 0 (over the iterators' "
+                    "coordinates, each from 0 up to its axis's extent - 1, it can be as low as ",
+                    ir::range_bound_string(range->lo), "), so the write could fall outside axis ", a->name,
+                    " and be lost; hint: write at a non-negative expression, e.g. shift the iterator");
+      if (const ir::IntImmNode* ext = ir::coordinate_space(a)->length.as<ir::IntImmNode>())
+        SPINDLE_CHECK(range->hi < ext->value, UserError, where, ": could not prove the index < ", ext->value,
+                      " (the extent of ", a->name, "): it can reach ", ir::range_bound_string(range->hi),
+                      ", so the write could fall outside the axis and be lost; hint: declare the written axis "
+                      "longer, or bound the index (min(..., ", ext->value - 1, ") clamps it)");
+      scattered_.emplace(buf.get(), "a computed index");
+    }
+    // Buffers written at an indirect or a computed index in this top-level iteration.
+    std::map<const ir::BufferNode*, const char*> scattered_;
 
     void note_first(const ir::Buffer& buf, const std::vector<ir::Expr>& idx, bool reduce) {
       if (buf->role != ir::BufferRole::output || first_write.count(buf.get())) return;

@@ -12,7 +12,9 @@
 // at indirect indices (`c(idx(e), k) += ...`, ir/indirect.hpp) has every stored value of each
 // index buffer checked against the extent of the axis it indexes (FormatError naming the
 // first bad value); for a GPU call the check is handed back to the caller (the CUDA runtime
-// copies the index array to the host for it), since device memory is never read here.
+// copies the index array to the host for it), since device memory is never read here. A write
+// at a computed index (`d(io * 4 + ii, k) += ...`, ir/affine_index.hpp) has the upper bound of
+// its index proved from the bound extents (ShapeError naming the bound; O(1)).
 #pragma once
 
 #include <cstdint>
@@ -24,6 +26,7 @@
 
 #include "spindle/format/storage.hpp"
 #include "spindle/ir/function.hpp"
+#include "spindle/ir/affine_index.hpp"
 #include "spindle/ir/functor.hpp"
 #include "spindle/ir/indirect.hpp"
 #include "spindle/runtime/call_arg.hpp"
@@ -65,6 +68,7 @@ class ArgBinder {
     axis_count_ = stage1.axes.size();
     num_args_ = static_cast<int>(user_buffers_.size() + user_scalars_.size());
     find_indirect_indices(stage1);
+    find_computed_indices(stage1);
   }
 
   // An index buffer whose stored values a call must check: each in [0, extent).
@@ -120,6 +124,7 @@ class ArgBinder {
           check_index_values(c, c.data);
       }
     }
+    for (auto& c : computed_) check_computed_index(c, axes);
     for (std::size_t k = 0; k < abi_buffers_.size(); ++k) {
       const auto& p = abi_buffers_[k];
       switch (p.origin.kind) {
@@ -481,7 +486,82 @@ class ArgBinder {
   std::vector<ir::FuncScalar> abi_scalars_;
   std::vector<bool> scalar_used_;
   std::set<const ir::AxisNode*> sorted_required_;
+  // A write at a computed index (ir/affine_index.hpp) into a root slot: the iterators it
+  // uses, by coordinate space, and the slot's coordinate space.
+  struct ComputedIndex {
+    ir::Expr index;
+    std::vector<std::pair<const ir::VarNode*, const ir::AxisNode*>> iterators;
+    const ir::AxisNode* space;
+    std::string what;  // "`+=` into buffer 'd' at (io * 4 + ii, k), slot 0 (axis I)"
+  };
+
+  void find_computed_indices(const ir::Function& stage1) {
+    struct Scan : ir::IRVisitor {
+      std::vector<std::pair<const ir::VarNode*, const ir::AxisNode*>> scope;
+      std::vector<ComputedIndex> found;
+      void visit_SparseIteration(const ir::SparseIterationNode* n) override {
+        const std::size_t depth = scope.size();
+        for (std::size_t k = 0; k < n->vars.size(); ++k) scope.push_back({n->vars[k].node(), ir::coordinate_space(n->axes[k])});
+        ir::IRVisitor::visit_SparseIteration(n);
+        scope.resize(depth);
+      }
+      void visit_Reduce(const ir::ReduceNode* n) override {
+        for (std::size_t s = 0; s < n->indices.size() && s < n->buffer->axes.size(); ++s) {
+          const ir::Expr& e = n->indices[s];
+          if (n->buffer->axes[s]->parent || e.as<ir::VarNode>() || ir::indirect_index_load(e)) continue;
+          ComputedIndex c{e, {}, ir::coordinate_space(n->buffer->axes[s]),
+                          message("`", ir::reduce_op_name(n->op), "` into buffer '", n->buffer->name, "' at (",
+                                  ir::IRPrinter().list(n->indices), "), index ", s, " (axis ",
+                                  n->buffer->axes[s]->name, ")")};
+          struct Vars : ir::IRVisitor {
+            std::set<const ir::VarNode*> used;
+            void visit_Var(const ir::VarNode* v) override { used.insert(v); }
+          } vars;
+          vars.visit(e);
+          for (auto& [v, space] : scope)
+            if (vars.used.count(v)) c.iterators.push_back({v, space});
+          found.push_back(std::move(c));
+        }
+        ir::IRVisitor::visit_Reduce(n);
+      }
+    } scan;
+    scan.visit(stage1.body);
+    computed_ = std::move(scan.found);
+  }
+
+  // The proof of a computed index's upper bound (its lower bound was proved at definition)
+  // from the call's extents: interval arithmetic over each iterator's coordinates
+  // [0, extent - 1]. An iterator over an empty axis makes the write unreachable.
+  void check_computed_index(const ComputedIndex& c, const Bindings& axes) const {
+    std::string ranges;
+    for (auto& [v, space] : c.iterators) {
+      const Binding* bd = axes.find(space);
+      SPINDLE_INTERNAL_CHECK(bd && bd->has_length, "bind_args", "computed index over unbound axis ", space->name);
+      if (bd->length == 0) return;
+      ranges += message(ranges.empty() ? "" : ", ", "0 <= ", v->name, " < ", bd->length, " (axis ", space->name,
+                        " in argument '", bd->buffer, "')");
+    }
+    const Binding* slot = axes.find(c.space);
+    SPINDLE_INTERNAL_CHECK(slot && slot->has_length, "bind_args", "computed index into unbound axis ", c.space->name);
+    auto range = ir::index_range(c.index, [&](const ir::VarNode* v) -> std::optional<ir::IndexRange> {
+      for (auto& [var, space] : c.iterators)
+        if (var == v) return ir::IndexRange{0, axes.find(space)->length - 1};
+      return std::nullopt;
+    });
+    const std::string where = message("kernel '", kernel_, "': ", c.what, ", a computed index");
+    SPINDLE_CHECK(range, ShapeError, where, ": with ", ranges.empty() ? "no iterators" : ranges,
+                  " some part of it leaves the int64 range; nothing was written; hint: smaller extents or "
+                  "another index");
+    SPINDLE_CHECK(range->lo >= 0 && range->hi < slot->length, ShapeError, where, ": with ",
+                  ranges.empty() ? "no iterators" : ranges, " it can reach ", ir::range_bound_string(range->lo),
+                  range->lo == range->hi ? "" : message(" .. ", ir::range_bound_string(range->hi)),
+                  ", but axis ", c.space->name, " has extent ", slot->length, " (argument '", slot->buffer,
+                  "'), so the write could fall outside the buffer; nothing was written; hint: make the written "
+                  "axis longer, or the iterated axes shorter");
+  }
+
   std::vector<IndirectIndex> indirect_;
+  std::vector<ComputedIndex> computed_;
   int num_args_ = 0;
   std::size_t axis_count_ = 0;
 };

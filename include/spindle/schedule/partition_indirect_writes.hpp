@@ -1,8 +1,9 @@
 // partition_indirect_writes: runs a top-level loop nest that is a reduction only because of
-// its indirect writes (`c[b[e], k] += v`, docs/language.md §4.1) in parallel on the CPU,
-// without atomics and deterministically. T blocks (T = the call's thread count, the scalar
-// `spindle_threads` bound at call time) each run the whole nest and apply only the updates
-// whose index value falls in their share of the written axis (owner computes):
+// its scattered writes — at indirect indices (`c[b[e], k] += v`) or computed ones
+// (`d[io * 4 + ii, k] += v`), docs/language.md §4.1 — in parallel on the CPU, without atomics
+// and deterministically. T blocks (T = the call's thread count, the scalar `spindle_threads`
+// bound at call time) each run the whole nest and apply only the updates whose index value
+// falls in their share of the written axis (owner computes):
 //
 //   for e in [0, E) reduction:            for blk in [0, spindle_threads) parallel:
 //     for k in [0, K):             ->       for e in [0, E) reduction:
@@ -15,16 +16,17 @@
 // values (O(E) per thread) and does its share of the updates, which pays when an update is
 // more than a few operations (a feature row) and costs little otherwise.
 // Applies to a nest whose outermost loop is a serial reduction loop when every write inside
-// to a buffer not allocated inside is a reduction at an indirect index (the language forbids
-// reading such a buffer in the same nest); anything else is left as it is. An ownership test
-// moves out of the loops whose variables it does not use when it is their whole body (the
-// feature loop above stays a clean, vectorisable loop).
+// to a buffer not allocated inside is a reduction at an indirect or computed index and the
+// nest reads none of those buffers; anything else is left as it is. An ownership test moves
+// out of the loops whose variables it does not use when it is their whole body (the feature
+// loop above stays a clean, vectorisable loop).
 // Pre/post: stage III (CPU); adds the scalar `spindle_threads` (ParamOrigin::threads).
 #pragma once
 
 #include <set>
 #include <vector>
 
+#include "spindle/ir/affine_index.hpp"
 #include "spindle/ir/function.hpp"
 #include "spindle/ir/functor.hpp"
 #include "spindle/ir/indirect.hpp"
@@ -35,10 +37,25 @@ namespace spindle::schedule {
 
 namespace detail {
 
-// Whether every write in `nest` to a buffer it does not allocate is an indirect reduction.
-inline bool only_indirect_writes(const ir::Stmt& nest) {
+// The slot of a write whose index is an indirect index (a load of an index buffer) or a
+// computed one (iterators and constants, ir/affine_index.hpp: at stage III an expression of
+// loop variables without loads that is not a bare variable), or -1.
+inline int scattered_slot(const ir::ReduceNode* n) {
+  for (std::size_t q = 0; q < n->indices.size(); ++q) {
+    const ir::Expr& e = n->indices[q];
+    if (ir::indirect_index_load(e)) return static_cast<int>(q);
+    if (ir::is_computed_index(e, [](const ir::VarNode*) { return true; }) || e.as<ir::IntImmNode>())
+      return static_cast<int>(q);
+  }
+  return -1;
+}
+
+// Whether every write in `nest` to a buffer it does not allocate is a reduction at an
+// indirect or computed index, and the nest reads none of those buffers (the language forbids
+// it there; checked again because ownership is only sound without such reads).
+inline bool only_scattered_writes(const ir::Stmt& nest) {
   struct Scan : ir::IRVisitor {
-    std::set<const ir::BufferNode*> inside;
+    std::set<const ir::BufferNode*> inside, written, read;
     bool ok = true, any = false;
     void visit_Block(const ir::BlockNode* n) override {
       for (auto& a : n->allocs) inside.insert(a.get());
@@ -48,17 +65,21 @@ inline bool only_indirect_writes(const ir::Stmt& nest) {
       ok = ok && inside.count(n->buffer.get());
       ir::IRVisitor::visit_Store(n);
     }
+    void visit_Load(const ir::LoadNode* n) override {
+      read.insert(n->buffer.get());
+      ir::IRVisitor::visit_Load(n);
+    }
     void visit_Reduce(const ir::ReduceNode* n) override {
       if (!inside.count(n->buffer.get())) {
-        bool indirect = false;
-        for (auto& e : n->indices) indirect = indirect || ir::indirect_index_load(e);
-        ok = ok && indirect && !n->atomic;
+        ok = ok && scattered_slot(n) >= 0 && !n->atomic;
+        written.insert(n->buffer.get());
         any = true;
       }
       ir::IRVisitor::visit_Reduce(n);
     }
   } scan;
   scan.visit(nest);
+  for (auto* b : scan.written) scan.ok = scan.ok && !scan.read.count(b);
   return scan.ok && scan.any;
 }
 
@@ -74,8 +95,8 @@ class OwnerGuards : public ir::IRMutator {
   }
   ir::Stmt mutate_Reduce(const ir::ReduceNode* n, const ir::Stmt& self) override {
     if (inside.count(n->buffer.get())) return self;
-    for (std::size_t q = 0; q < n->indices.size(); ++q) {
-      if (!ir::indirect_index_load(n->indices[q])) continue;
+    if (const int slot = scattered_slot(n); slot >= 0) {
+      const std::size_t q = static_cast<std::size_t>(slot);
       ir::Expr v = ir::cast(DType::i64, n->indices[q]);
       ir::Expr extent = n->buffer->shape[q];
       ir::Expr lo = ir::Expr(block_) * extent / ir::Expr(threads_);
@@ -121,7 +142,7 @@ class PartitionIndirect : public ir::IRMutator {
  protected:
   ir::Stmt mutate_For(const ir::ForNode* n, const ir::Stmt& self) override {
     // Outermost loops only: this mutator does not descend into loops.
-    if (n->for_kind != ir::ForKind::serial || n->iter_kind != ir::IterKind::reduction || !only_indirect_writes(self))
+    if (n->for_kind != ir::ForKind::serial || n->iter_kind != ir::IterKind::reduction || !only_scattered_writes(self))
       return self;
     ir::Var block("spindle_block", DType::i64);
     OwnerGuards g(block, threads_);
