@@ -27,6 +27,7 @@
 #include <vector>
 
 #include <spindle/driver/pipeline.hpp>
+#include <spindle/ir/affine_index.hpp>
 #include <spindle/ir/indirect.hpp>
 #include <spindle/runtime/bind_args.hpp>
 #include <spindle/runtime/cuda/cuda.hpp>
@@ -42,7 +43,7 @@ using spindle::test::RandomKernel;
 namespace {
 
 struct Stats {
-  long generated = 0, rejected = 0, skipped = 0, compared = 0, failures = 0, large = 0, indirect = 0,
+  long generated = 0, rejected = 0, skipped = 0, compared = 0, failures = 0, large = 0, indirect = 0, computed = 0,
        shared = 0;
   std::map<std::string, long> runs;
   std::map<std::string, std::string> first_reject;
@@ -156,15 +157,23 @@ class ShrinkStep : public sp::ir::IRMutator {
   int target_, count_ = 0;
 };
 
-// Whether the kernel writes at an indirect index (docs/language.md §4.1).
-bool has_indirect_write(const sp::ir::Function& f) {
+// Whether the kernel writes at an indirect index (`computed` false) or at a computed index
+// of iterators and constants (`computed` true) into a root slot (docs/language.md §4.1).
+bool has_scattered_write(const sp::ir::Function& f, bool computed) {
   struct Scan : sp::ir::IRVisitor {
-    bool found = false;
+    bool computed = false, found = false;
     void visit_Reduce(const sp::ir::ReduceNode* n) override {
-      for (auto& e : n->indices) found = found || sp::ir::indirect_index_load(e) != nullptr;
+      for (std::size_t s = 0; s < n->indices.size(); ++s) {
+        const sp::ir::Expr& e = n->indices[s];
+        if (!computed) found = found || sp::ir::indirect_index_load(e) != nullptr;
+        else if (!n->buffer->axes[s]->parent && !e.as<sp::ir::VarNode>() && !sp::ir::indirect_index_load(e))
+          found = found || sp::ir::is_computed_index(e, [](const sp::ir::VarNode*) { return true; }) ||
+                  e.as<sp::ir::IntImmNode>();
+      }
       sp::ir::IRVisitor::visit_Reduce(n);
     }
   } scan;
+  scan.computed = computed;
   scan.visit(f.body);
   return scan.found;
 }
@@ -410,7 +419,8 @@ int main(int argc, char** argv) {
       continue;
     }
     ++st.compared;
-    if (has_indirect_write(completed)) ++st.indirect;
+    if (has_scattered_write(completed, false)) ++st.indirect;
+    if (has_scattered_write(completed, true)) ++st.computed;
     if (indexes_by_shared_coordinates(completed)) ++st.shared;
     for (auto& e : engines) {
       std::string what;
@@ -443,7 +453,7 @@ int main(int argc, char** argv) {
   std::cout << "spindle-kernel-fuzz: seed " << seed << ": " << st.generated << " kernels generated, " << st.rejected
             << " rejected at definition (UserError), " << st.skipped << " skipped, " << st.compared
             << " compared with the interpreter (" << st.large << " also on large inputs with 1 and 3 threads; "
-            << st.indirect << " with indirect writes, " << st.shared << " indexing another axis's slot by a coordinates_of iterator);";
+            << st.indirect << " with indirect writes, " << st.computed << " with computed write indices, " << st.shared << " indexing another axis's slot by a coordinates_of iterator);";
   for (auto& [e, n] : st.runs) std::cout << " " << e << " " << n << " runs;";
   std::cout << " " << nvrtc.compiled << " CUDA modules compiled to sm_80 cubins by NVRTC; " << st.failures
             << " disagreements; " << secs << " s\n";

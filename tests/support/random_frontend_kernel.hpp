@@ -53,6 +53,7 @@ struct Axis {
   std::int64_t fixed_npr = -1;  // sparse_fixed<P, N>: N >= 0, else dynamic
   std::int64_t fixed_length = -1;  // dense_fixed_n<N>: N >= 1, else dynamic
   DType index_dtype = DType::i32;
+  bool computed_target = false;  // a root axis written at computed indices; its extent is fitted to them
 };
 
 struct Buffer {
@@ -88,6 +89,16 @@ struct Index {
   ExprP indirect;
 };
 
+// A computed write index (docs/language.md §4.1): iterators and constants joined by +, * c,
+// / c, % c, min, and max(x - c, 0).
+struct CIdx {
+  enum Kind : std::uint8_t { Iter, Const, Add, MulC, DivC, ModC, Min, MaxShift } kind = Const;
+  int iter = -1;
+  std::int64_t c = 0;
+  std::shared_ptr<const CIdx> a, b;
+};
+using CIdxP = std::shared_ptr<const CIdx>;
+
 struct Expr {
   Op op = Op::Const;
   DType t = DType::f32;       // boolean for comparisons, &&, ||, !
@@ -117,6 +128,8 @@ struct Stmt {
   std::vector<int> iters;        // Write: one iterator per buffer axis; ForEach: the iterators
   int bad_slot = -1;             // Write: this slot is indexed by bad_index instead (the
   Index bad_index;               //   language must reject it: "which is not an iterator")
+  int computed_slot = -1;        // Write: this slot is indexed by `computed` (§4.1)
+  CIdxP computed;
   WriteOp op = WriteOp::assign;
   ExprP value;                   // Write/LocalWrite value, LocalDecl init, Named expression
   bool via_ref = false;          // Write through `auto r = b(...); r += v;`
@@ -326,9 +339,25 @@ class CppPrinter {
     const Buffer& b = k_.buffers[static_cast<std::size_t>(s.target)];
     std::string t = b.var + "(";
     for (std::size_t q = 0; q < s.iters.size(); ++q)
-      t += (q ? ", " : "") + (static_cast<int>(q) == s.bad_slot ? index(s.bad_index)
-                                                                 : k_.iterators[static_cast<std::size_t>(s.iters[q])].var);
+      t += (q ? ", " : "") + (static_cast<int>(q) == s.bad_slot        ? index(s.bad_index)
+                              : static_cast<int>(q) == s.computed_slot ? cidx(*s.computed)
+                                                                       : k_.iterators[static_cast<std::size_t>(s.iters[q])].var);
     return t + ")";
+  }
+
+  std::string cidx(const CIdx& x) {
+    const std::string c = std::to_string(x.c);
+    switch (x.kind) {
+      case CIdx::Iter: return k_.iterators[static_cast<std::size_t>(x.iter)].var;
+      case CIdx::Const: return "std::int64_t{" + c + "}";
+      case CIdx::Add: return "(" + cidx(*x.a) + " + " + cidx(*x.b) + ")";
+      case CIdx::MulC: return "(" + cidx(*x.a) + " * " + c + ")";
+      case CIdx::DivC: return "(" + cidx(*x.a) + " / " + c + ")";
+      case CIdx::ModC: return "(" + cidx(*x.a) + " % " + c + ")";
+      case CIdx::Min: return "sp::min(sp::Value<std::int64_t>(" + cidx(*x.a) + "), sp::Value<std::int64_t>(" + cidx(*x.b) + "))";
+      case CIdx::MaxShift: return "sp::max(sp::Value<std::int64_t>(" + cidx(*x.a) + " - " + c + "), sp::Value<std::int64_t>(std::int64_t{0}))";
+    }
+    return "?";
   }
 
   void write_op(std::ostream& os, const std::string& lhs, WriteOp op, const Expr& v) {
@@ -656,12 +685,29 @@ class IrBuilder {
     return ir::reduce(b, std::move(idx), reduce_op(op), x);
   }
 
+  ir::Expr cidx(const CIdx& x) {
+    switch (x.kind) {
+      case CIdx::Iter: return iters_[static_cast<std::size_t>(x.iter)];
+      case CIdx::Const: return ir::int_imm(x.c);
+      case CIdx::Add: return ir::binary(ir::BinOp::add, cidx(*x.a), cidx(*x.b));
+      case CIdx::MulC: return ir::binary(ir::BinOp::mul, cidx(*x.a), ir::int_imm(x.c));
+      case CIdx::DivC: return ir::binary(ir::BinOp::div, cidx(*x.a), ir::int_imm(x.c));
+      case CIdx::ModC: return ir::binary(ir::BinOp::mod, cidx(*x.a), ir::int_imm(x.c));
+      case CIdx::Min: return ir::binary(ir::BinOp::min, cidx(*x.a), cidx(*x.b));
+      case CIdx::MaxShift:
+        return ir::binary(ir::BinOp::max, ir::binary(ir::BinOp::sub, cidx(*x.a), ir::int_imm(x.c)), ir::int_imm(0));
+    }
+    return ir::Expr();
+  }
+
   ir::Stmt stmt(const Stmt& s, std::vector<ir::Buffer>& allocs) {
     switch (s.kind) {
       case Stmt::Write: {
         std::vector<ir::Expr> idx;
         for (std::size_t q = 0; q < s.iters.size(); ++q)
-          idx.push_back(static_cast<int>(q) == s.bad_slot ? index(s.bad_index) : ir::Expr(iters_[static_cast<std::size_t>(s.iters[q])]));
+          idx.push_back(static_cast<int>(q) == s.bad_slot        ? index(s.bad_index)
+                        : static_cast<int>(q) == s.computed_slot ? cidx(*s.computed)
+                                                                 : ir::Expr(iters_[static_cast<std::size_t>(s.iters[q])]));
         return write(buffers_.at(s.target), std::move(idx), s.op, *s.value);
       }
       case Stmt::LocalDecl: {
@@ -904,6 +950,16 @@ class Generator {
         v.dense_of = static_cast<int>(x);
         k_.axes.push_back(v);
       }
+    // A root axis written at computed indices (no children, views or coordinates_of users):
+    // make_data fits its extent to those writes.
+    if (chance(0.3)) {
+      Axis t;
+      t.type = type_name();
+      t.kind = ir::AxisKind::dense_fixed;
+      t.computed_target = true;
+      k_.axes.push_back(t);
+      target_axis_ = static_cast<int>(k_.axes.size()) - 1;
+    }
   }
 
   std::vector<int> chain_of(int a) const {
@@ -921,15 +977,15 @@ class Generator {
   }
 
   // --- buffers and parameters --------------------------------------------------------------
-  int add_buffer(ir::BufferRole role, DType t, bool index = false) {
+  int add_buffer(ir::BufferRole role, DType t, bool index = false, std::vector<int> axes = {}) {
     Buffer b;
     b.var = var_name(role == ir::BufferRole::input ? "in" : role == ir::BufferRole::output ? "out" : "io");
     b.role = role;
     b.dtype = t;
     b.index = index;
     b.const_ref = chance(0.2);
-    b.axes = random_chain();
-    if (b.axes.size() < 4 && chance(0.35)) {
+    b.axes = axes.empty() ? random_chain() : axes;
+    if (axes.empty() && b.axes.size() < 4 && chance(0.35)) {
       auto more = random_chain();
       // An out buffer that lists an axis twice with a child after the first ([I, J, I])
       // is rejected (Spindle cannot fill it); generate one only now and then.
@@ -963,6 +1019,17 @@ class Generator {
       int b = add_buffer(role, k_.T);
       outputs_.push_back(b);
       ops_[b] = pick({WriteOp::add, WriteOp::add, WriteOp::add, WriteOp::sub, WriteOp::max, WriteOp::min, WriteOp::mul});
+    }
+    if (target_axis_ >= 0) {  // an output written at computed indices: [T] or [T, chain]
+      std::vector<int> axes{target_axis_};
+      if (chance(0.5)) {
+        auto more = random_chain();
+        if (std::count(more.begin(), more.end(), target_axis_) == 0 && more.size() < 4)
+          axes.insert(axes.end(), more.begin(), more.end());
+      }
+      int b = add_buffer(chance(0.3) ? ir::BufferRole::inout : ir::BufferRole::output, k_.T, false, axes);
+      outputs_.push_back(b);
+      ops_[b] = pick({WriteOp::add, WriteOp::add, WriteOp::sub, WriteOp::max, WriteOp::min});
     }
     // Names for the call arguments, sometimes: keyword-like, colliding with generated names.
     if (chance(0.25)) {
@@ -1146,7 +1213,13 @@ class Generator {
       const Buffer& buf = k_.buffers[static_cast<std::size_t>(b)];
       std::vector<int> idx;
       bool ok = true;
+      int computed_slot = -1;
       for (std::size_t s = 0; s < buf.axes.size() && ok; ++s) {
+        if (buf.axes[s] == target_axis_ && computed_slot < 0 && ops_.at(b) != WriteOp::mul && chance(0.6)) {
+          computed_slot = static_cast<int>(s);
+          idx.push_back(-1);
+          continue;
+        }
         int it = iterator_for_slot(buf, s);
         ok = it >= 0;
         idx.push_back(it);
@@ -1163,20 +1236,59 @@ class Generator {
       if (buf.role == ir::BufferRole::inout && chance(0.15))
         op = pick({WriteOp::add, WriteOp::sub, WriteOp::mul, WriteOp::max, WriteOp::min});
       if (op == WriteOp::sub && chance(0.5)) op = WriteOp::add;
-      if (all && chance(0.35)) op = WriteOp::assign;
+      if (all && computed_slot < 0 && chance(0.35)) op = WriteOp::assign;
+      if (computed_slot >= 0) {  // a reduction (§4.1); the index avoids T's own iterators
+        if (op == WriteOp::assign || op == WriteOp::mul) op = WriteOp::add;
+        s->computed_slot = computed_slot;
+        s->computed = computed_index(2);
+      }
       s->op = op;
       s->value = op == WriteOp::mul ? sign_value() : value(3);
-      if (chance(0.03) && !s->iters.empty()) {  // break rule 4.1 on purpose: must be rejected
+      if (chance(0.03) && !s->iters.empty() && computed_slot < 0) {  // break rule 4.1 on purpose: must be rejected
         s->bad_slot = static_cast<int>(range(0, static_cast<std::int64_t>(s->iters.size()) - 1));
         s->bad_index.kind = chance(0.5) ? Index::IterPlus : Index::Literal;
         s->bad_index.iter = s->iters[static_cast<std::size_t>(s->bad_slot)];
         s->bad_index.k = s->bad_index.kind == Index::IterPlus ? pick({-1, 1}) : range(0, 2);
+        // A reduction into a root slot accepts a computed index whose bounds can be proved
+        // (§4.1: `y(i + 1) += ...`, `y(0) += ...`); `i - 1` there is never provably >= 0.
+        const Axis& slot = k_.axes[static_cast<std::size_t>(buf.axes[static_cast<std::size_t>(s->bad_slot)])];
+        if (slot.parent < 0 && op != WriteOp::assign) {
+          s->bad_index.kind = Index::IterPlus;
+          s->bad_index.k = -1;
+        }
       }
       return s;
     }
     // No output can be written here: accumulate into a local if there is one.
     if (!visible_locals_.empty()) return local_write();
     return nullptr;
+  }
+
+  // A computed write index over the iterators in scope that are not over T's coordinates
+  // (T's extent is fitted to the index) nor of a dense_variable axis.
+  CIdxP computed_index(int d) {
+    std::vector<int> its;
+    for (int it : scope_) {
+      const int a = k_.iterators[static_cast<std::size_t>(it)].axis;
+      if (coord_space(a) != coord_space(target_axis_) && k_.axes[static_cast<std::size_t>(a)].kind != ir::AxisKind::dense_variable)
+        its.push_back(it);
+    }
+    auto x = std::make_shared<CIdx>();
+    if (d <= 0 || chance(0.25)) {
+      if (!its.empty() && chance(0.8) && d < 2) {
+        x->kind = CIdx::Iter;
+        x->iter = pick_from(its);
+      } else {
+        x->kind = CIdx::Const;
+        x->c = range(0, 3);
+      }
+      return x;
+    }
+    x->kind = pick({CIdx::Add, CIdx::Add, CIdx::MulC, CIdx::DivC, CIdx::ModC, CIdx::Min, CIdx::MaxShift});
+    x->a = computed_index(d - 1);
+    if (x->kind == CIdx::Add || x->kind == CIdx::Min) x->b = computed_index(d - 1);
+    x->c = x->kind == CIdx::MaxShift ? range(1, 2) : range(1, 4);
+    return x;
   }
 
   // --- expressions --------------------------------------------------------------------------
@@ -1399,6 +1511,7 @@ class Generator {
   std::map<int, WriteOp> ops_;
   std::set<int> in_buffers_;
   std::vector<int> scope_;  // iterators in scope
+  int target_axis_ = -1;    // the computed-write target axis T, if any
   std::vector<int> visible_locals_, visible_named_;
 };
 
@@ -1633,7 +1746,9 @@ inline RandomKernel make_data(const Kernel& k, const IrBuilder::Result& ir, Size
     }
     d.finish();
     r.data[node.get()] = d;
+    if (ax.computed_target) r.computed_target = node.get();
   }
+  fit_computed_target(r, range);
   int arg = 0;
   for (const LambdaParam& p : k.lambda) {
     if (p.kind == LambdaParam::iter) continue;

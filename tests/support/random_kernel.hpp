@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -26,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "spindle/ir/affine_index.hpp"
 #include "spindle/ir/function.hpp"
 #include "spindle/ir/ops.hpp"
 #include "spindle/ir/printer.hpp"
@@ -74,6 +76,10 @@ struct RandomKernel {
   std::vector<int> arg_is_scalar;   // per call argument: -1 buffer index k, else scalar value index
   std::vector<double> scalar_values;
   std::vector<int> arg_buffer;
+  // Writes at computed indices (docs/language.md §4.1) go into `computed_target`, a root axis
+  // made for them: its extent is fitted to their upper bounds (fit_computed_target) after
+  // the program is made and whenever the data change, so the call-time check passes.
+  const ir::AxisNode* computed_target = nullptr;
   // Per buffer and position: the reference interpreter's bound on how far another order of
   // float reductions may move the value (record_error_bounds), for tolerant comparisons.
   std::vector<std::vector<double>> error_bounds;
@@ -162,6 +168,80 @@ inline void mark_declared_axes(const ir::Axis& a, std::set<const ir::AxisNode*>&
   }
 }
 
+// The computed write indices (docs/language.md §4.1) into root slots over `target` in f, each
+// with the coordinate spaces of the iterators in scope there.
+struct ComputedWrite {
+  ir::Expr index;
+  std::map<const ir::VarNode*, const ir::AxisNode*> spaces;
+};
+inline std::vector<ComputedWrite> computed_writes(const ir::Function& f, const ir::AxisNode* target) {
+  struct Scan : ir::IRVisitor {
+    const ir::AxisNode* target = nullptr;
+    std::map<const ir::VarNode*, const ir::AxisNode*> scope;
+    std::vector<ComputedWrite> found;
+    void visit_SparseIteration(const ir::SparseIterationNode* n) override {
+      for (std::size_t k = 0; k < n->vars.size(); ++k) scope[n->vars[k].node()] = ir::coordinate_space(n->axes[k]);
+      ir::IRVisitor::visit_SparseIteration(n);
+    }
+    void visit_Reduce(const ir::ReduceNode* n) override {
+      for (std::size_t s = 0; s < n->indices.size() && s < n->buffer->axes.size(); ++s)
+        if (ir::coordinate_space(n->buffer->axes[s]) == target && !n->indices[s].as<ir::VarNode>())
+          found.push_back({n->indices[s], scope});
+      ir::IRVisitor::visit_Reduce(n);
+    }
+  } scan;
+  scan.target = target;
+  scan.visit(f.body);
+  return scan.found;
+}
+
+// Sets the extent of k.computed_target to one past the largest value its computed write
+// indices can take over the current data (interval arithmetic, ir/affine_index.hpp), plus a
+// random slack of 0 or 1, and at least 1.
+template <class Range>
+void fit_computed_target(RandomKernel& k, Range&& range) {
+  if (!k.computed_target) return;
+  std::int64_t need = 0;
+  for (auto& c : computed_writes(k.function, k.computed_target)) {
+    bool empty = false;
+    auto r = ir::index_range(c.index, [&](const ir::VarNode* v) -> std::optional<ir::IndexRange> {
+      auto it = c.spaces.find(v);
+      if (it == c.spaces.end()) return std::nullopt;
+      const std::int64_t len = k.data.at(it->second).length;
+      empty = empty || len == 0;
+      return ir::IndexRange{0, std::max<std::int64_t>(len - 1, 0)};
+    });
+    if (r && !empty) need = std::max<std::int64_t>(need, static_cast<std::int64_t>(r->hi) + 1);
+  }
+  AxisArrays& d = k.data.at(k.computed_target);
+  d.length = d.positions = std::max<std::int64_t>(need + range(0, 1), 1);
+  d.finish();
+}
+
+// Sizes b to the current data and gives it fresh initial values: outputs -777 (never read
+// before written), inputs -2..2, read-index buffers -1..index_hi, indirect write indices a
+// coordinate of their target.
+template <class Range>
+void fill_buffer(RandomKernel& k, BufferData& b, Range&& range, std::int64_t index_hi) {
+  std::int64_t count = 1;
+  std::vector<ir::Axis> chain;
+  for (std::size_t s = 0; s < b.buffer->axes.size(); ++s) {
+    chain.push_back(b.buffer->axes[s]);
+    if (s + 1 == b.buffer->axes.size() || !b.buffer->axes[s + 1]->parent) {
+      count *= k.data.at(chain.back().get()).positions;
+      chain.clear();
+    }
+  }
+  b.count = count;
+  b.initial.clear();
+  for (std::int64_t q = 0; q < count; ++q) {
+    double v = b.buffer->role == ir::BufferRole::output ? -777 : static_cast<double>(range(-2, 2));
+    if (b.index) v = static_cast<double>(range(-1, index_hi));
+    if (b.write_target) v = static_cast<double>(range(0, k.data.at(b.write_target).length - 1));
+    b.initial.push_back(v);
+  }
+}
+
 namespace detail_gen {
 
 class Generator {
@@ -179,6 +259,15 @@ class Generator {
     int n = 1 + (chance(0.3) ? 1 : 0);
     for (int s = 0; s < n; ++s) top.push_back(iteration(0));
     k_.function.body = ir::seq(std::move(top));
+    if (k_.computed_target) {  // fit T to the program's computed indices, then resize what uses it
+      auto rng = [&](std::int64_t lo, std::int64_t hi) { return range(lo, hi); };
+      fit_computed_target(k_, rng);
+      for (auto& b : k_.buffers) {
+        bool uses = b.write_target == k_.computed_target;
+        for (auto& a : b.buffer->axes) uses = uses || a.get() == k_.computed_target;
+        if (uses) fill_buffer(k_, b, rng, 6);
+      }
+    }
     // As the front end does: the kernel declares the axes its buffers use (with their
     // parents and the bases of dense views), and the shape scalars of those axes.
     std::set<const ir::AxisNode*> used;
@@ -214,7 +303,8 @@ class Generator {
   // --- axes ------------------------------------------------------------------------
   static int depth(const ir::Axis& a) { return static_cast<int>(ir::axis_chain(a).size()); }
 
-  ir::Axis new_axis(const std::string& name, ir::AxisKind kind, ir::Axis parent, ir::Axis coordinates = nullptr) {
+  ir::Axis new_axis(const std::string& name, ir::AxisKind kind, ir::Axis parent, ir::Axis coordinates = nullptr,
+                    bool symbolic = false) {
     auto n = std::make_shared<ir::AxisNode>();
     n->name = name;
     n->kind = kind;
@@ -224,7 +314,7 @@ class Generator {
     ir::Axis a = n;
     if (coordinates) {  // coordinates_of<X>: X's extent
       n->length = coordinates->length;
-    } else if (kind == ir::AxisKind::dense_fixed && chance(0.2)) {  // dense_fixed_n<N>: a compile-time extent
+    } else if (kind == ir::AxisKind::dense_fixed && !symbolic && chance(0.2)) {  // dense_fixed_n<N>: a compile-time extent
       n->length = ir::int_imm(pick({std::int64_t{1}, std::int64_t{2}, std::int64_t{3}, std::int64_t{4}, std::int64_t{5}}));
     } else {
       ir::Var len(name + "_len", DType::i64);
@@ -287,6 +377,11 @@ class Generator {
       }
       if (!parents.empty() && !spaces.empty())
         new_axis(names[total], ir::AxisKind::sparse_variable, pick_from(parents), pick_from(spaces));
+    }
+    // A root axis for writes at computed indices (no children, no views, no axis takes its
+    // coordinates): its extent is fitted to those writes once the program exists.
+    if (chance(0.35)) {
+      k_.computed_target = new_axis("T", ir::AxisKind::dense_fixed, nullptr, nullptr, /*symbolic=*/true).get();
     }
     // dense<X> views of some axes
     std::vector<ir::Axis> base = k_.axes;
@@ -361,6 +456,12 @@ class Generator {
     k_.data[a.get()] = d;
   }
 
+  ir::Axis computed_target_axis() const {
+    for (auto& a : k_.axes)
+      if (a.get() == k_.computed_target) return a;
+    return nullptr;
+  }
+
   // --- buffers ---------------------------------------------------------------------
   // A chain: a root-to-axis path, or a dense<X> view alone.
   std::vector<ir::Axis> random_chain() {
@@ -375,9 +476,9 @@ class Generator {
     return k_.data.at(chain.back().get()).positions;
   }
 
-  ir::Buffer add_buffer(ir::BufferRole role, DType t) {
-    std::vector<ir::Axis> axes = random_chain();
-    if (axes.size() < 4 && chance(0.35)) {
+  ir::Buffer add_buffer(ir::BufferRole role, DType t, std::vector<ir::Axis> given = {}) {
+    std::vector<ir::Axis> axes = given.empty() ? random_chain() : given;
+    if (given.empty() && axes.size() < 4 && chance(0.35)) {
       auto more = random_chain();
       if (axes.size() + more.size() <= 4) axes.insert(axes.end(), more.begin(), more.end());
     }
@@ -461,6 +562,19 @@ class Generator {
       ops_[b.get()] = pick({ir::ReduceOp::add, ir::ReduceOp::add, ir::ReduceOp::add, ir::ReduceOp::max,
                             ir::ReduceOp::min, ir::ReduceOp::mul});
       if (k_.buffers.back().initial.size() && role == ir::BufferRole::inout)
+        for (auto& v : k_.buffers.back().initial) v = static_cast<double>(range(-2, 2));
+    }
+    if (k_.computed_target) {  // an output written at computed indices: [T] or [T, chain]
+      std::vector<ir::Axis> axes{computed_target_axis()};
+      if (chance(0.5)) {
+        auto more = random_chain();
+        if (std::find(more.begin(), more.end(), axes[0]) == more.end() && more.size() < 4)
+          axes.insert(axes.end(), more.begin(), more.end());
+      }
+      ir::Buffer b = add_buffer(chance(0.3) ? ir::BufferRole::inout : ir::BufferRole::output, T_, axes);
+      outputs_.push_back(b);
+      ops_[b.get()] = pick({ir::ReduceOp::add, ir::ReduceOp::add, ir::ReduceOp::max, ir::ReduceOp::min});
+      if (b->role == ir::BufferRole::inout)
         for (auto& v : k_.buffers.back().initial) v = static_cast<double>(range(-2, 2));
     }
     if (chance(0.5)) add_write_index_buffer();
@@ -577,12 +691,46 @@ class Generator {
             indirect = true;
             continue;
           }
+        if (ir::coordinate_space(a) == k_.computed_target && chance(0.6)) {
+          idx.push_back(computed_index());
+          indirect = true;  // a reduction, as for indirect indices
+          continue;
+        }
         it = coordinate_iterator(a);
       }
       if (!it) return false;
       idx.push_back(it->var);
     }
     return true;
+  }
+
+  // A computed write index into the computed target T (docs/language.md §4.1): iterators in
+  // scope (not of T's coordinates, whose extent is fitted to this; not dense_variable) and
+  // small constants joined by +, * c, / c, % c, min, max. Non-negative by construction but
+  // for a rare `x - c`, which the front end must reject (it cannot prove the index >= 0).
+  ir::Expr computed_index() {
+    std::vector<const Bound*> its;
+    for (auto& b : scope_)
+      if (ir::coordinate_space(b.axis) != k_.computed_target && b.axis->kind != ir::AxisKind::dense_variable)
+        its.push_back(&b);
+    std::function<ir::Expr(int)> gen = [&](int d) -> ir::Expr {
+      if (d <= 0 || chance(0.3)) {
+        if (!its.empty() && chance(0.8)) return pick_from(its)->var;
+        return ir::int_imm(range(0, 3));
+      }
+      switch (range(0, 7)) {
+        case 0: case 1: return gen(d - 1) + gen(d - 1);
+        case 2: return gen(d - 1) * ir::int_imm(range(1, 3));
+        case 3: return gen(d - 1) / ir::int_imm(range(1, 4));
+        case 4: return gen(d - 1) % ir::int_imm(range(1, 4));
+        case 5: return ir::min(gen(d - 1), gen(d - 1));
+        case 6: return ir::max(gen(d - 1) - ir::int_imm(range(1, 2)), ir::int_imm(0));
+        default: return chance(0.1) ? gen(d - 1) - ir::int_imm(1) : ir::max(gen(d - 1), gen(d - 1));
+      }
+    };
+    ir::Expr e = gen(2);
+    if (e.as<ir::VarNode>()) e = e + ir::int_imm(range(0, 2));  // a bare iterator of another space is not computed
+    return e;
   }
 
   // A value of a write-index buffer over a's coordinate space, read at one of its stored
@@ -807,25 +955,8 @@ inline void make_large_data(RandomKernel& k, std::uint64_t seed, double scale) {
     d.finish();
     k.data[a.get()] = d;
   }
-  for (auto& b : k.buffers) {
-    std::int64_t count = 1;
-    std::vector<ir::Axis> chain;
-    for (std::size_t s = 0; s < b.buffer->axes.size(); ++s) {
-      chain.push_back(b.buffer->axes[s]);
-      if (s + 1 == b.buffer->axes.size() || !b.buffer->axes[s + 1]->parent) {
-        count *= k.data.at(chain.back().get()).positions;
-        chain.clear();
-      }
-    }
-    b.count = count;
-    b.initial.clear();
-    for (std::int64_t q = 0; q < count; ++q) {
-      double v = b.buffer->role == ir::BufferRole::output ? -777 : static_cast<double>(range(-2, 2));
-      if (b.index) v = static_cast<double>(range(-1, 40));
-      if (b.write_target) v = static_cast<double>(range(0, k.data.at(b.write_target).length - 1));
-      b.initial.push_back(v);
-    }
-  }
+  fit_computed_target(k, range);
+  for (auto& b : k.buffers) fill_buffer(k, b, range, 40);
 }
 
 }  // namespace spindle::test
