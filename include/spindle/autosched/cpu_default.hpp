@@ -4,7 +4,7 @@
 //  1. accumulate_locally: reductions whose target is invariant in a loop sum in a local;
 //  2. the outermost loop of every iteration nest runs in parallel on the runtime pool when
 //     it is spatial (rows of SpMM/SpMV/SDDMM/softmax); a nest that is a reduction only
-//     because of indirect writes (scatter-add, COO SpMM) runs as one block per thread, each
+//     because of indirect or computed-index writes (scatter-add, COO SpMM) runs as one block per thread, each
 //     applying the updates of its share of the written rows (partition_indirect_writes:
 //     no atomics, the serial result bit for bit); other reduction loops stay serial;
 //  3. innermost loops over dense axes (dense_fixed/dense_variable: feature dimensions,
