@@ -143,6 +143,11 @@ TEST_CASE("§1.8 a computed index on a written buffer is accepted only where its
   struct I4 : sp::dense_fixed_n<4> {};
   struct T3 : sp::dense_fixed_n<3> {};
   CHECK_NOTHROW(sp::kernel("fits", [](sp::in<float, I4> x, sp::out<float, T3> y, sp::iter<I4> i) { y(i / 2) += x(i); }));
+  // A runtime extent among the iterators leaves the upper bound to the call.
+  CHECK_NOTHROW(sp::kernel("deferred", [](sp::in<float, I> x, sp::out<float, T3> y, sp::iter<I> i) { y(i / 2) += x(i); }));
+  CHECK_NOTHROW(sp::kernel("clamped", [](sp::in<float, I> x, sp::out<float, T3> y, sp::iter<I> i) {
+    y(sp::min(sp::Value<std::int64_t>(i), sp::Value<std::int64_t>(std::int64_t{2}))) += x(i);
+  }));
   SPINDLE_EXPECT_ERROR(sp::kernel("too_far", [](sp::in<float, I4> x, sp::out<float, T3> y, sp::iter<I4> i) {
                          y(i - i / 2) += x(i);
                        }),

@@ -483,7 +483,8 @@ class IterationInference : public ir::IRMutator {
                     "coordinates, each from 0 up to its axis's extent - 1, it can be as low as ",
                     ir::range_bound_string(range->lo), "), so the write could fall outside axis ", a->name,
                     " and be lost; hint: write at a non-negative expression, e.g. shift the iterator");
-      if (const ir::IntImmNode* ext = ir::coordinate_space(a)->length.as<ir::IntImmNode>())
+      const ir::IntImmNode* ext = ir::coordinate_space(a)->length.as<ir::IntImmNode>();
+      if (ext && range->hi_known())  // else the binder proves it from the call's extents
         SPINDLE_CHECK(range->hi < ext->value, UserError, where, ": could not prove the index < ", ext->value,
                       " (the extent of ", a->name, "): it can reach ", ir::range_bound_string(range->hi),
                       ", so the write could fall outside the axis and be lost; hint: declare the written axis "
