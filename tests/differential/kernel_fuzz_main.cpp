@@ -166,9 +166,8 @@ bool has_scattered_write(const sp::ir::Function& f, bool computed) {
       for (std::size_t s = 0; s < n->indices.size(); ++s) {
         const sp::ir::Expr& e = n->indices[s];
         if (!computed) found = found || sp::ir::indirect_index_load(e) != nullptr;
-        else if (!n->buffer->axes[s]->parent && !e.as<sp::ir::VarNode>() && !sp::ir::indirect_index_load(e))
-          found = found || sp::ir::is_computed_index(e, [](const sp::ir::VarNode*) { return true; }) ||
-                  e.as<sp::ir::IntImmNode>();
+        else if (!n->buffer->axes[s]->parent)
+          found = found || sp::ir::is_computed_index(e, [](const sp::ir::VarNode*) { return true; });
       }
       sp::ir::IRVisitor::visit_Reduce(n);
     }

@@ -125,9 +125,9 @@ inline std::optional<IndexRange> index_range(const Expr& e, const IteratorRange&
 }
 
 // Whether `e` is in the grammar of computed indices (over iterators `is_iter` accepts),
-// whatever the ranges: the definition-time test.
+// whatever the ranges. A constant is one (`y(0) += ...`); a bare iterator is not.
 inline bool is_computed_index(const Expr& e, const std::function<bool(const VarNode*)>& is_iter) {
-  if (e.as<VarNode>() || e.as<IntImmNode>()) return false;  // an iterator or a constant is not "computed"
+  if (e.as<VarNode>()) return false;
   return index_range(e, [&](const VarNode* v) -> std::optional<IndexRange> {
            if (!is_iter(v)) return std::nullopt;
            return IndexRange{0, IndexRange::unbounded};

@@ -533,13 +533,10 @@ class ArgBinder {
   // from the call's extents: interval arithmetic over each iterator's coordinates
   // [0, extent - 1]. An iterator over an empty axis makes the write unreachable.
   void check_computed_index(const ComputedIndex& c, const Bindings& axes) const {
-    std::string ranges;
     for (auto& [v, space] : c.iterators) {
       const Binding* bd = axes.find(space);
       SPINDLE_INTERNAL_CHECK(bd && bd->has_length, "bind_args", "computed index over unbound axis ", space->name);
       if (bd->length == 0) return;
-      ranges += message(ranges.empty() ? "" : ", ", "0 <= ", v->name, " < ", bd->length, " (axis ", space->name,
-                        " in argument '", bd->buffer, "')");
     }
     const Binding* slot = axes.find(c.space);
     SPINDLE_INTERNAL_CHECK(slot && slot->has_length, "bind_args", "computed index into unbound axis ", c.space->name);
@@ -548,6 +545,13 @@ class ArgBinder {
         if (var == v) return ir::IndexRange{0, axes.find(space)->length - 1};
       return std::nullopt;
     });
+    if (range && range->lo >= 0 && range->hi < slot->length) return;  // the hot path: no message built
+    std::string ranges;
+    for (auto& [v, space] : c.iterators) {
+      const Binding* bd = axes.find(space);
+      ranges += message(ranges.empty() ? "" : ", ", "0 <= ", v->name, " < ", bd->length, " (axis ", space->name,
+                        " in argument '", bd->buffer, "')");
+    }
     const std::string where = message("kernel '", kernel_, "': ", c.what, ", a computed index");
     SPINDLE_CHECK(range, ShapeError, where, ": with ", ranges.empty() ? "no iterators" : ranges,
                   " some part of it leaves the int64 range; nothing was written; hint: smaller extents or "

@@ -44,7 +44,7 @@ inline int scattered_slot(const ir::ReduceNode* n) {
   for (std::size_t q = 0; q < n->indices.size(); ++q) {
     const ir::Expr& e = n->indices[q];
     if (ir::indirect_index_load(e)) return static_cast<int>(q);
-    if (ir::is_computed_index(e, [](const ir::VarNode*) { return true; }) || e.as<ir::IntImmNode>())
+    if (ir::is_computed_index(e, [](const ir::VarNode*) { return true; }))
       return static_cast<int>(q);
   }
   return -1;
