@@ -37,6 +37,8 @@ struct Config {
   int warmup = 2;
   std::string dtype = "f32";
   int block = 4;  // bsr_spmm: block size (square blocks; 2, 3, 4 or 8)
+  std::string tuning_file;  // tuned_spmm: tuning records to reuse and extend ("" = none)
+  int kron_block = 1;       // every matrix becomes (A + I) (x) a dense D x D block (D > 1)
   double tolerance = -1;  // < 0: per dtype (1e-4 for f32, 1e-10 for f64)
   bool json = false;
   std::string json_file;  // also write the JSON document here
@@ -64,10 +66,17 @@ inline const char* kUsage = R"(spindle-bench: Spindle vs Eigen (and SuiteSparse:
 usage: spindle-bench [options]
   --backend cpu|cuda   cpu: Spindle vs Eigen/GraphBLAS/MKL on this CPU; cuda: Spindle's GPU build
                        vs cuSPARSE (see "CUDA backend" below)                 [cpu]
-  --op LIST            spmm, spmv, sddmm, bsr_spmm, ell_spmm (comma list, repeatable)
-                       bsr_spmm/ell_spmm: Spindle's BSR (--block) or ELL SpMM, with
-                       Spindle's CSR SpMM and the peers' CSR SpMM  [spmm; cuda: spmm,sddmm]
+  --op LIST            spmm, spmv, sddmm, bsr_spmm, ell_spmm, tuned_spmm (comma list,
+                       repeatable). bsr_spmm/ell_spmm: Spindle's BSR (--block) or ELL
+                       SpMM; tuned_spmm: the format spindle::tune::tune_spmm picks for the
+                       matrix, K and thread count (tuned before timing; its report goes to
+                       stderr); each with Spindle's CSR SpMM and the peers' CSR SpMM
+                                                          [spmm; cuda: spmm,sddmm]
   --block B            bsr_spmm block size B x B: 2, 3, 4 or 8                [4]
+  --tuning-file PATH   tuned_spmm: reuse and append tuning records (JSON Lines)
+  --kron-block D       replace each matrix A by (A + I) (x) a dense D x D block: the operator
+                       of a D-component finite-element problem on A's mesh (exact aligned
+                       blocks, for the block formats)                          [off]
   --matrix PATH        Matrix Market file (.mtx or .mtx.gz); comma list, repeatable.
                        A path that does not exist is also looked up in the shared
                        data folder, with .mtx.gz appended (e.g. gnn/pubmed)  [bundled cora]
@@ -172,15 +181,20 @@ inline bool parse_args(int argc, char** argv, Config& c) {
       c.cusparse = false;
     } else if (a == "--op") {
       for (auto& op : split_list(value())) {
-        if (op != "spmm" && op != "spmv" && op != "sddmm" && op != "bsr_spmm" && op != "ell_spmm")
+        if (op != "spmm" && op != "spmv" && op != "sddmm" && op != "bsr_spmm" && op != "ell_spmm" &&
+            op != "tuned_spmm")
           throw std::invalid_argument("--op: unknown operator '" + op +
-                                      "' (spmm, spmv, sddmm, bsr_spmm, ell_spmm)");
+                                      "' (spmm, spmv, sddmm, bsr_spmm, ell_spmm, tuned_spmm)");
         c.ops.push_back(op);
       }
     } else if (a == "--block") {
       c.block = static_cast<int>(parse_int(a, value(), 2, 8));
       if (c.block != 2 && c.block != 3 && c.block != 4 && c.block != 8)
         throw std::invalid_argument("--block: 2, 3, 4 or 8");
+    } else if (a == "--tuning-file") {
+      c.tuning_file = value();
+    } else if (a == "--kron-block") {
+      c.kron_block = static_cast<int>(parse_int(a, value(), 1, 16));
     } else if (a == "--matrix") {
       for (auto& m : split_list(value())) c.matrices.push_back(resolve_matrix(m));
       rmat_or_matrix = true;

@@ -6,6 +6,7 @@
 // same kernels against cuSPARSE (cuda_bench.hpp). See --help and benchmarks/README.md.
 #include <spindle/eigen.hpp>
 #include <spindle/spindle.hpp>
+#include <spindle/tune.hpp>
 
 #include <algorithm>
 #include <cstdio>
@@ -69,6 +70,7 @@ struct OpCase {
   std::int64_t feat = 1;
   std::function<void()> spindle, eigen, graphblas, mkl;
   std::function<void()> mkl_prepare;  // hint + optimize, after the case's thread count is set
+  std::function<void()> spindle_prepare;  // tuned_spmm: tune for the case's thread count
   std::function<void()> poison;                                  // fills Spindle's output with NaN
   std::function<double()> spindle_error, grb_error, mkl_error;  // vs Eigen's output
   // bsr_spmm / ell_spmm: Spindle's CSR SpMM as a second contender.
@@ -99,12 +101,13 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
       std::unique_ptr<spindle::CsrView<T>> cview;
       std::unique_ptr<spindle::Bsr<T>> bsr;
       std::unique_ptr<spindle::Ell<T>> ell;
+      std::unique_ptr<spindle::tune::TunedSpmm<T>> tuned;
       DenseRM<T> yc, ym;
       DenseVec<T> yvm;
       OpCase<T> c;
       c.op = op;
       c.feat = feat;
-      const bool format_case = op == "bsr_spmm" || op == "ell_spmm";
+      const bool format_case = op == "bsr_spmm" || op == "ell_spmm" || op == "tuned_spmm";
       if (op == "spmm" || format_case) {
         // Y = A X: Eigen's result is the reference; the peers run on A in CSR.
         x = random_dense<T>(cols, feat, seed);
@@ -142,6 +145,22 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
             k.bsr_spmm(*bsr, spindle::TensorView<const T>(x.data(), {cols, feat}),
                        spindle::TensorView<T>(ys.data(), {rows, feat}));
           };
+        } else if (op == "tuned_spmm") {
+          // Tuned per thread count (the record key includes it), after set_threads below.
+          c.spindle_prepare = [&] {
+            spindle::tune::TuneOptions o;
+            o.record_file = cfg.tuning_file;
+            o.progress = false;
+            tuned = std::make_unique<spindle::tune::TunedSpmm<T>>(spindle::tune::tune_spmm(a, feat, o));
+            std::fprintf(stderr, "%s", tuned->report().c_str());
+            char buf[200];
+            std::snprintf(buf, sizeof buf, "tuned: %s, tuning %.2f s%s", tuned->choice().c_str(),
+                          tuned->tuning_seconds(), tuned->from_record() ? " (recorded)" : "");
+            c.format = buf;
+          };
+          c.spindle = [&] {
+            (*tuned)(spindle::TensorView<const T>(x.data(), {cols, feat}), spindle::TensorView<T>(ys.data(), {rows, feat}));
+          };
         } else {
           ell = std::make_unique<spindle::Ell<T>>(spindle::Ell<T>::from_csr(a));
           char buf[160];
@@ -151,7 +170,7 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
           c.format = buf;
           c.spindle = [&] { k.ell_spmm(*ell, x, ys); };
         }
-        std::fprintf(stderr, "[bench] %s: %s\n", m.info.name.c_str(), c.format.c_str());
+        if (!c.format.empty()) std::fprintf(stderr, "[bench] %s: %s\n", m.info.name.c_str(), c.format.c_str());
       }
       if (op == "spmv") {
         xv = random_vector<T>(cols, seed);
@@ -194,6 +213,7 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
         set_threads(t, grb != nullptr, mkl != nullptr);
         // MKL's optimize step plans for the current thread count: redo it per count.
         if (c.mkl_prepare) c.mkl_prepare();
+        if (c.spindle_prepare) c.spindle_prepare();
         std::fprintf(stderr, "[bench] %s %s K=%d threads=%d\n", m.info.name.c_str(), op.c_str(), feat, t);
         CaseResult r;
         r.matrix = m.info.name;
@@ -212,7 +232,8 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
         std::vector<Contender> cont{{"spindle", c.spindle, {}}, {"eigen", c.eigen, {}}};
         std::vector<double> errors{c.spindle_error(), 0.0};
         std::vector<std::string> labels{
-            c.spindle_csr ? "spindle::ops::" + op + " (" + c.format + ", engine " + report.engine + ")"
+            op == "tuned_spmm" ? "spindle::tune::tune_spmm (" + c.format + ", engine " + report.engine + ")"
+            : c.spindle_csr   ? "spindle::ops::" + op + " (" + c.format + ", engine " + report.engine + ")"
                           : "spindle::ops::" + op + " (engine " + report.engine + ", default CPU schedule)",
             op == "sddmm" ? std::string("eigen (row loop + .dot, OpenMP rows)")
                           : std::string("eigen (SparseMatrix<RowMajor> * dense, noalias)")};
@@ -309,6 +330,7 @@ int run(const Config& cfg) {
       if (op == "spmv") ck = &k.spmv.compile(), text = cfg.explain ? k.spmv.explain() : "";
       if (op == "sddmm") ck = &k.sddmm.compile(), text = cfg.explain ? k.sddmm.explain() : "";
       if (op == "ell_spmm") ck = &k.ell_spmm.compile(), text = cfg.explain ? k.ell_spmm.explain() : "";
+      if (op == "tuned_spmm") ck = &k.spmm.compile(), text = "";  // its candidates compile while it tunes
       if (op == "bsr_spmm") {
         auto use = [&](const auto& kb) { ck = &kb.compile(), text = cfg.explain ? kb.explain() : ""; };
         if (cfg.block == 2) use(k.bsr2.kernel());

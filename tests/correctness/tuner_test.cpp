@@ -1,0 +1,297 @@
+// The SpMM format tuner (tune/spmm.hpp): whatever it chooses computes A X (every candidate
+// forced in turn, on every test shape, blocked FEM-like operators and the real matrices,
+// against the CSR loop); the choice is the fastest measured candidate; records are written,
+// reused and keyed on the structure (not the values) and the feature size; broken record
+// files and bad calls raise typed errors. Timing itself is not tested (benchmarks do that):
+// the tests check that the choice is consistent with what was measured.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <limits>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "correctness/correctness_support.hpp"
+#include "spindle/tune.hpp"
+
+using namespace spindle_test;
+namespace sp = spindle;
+namespace tune = spindle::tune;
+
+namespace {
+
+// Fast tuning for tests: one timed call per candidate, no progress bar.
+tune::TuneOptions quick() {
+  tune::TuneOptions o;
+  o.progress = false;
+  o.min_seconds = 0;
+  o.min_reps = 1;
+  o.max_reps = 1;
+  return o;
+}
+
+// The adjacency of `m` plus its diagonal, each entry a dense d x d block: the operator of a
+// vector-valued finite-element problem on m's mesh (exact d x d blocks, aligned).
+template <class T>
+sp::Csr<T> blocked(const sp::Csr<T>& m, int d) {
+  std::vector<std::int32_t> ptr{0}, idx;
+  std::vector<T> val;
+  for (std::int64_t r = 0; r < m.rows(); ++r) {
+    std::vector<std::int32_t> cols(m.indices().begin() + m.indptr()[r], m.indices().begin() + m.indptr()[r + 1]);
+    if (r < m.cols() && std::find(cols.begin(), cols.end(), r) == cols.end()) cols.push_back(static_cast<std::int32_t>(r));
+    std::sort(cols.begin(), cols.end());
+    for (int i = 0; i < d; ++i) {
+      for (auto c : cols)
+        for (int j = 0; j < d; ++j) {
+          idx.push_back(c * d + j);
+          val.push_back(static_cast<T>(1.0 / (1 + i + j + (c % 5))));
+        }
+      ptr.push_back(static_cast<std::int32_t>(idx.size()));
+    }
+  }
+  return sp::Csr<T>(m.rows() * d, m.cols() * d, std::move(ptr), std::move(idx), std::move(val));
+}
+
+const std::vector<std::string>& all_candidates() {
+  static const std::vector<std::string> n{"csr", "bsr 2x2", "bsr 3x3", "bsr 4x4", "bsr 5x5", "bsr 6x6", "bsr 8x8", "ell"};
+  return n;
+}
+
+// Y = plan(X) against the CSR loop; Y starts as NaN.
+template <class T>
+void check_plan(const tune::TunedSpmm<T>& plan, const sp::Csr<T>& a, std::int64_t k, const std::string& what) {
+  const auto x = sp::Tensor<T>::random({a.cols(), k}, 11, -1, 1);
+  auto y = sp::Tensor<T>::full({a.rows(), k}, std::numeric_limits<T>::quiet_NaN());
+  plan(x, y);
+  check_close<T>(ref_spmm(a, x.values(), k), y.values(), what + " (" + plan.choice() + ")");
+}
+
+// Every candidate forced, then the free choice; the choice is the fastest measured one.
+template <class T>
+void check_all_candidates(const sp::Csr<T>& a, std::int64_t k, const std::string& what) {
+  for (const auto& name : all_candidates()) {
+    auto o = quick();
+    o.only = {name};
+    o.prune_above = std::numeric_limits<double>::infinity();
+    if (a.rows() == 0 || a.cols() == 0 || a.nnz() == 0) {  // only CSR is a candidate then
+      if (name != "csr") {
+        CHECK_THROWS_AS(tune::tune_spmm(a, k, o), sp::UserError);
+        continue;
+      }
+    }
+    INFO(what << " forced " << name << " k=" << k);
+    const auto plan = tune::tune_spmm(a, k, o);
+    REQUIRE(plan.choice() == name);
+    check_plan(plan, a, k, what);
+  }
+  auto o = quick();
+  o.prune_above = std::numeric_limits<double>::infinity();
+  o.max_measured = 100;
+  const auto plan = tune::tune_spmm(a, k, o);
+  double best = std::numeric_limits<double>::infinity();
+  int measured = 0;
+  for (const auto& c : plan.candidates())
+    if (c.measured) best = std::min(best, c.ms), ++measured;
+  CHECK(measured == static_cast<int>(plan.record().times_ms.size()));
+  for (const auto& c : plan.candidates())
+    if (c.name == plan.choice()) CHECK(c.ms == best);
+  check_plan(plan, a, k, what);
+}
+
+std::string temp_dir() {
+  char tmpl[] = "/tmp/spindle-tuner-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl) != nullptr);
+  return tmpl;
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary);
+  f << text;
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("tuned SpMM computes A X whichever format it runs", "[correctness][tuner]", float, double) {
+  using T = TestType;
+  const Shape s = GENERATE(from_range(matrix_shapes()));
+  INFO(s << " " << dtype_label<T>());
+  const auto a = random_csr<T>(s, 31);
+  for (std::int64_t k : {0, 1, 7, 33}) check_all_candidates(a, k, s.name);
+}
+
+TEST_CASE("tuned SpMM on blocked operators and real matrices", "[correctness][tuner][graphs]") {
+  const auto mesh = random_csr<float>(Shape{"mesh", 301, 301, 6}, 5);
+  for (int d : {2, 3, 4}) {
+    const auto a = blocked(mesh, d);
+    check_all_candidates(a, 16, "blocked d=" + std::to_string(d));
+    // Exact aligned blocks: the d x d BSR has no padding and the model ranks it above CSR.
+    const auto plan = tune::tune_spmm(a, 16, quick());
+    for (const auto& c : plan.candidates())
+      if (c.name == "bsr " + std::to_string(d) + "x" + std::to_string(d)) {
+        CHECK(c.padding == 1.0);
+        CHECK(c.predicted < 1.0);
+      }
+  }
+  for (const char* file : {"matrices/bcsstk25.mtx.gz", "gnn/cora.mtx.gz"}) {
+    auto a = load_graph<float>(file);
+    if (!a) {
+      WARN("skipping " << file << ": not found under " << data_dir());
+      continue;
+    }
+    const auto plan = tune::tune_spmm(*a, 32, quick());
+    check_plan(plan, *a, 32, file);
+    check_plan(plan, *a, 5, file);  // any K runs, whatever K it was tuned for
+  }
+}
+
+TEST_CASE("count_blocks is the block count of Bsr::from_csr", "[correctness][tuner]") {
+  for (const auto& s : matrix_shapes()) {
+    const auto a = random_csr<float>(s, 3);
+    for (std::int64_t br : {1, 2, 3, 8})
+      for (std::int64_t bc : {1, 2, 5}) {
+        INFO(s << " " << br << "x" << bc);
+        CHECK(tune::count_blocks(a, br, bc) == sp::Bsr<float>::from_csr(a, br, bc).nnz_blocks());
+      }
+  }
+}
+
+TEST_CASE("tuning records: written once, reused, keyed on structure and feature size", "[correctness][tuner]") {
+  const std::string dir = temp_dir();
+  const std::string file = dir + "/records.jsonl";
+  const auto a = random_csr<float>(Shape{"irregular", 257, 190, 9, 0.2}, 8);
+  auto o = quick();
+  o.record_file = file;
+
+  const auto first = tune::tune_spmm(a, 16, o);
+  CHECK_FALSE(first.from_record());
+  REQUIRE(tune::read_records(file).size() == 1);
+  const auto rec = tune::read_records(file)[0];
+  CHECK(rec.choice == first.choice());
+  CHECK(rec.fingerprint == tune::csr_fingerprint(a));
+  CHECK(rec.feature == 16);
+  CHECK(rec.rows == 257);
+  CHECK(rec.nnz == a.nnz());
+  CHECK(rec.times_ms.size() >= 1);
+
+  // The same structure with other values: reused, no new line, and it computes the new A.
+  const auto b = with_random_values(a, 99);
+  CHECK(tune::csr_fingerprint(b) == tune::csr_fingerprint(a));
+  const auto again = tune::tune_spmm(b, 16, o);
+  CHECK(again.from_record());
+  CHECK(again.choice() == first.choice());
+  CHECK(tune::read_records(file).size() == 1);
+  check_plan(again, b, 16, "from record");
+
+  // Another K, another structure: tuned and appended.
+  CHECK_FALSE(tune::tune_spmm(a, 17, o).from_record());
+  auto idx = std::vector<std::int32_t>(a.indices().begin(), a.indices().end());
+  std::vector<std::int32_t> ptr(a.indptr().begin(), a.indptr().end());
+  std::vector<float> val(a.values().begin(), a.values().end());
+  std::size_t q = 0;  // an entry whose column can move up by one
+  for (; q < idx.size(); ++q) {
+    const auto row = static_cast<std::size_t>(std::upper_bound(ptr.begin(), ptr.end(), static_cast<std::int32_t>(q)) - ptr.begin() - 1);
+    const bool last_in_row = q + 1 == static_cast<std::size_t>(ptr[row + 1]);
+    const std::int32_t next = last_in_row ? 190 : idx[q + 1];
+    if (idx[q] + 1 < next) break;
+  }
+  REQUIRE(q < idx.size());
+  ++idx[q];
+  const sp::Csr<float> c(257, 190, ptr, idx, val);
+  CHECK(tune::csr_fingerprint(c) != tune::csr_fingerprint(a));
+  CHECK_FALSE(tune::tune_spmm(c, 16, o).from_record());
+  CHECK(tune::read_records(file).size() == 3);
+
+  // A record naming a candidate this tuner does not have: CacheError, not a silent retune.
+  auto bad = rec;
+  bad.choice = "hyb 9x9";
+  tune::append_record(file, bad);
+  CHECK_THROWS_AS(tune::tune_spmm(a, 16, o), sp::CacheError);
+  std::remove(file.c_str());
+  ::rmdir(dir.c_str());
+}
+
+TEST_CASE("tuning records: round trip and broken files", "[correctness][tuner][errors]") {
+  tune::TuningRecord r;
+  r.kernel = "spmm";
+  r.dtype = "f32";
+  r.index = "i32";
+  r.rows = 3, r.cols = 4, r.nnz = 5, r.feature = 32, r.threads = 2;
+  r.fingerprint = "ab\"c\\d";
+  r.machine = "m\n1";
+  r.choice = "bsr 4x4";
+  r.tuning_s = 1.5;
+  r.times_ms = {{"csr", 2.5}, {"bsr 4x4", 1.25}};
+  const auto back = tune::parse_record_line(tune::to_json_line(r), "test");
+  CHECK(back.same_key(r));
+  CHECK(back.choice == r.choice);
+  CHECK(back.fingerprint == r.fingerprint);
+  CHECK(back.machine == r.machine);
+  REQUIRE(back.times_ms.size() == 2);
+  CHECK(back.times_ms[1].first == "bsr 4x4");
+  CHECK(back.times_ms[1].second == 1.25);
+
+  const std::string dir = temp_dir();
+  const std::string file = dir + "/records.jsonl";
+  auto message_of = [&](const std::string& text) {
+    write_text(file, text);
+    try {
+      tune::read_records(file);
+    } catch (const sp::CacheError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string good = tune::to_json_line(r) + "\n";
+  CHECK(tune::read_records(dir + "/missing.jsonl").empty());
+  write_text(file, good + "\n" + good);
+  CHECK(tune::read_records(file).size() == 2);
+  CHECK_THAT(message_of(good + "{\"version\":1,\"kernel\":\"spmm\"}\n"), Catch::Contains("line 2") && Catch::Contains("\"dtype\" is missing"));
+  CHECK_THAT(message_of(good + "{\"version\":1,\"kernel\":\"spmm\"\n"), Catch::Contains("line 2") && Catch::Contains("expected ','"));
+  CHECK_THAT(message_of(good + "not json\n"), Catch::Contains("line 2") && Catch::Contains("expected '{'"));
+  std::string wrong_type = good;
+  wrong_type.replace(wrong_type.find("\"rows\":3"), 8, "\"rows\":\"3\"");
+  CHECK_THAT(message_of(wrong_type), Catch::Contains("line 1") && Catch::Contains("\"rows\" must be an integer"));
+  std::string version = good;
+  version.replace(version.find("\"version\":1"), 11, "\"version\":7");
+  CHECK_THAT(message_of(version), Catch::Contains("version 7"));
+  CHECK_THAT(message_of(good.substr(0, good.size() - 3) + "\n"), Catch::Contains("line 1"));
+  CHECK_THAT(message_of(good.substr(0, good.size() - 1) + " x\n"), Catch::Contains("text after the object"));
+  std::string dup = good;
+  dup.insert(1, "\"nnz\":5,");
+  CHECK_THAT(message_of(dup), Catch::Contains("appears twice"));
+  CHECK_THAT(message_of(std::string("{\"version\":1,\"bogus\":1}\n")), Catch::Contains("unknown field \"bogus\""));
+  // Not a regular file.
+  CHECK_THROWS_AS(tune::read_records(dir), sp::CacheError);
+  // A broken file is reported by the tuner too, and left as it was.
+  write_text(file, "garbage\n");
+  auto o = quick();
+  o.record_file = file;
+  const auto a = random_csr<float>(Shape{"1x1", 1, 1, 1}, 1);
+  CHECK_THROWS_AS(tune::tune_spmm(a, 4, o), sp::CacheError);
+  {
+    std::ifstream f(file);
+    std::string content((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    CHECK(content == "garbage\n");
+  }
+  std::remove(file.c_str());
+  ::rmdir(dir.c_str());
+}
+
+TEST_CASE("tuned SpMM: bad calls raise typed errors", "[correctness][tuner][errors]") {
+  const auto a = random_csr<float>(Shape{"tall", 130, 7, 3}, 2);
+  CHECK_THROWS_AS(tune::tune_spmm(a, -1, quick()), sp::ShapeError);
+  auto o = quick();
+  o.only = {"hyb"};
+  CHECK_THROWS_AS(tune::tune_spmm(a, 4, o), sp::UserError);
+  o = quick();
+  o.min_reps = 0;
+  CHECK_THROWS_AS(tune::tune_spmm(a, 4, o), sp::UserError);
+  const auto plan = tune::tune_spmm(a, 4, quick());
+  auto x = sp::Tensor<float>::zeros({7, 4}), y = sp::Tensor<float>::zeros({130, 4});
+  auto wrong_x = sp::Tensor<float>::zeros({8, 4}), wrong_y = sp::Tensor<float>::zeros({130, 5});
+  CHECK_NOTHROW(plan(x, y));
+  CHECK_THROWS_AS(plan(wrong_x, y), sp::ShapeError);
+  CHECK_THROWS_AS(plan(x, wrong_y), sp::ShapeError);
+}
