@@ -120,8 +120,8 @@ inline spindle::runtime::CompileRequest cuda_compile_request(const spindle::ir::
   spindle::driver::PipelineOptions o;
   o.context.kernel = stage1.name;
   auto prepared = spindle::driver::lower_for_cuda(stage1, o);
-  auto v = spindle::autosched::cuda_variant(prepared.plan.pattern, feat, true,
-                                            spindle::cuda::CudaOptions::from_env().sddmm_by_rows);
+  const auto env = spindle::cuda::CudaOptions::from_env();
+  auto v = spindle::autosched::cuda_variant(prepared.plan.pattern, feat, true, env.sddmm_by_rows, env.spmm_by_nonzeros);
   auto lowered = spindle::driver::schedule_and_emit_cuda(prepared, o, v);
   if (variant) *variant = v.describe();
   return {lowered.source.source, lowered.source.module_symbol, stage1.name};

@@ -9,18 +9,21 @@
 #                                    the [cuda] tests on the GPU and spindle-kernel-fuzz on the
 #                                    GPU engine side by side, then spindle-bench --backend cuda
 #                                    (Spindle vs cuSPARSE) on the five GNN graphs, then the
-#                                    SDDMM row-wise schedule (SPINDLE_CUDA_SDDMM=rows) for
-#                                    comparison on the same warm machine. Logs and bench.json
-#                                    go to $OUT (or ./gpu-out).
+#                                    SDDMM row-wise schedule (SPINDLE_CUDA_SDDMM=rows) and
+#                                    the nonzero-parallel SpMM (SPINDLE_CUDA_SPMM=nonzeros)
+#                                    for comparison on the same warm machine. Logs and
+#                                    bench.json go to $OUT (or ./gpu-out).
 # Environment for run: TEST_S, FUZZ_S (seconds, default 200 / 100), FUZZ_SEED (31), BENCH_S
-# (200; 0 skips the benchmarks), ROWS_S (120; 0 skips the comparison), TESTS (the Catch2
-# test filter, default "[cuda]").
+# (200; 0 skips the benchmarks), ROWS_S (120; 0 skips the SDDMM comparison), NNZ_S (120; 0
+# skips the SpMM comparison), NNZ_TEST_S (0: seconds for the "[cuda][spmm]" tests again under
+# SPINDLE_CUDA_SPMM=nonzeros, after the others), TESTS (the Catch2 test filter, default "[cuda]"),
+# BENCH_OPS (spmm,sddmm).
 set -u
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 case "${1:-}" in
   prepare)
     set -e
-    cmake -S "$root" -B "$root/build-gpu" -DCMAKE_BUILD_TYPE=Release -DSPINDLE_WITH_LLVM=OFF \
+    cmake -S "$root" -B "$root/build-gpu" -DCMAKE_BUILD_TYPE=Release -DSPINDLE_WITH_LLVM=OFF -DSPINDLE_BENCH_WITH_MKL=OFF \
           -DSPINDLE_BENCH_WITH_GRAPHBLAS=OFF -DSPINDLE_BUILD_EXAMPLES=OFF
     cmake --build "$root/build-gpu" -j"$(nproc)" --target spindle-bench spindle_correctness_tests spindle-kernel-fuzz
     mkdir -p "$root/gpu-carry/bin" "$root/gpu-carry/data/gnn"
@@ -42,14 +45,25 @@ case "${1:-}" in
         --seconds "${FUZZ_S:-100}" > "$out/fuzz.log" 2>&1; echo "fuzz rc $?" >> "$out/fuzz.log" ) &
     wait
     tail -n 3 "$out/cuda-tests.log"; tail -n 2 "$out/fuzz.log"
+    if [ "${NNZ_TEST_S:-0}" != 0 ]; then
+      SPINDLE_CUDA_SPMM=nonzeros timeout "$NNZ_TEST_S" "$B/spindle_correctness_tests" "[cuda][spmm]" \
+          > "$out/cuda-tests-spmm-nnz.log" 2>&1
+      echo "spmm nonzeros tests rc $?"; tail -n 3 "$out/cuda-tests-spmm-nnz.log"
+    fi
     [ "${BENCH_S:-200}" = 0 ] && exit 0
     M="$D/cora.mtx.gz,$D/citeseer.mtx.gz,$D/pubmed.mtx.gz,$D/ppi-graphsaint.mtx.gz,$D/ogbn-arxiv.mtx.gz"
-    timeout "${BENCH_S:-200}" "$B/spindle-bench" --backend cuda --matrix "$M" --feat 32,128,512 \
+    timeout "${BENCH_S:-200}" "$B/spindle-bench" --backend cuda --op "${BENCH_OPS:-spmm,sddmm}" --matrix "$M" --feat 32,128,512 \
         --json-file "$out/bench.json" > "$out/bench.log" 2>&1
     echo "bench rc $?"; grep '|' "$out/bench.log" | cut -c1-120
-    [ "${ROWS_S:-120}" = 0 ] && exit 0
-    SPINDLE_CUDA_SDDMM=rows timeout "${ROWS_S:-120}" "$B/spindle-bench" --backend cuda --op sddmm --matrix "$M" \
-        --feat 32,128,512 > "$out/bench-rows.log" 2>&1
-    echo "rows rc $?"; grep '|' "$out/bench-rows.log" | cut -c1-100 ;;
+    if [ "${ROWS_S:-120}" != 0 ]; then
+      SPINDLE_CUDA_SDDMM=rows timeout "${ROWS_S:-120}" "$B/spindle-bench" --backend cuda --op sddmm --matrix "$M" \
+          --feat 32,128,512 > "$out/bench-rows.log" 2>&1
+      echo "rows rc $?"; grep '|' "$out/bench-rows.log" | cut -c1-100
+    fi
+    if [ "${NNZ_S:-120}" != 0 ]; then
+      SPINDLE_CUDA_SPMM=nonzeros timeout "${NNZ_S:-120}" "$B/spindle-bench" --backend cuda --op spmm --matrix "$M" \
+          --feat 32,128,512 > "$out/bench-spmm-nnz.log" 2>&1
+      echo "spmm nonzeros rc $?"; grep '|' "$out/bench-spmm-nnz.log" | cut -c1-100
+    fi ;;
   *) echo "usage: scripts/gpu-carry.sh prepare|run" >&2; exit 2 ;;
 esac

@@ -109,6 +109,55 @@ TEMPLATE_TEST_CASE("cuda: both sddmm schedules (nonzero-parallel, a warp per row
   check_close<T>(ref_sddmm(a, x.values(), y.values(), k), c.values(), "cuda sddmm", 2);
 }
 
+// The SpMM schedules over a CSR: GE-SpMM (a warp per row, the default) and, with
+// SPINDLE_CUDA_SPMM=nonzeros, chunks of consecutive nonzeros per warp with atomic row
+// updates (C initialised by a first launch). Both on every shape and on a skewed matrix
+// whose long rows span several chunks (and chunks that span many short and empty rows), in
+// the emulator, whatever the machine has.
+TEMPLATE_TEST_CASE("cuda: both spmm schedules (a warp per row, nonzero-parallel) match the reference in the emulator",
+                   "[cuda][correctness][spmm]", float, double) {
+  using T = TestType;
+  const char* mode = GENERATE("rows", "nonzeros");
+  struct ScheduleEnv {  // SPINDLE_CUDA_SPMM for this case only
+    explicit ScheduleEnv(const char* m) { ::setenv("SPINDLE_CUDA_SPMM", m, 1); }
+    ~ScheduleEnv() { ::unsetenv("SPINDLE_CUDA_SPMM"); }
+  } env(mode);
+  static spindle::test::EmulatorCache modules;
+  static spindle::test::NvrtcCheck nvrtc;  // and every variant's module through NVRTC to a cubin
+  auto check = [&](const sp::Csr<T>& a, std::int64_t k, const std::string& what) {
+    INFO(what << " K=" << k << " " << dtype_label<T>() << " SPINDLE_CUDA_SPMM=" << mode);
+    const auto b = sp::Tensor<T>::random({a.cols(), k}, 33, -1, 1);
+    auto c = sp::Tensor<T>::full({a.rows(), k}, nan_v<T>);
+    std::vector<sp::runtime::CallArg> call{call_arg(a), call_arg(b), call_arg(c)};
+    std::vector<void*> bufs;
+    std::vector<std::int64_t> scalars;
+    std::vector<sp::ir::Var> vars;
+    const auto source = spindle::test::emulated_cuda_source(sp::ops::spmm<T>().ir(), call, bufs, scalars, vars);
+    CHECK((source.source.find("search_step") != std::string::npos) == (std::string(mode) == "nonzeros"));
+    spindle::test::run_cuda_emulated(sp::ops::spmm<T>().ir(), call, &nvrtc, &modules);
+    check_close<T>(ref_spmm(a, b.values(), k), c.values(), "cuda spmm " + what, 2);
+  };
+  for (const Shape& s : matrix_shapes())
+    for (std::int64_t k : {1, 7, 33, 130, 256}) check(random_csr<T>(s, 107), k, s.name);
+  // Skewed: rows 3 and 70 hold 300 and 1000 entries (several 64-position chunks), the rest
+  // 0-3 entries with runs of empty rows, so chunks start inside long rows and cross many rows.
+  std::vector<std::int32_t> ptr{0}, idx;
+  std::vector<T> val;
+  for (std::int32_t r = 0; r < 200; ++r) {
+    const std::int32_t n = r == 3 ? 300 : r == 70 ? 1000 : (r % 7 < 3 ? 0 : r % 4);
+    for (std::int32_t q = 0; q < n; ++q) {
+      idx.push_back(static_cast<std::int32_t>((q * 7 + r) % 1200));
+      val.push_back(static_cast<T>(((q * 13 + r) % 17) / 8.0 - 1));
+    }
+    std::sort(idx.end() - n, idx.end());
+    idx.erase(std::unique(idx.end() - n, idx.end()), idx.end());
+    val.resize(idx.size());
+    ptr.push_back(static_cast<std::int32_t>(idx.size()));
+  }
+  const sp::Csr<T> skewed(200, 1200, ptr, idx, val);
+  for (std::int64_t k : {1, 32, 130}) check(skewed, k, "skewed");
+}
+
 TEMPLATE_TEST_CASE("cuda: spmv, row_sum and softmax match the references", "[cuda][correctness]", float, double) {
   using T = TestType;
   const Shape s = GENERATE(from_range(matrix_shapes()));

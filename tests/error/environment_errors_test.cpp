@@ -217,6 +217,19 @@ TEST_CASE("SPINDLE_CUDA_SDDMM is 'nonzeros' or 'rows'; anything else is a UserEr
   CHECK_FALSE(sp::cuda::CudaOptions::from_env().sddmm_by_rows);
 }
 
+TEST_CASE("SPINDLE_CUDA_SPMM is 'rows' or 'nonzeros'; anything else is a UserError", "[error][env]") {
+  {
+    EnvGuard env{{"SPINDLE_CUDA_SPMM", "merge"}};
+    SPINDLE_EXPECT_ERROR(sp::cuda::CudaOptions::from_env(), sp::UserError, "SPINDLE_CUDA_SPMM='merge'");
+  }
+  {
+    EnvGuard env{{"SPINDLE_CUDA_SPMM", "nonzeros"}};
+    CHECK(sp::cuda::CudaOptions::from_env().spmm_by_nonzeros);
+  }
+  EnvGuard env{{"SPINDLE_CUDA_SPMM", "rows"}};
+  CHECK_FALSE(sp::cuda::CudaOptions::from_env().spmm_by_nonzeros);
+}
+
 // --- where the error surfaces -------------------------------------------------------------
 
 TEST_CASE("a bad variable reaches a default-constructed Runtime as a UserError", "[error][env]") {

@@ -22,6 +22,7 @@ struct Case {
   sp::ir::Function stage1;
   std::int64_t feature;
   bool aligned = true;
+  bool spmm_by_nonzeros = false;  // SPINDLE_CUDA_SPMM=nonzeros
 };
 
 std::vector<Case> cases() {
@@ -31,6 +32,8 @@ std::vector<Case> cases() {
       {"spmm_cf4_float4", ops::spmm<float>().ir(), 128},
       {"spmm_cf4", ops::spmm<float>().ir(), 130},
       {"spmm_f64_cf4", ops::spmm<double>().ir(), 256},
+      {"spmm_nnz_cf1", ops::spmm<float>().ir(), 32, true, true},
+      {"spmm_nnz_cf4_float4", ops::spmm<float>().ir(), 128, true, true},
       {"sddmm_lanes8_float4", ops::sddmm<float>().ir(), 32},
       {"sddmm_lanes32_float4", ops::sddmm<float>().ir(), 512},
       {"sddmm_lanes32", ops::sddmm<float>().ir(), 30, false},
@@ -52,7 +55,10 @@ std::vector<Case> cases() {
 sp::driver::CudaLowered lower(const Case& c) {
   sp::driver::PipelineOptions o;
   o.context.kernel = c.stage1.name;
-  return sp::driver::lower_to_cuda(c.stage1, o, c.feature, c.aligned);
+  if (!c.spmm_by_nonzeros) return sp::driver::lower_to_cuda(c.stage1, o, c.feature, c.aligned);
+  auto prepared = sp::driver::lower_for_cuda(c.stage1, o);
+  return sp::driver::schedule_and_emit_cuda(
+      prepared, o, sp::autosched::cuda_variant(prepared.plan.pattern, c.feature, c.aligned, false, true));
 }
 
 std::string text(const sp::driver::CudaLowered& l) {
@@ -89,6 +95,7 @@ TEST_CASE("cuda golden: the variant follows the feature size", "[golden][cuda]")
   CHECK(cuda_variant(CudaPattern::sddmm, 32, true).nnz_parallel);
   CHECK_FALSE(cuda_variant(CudaPattern::sddmm, 32, true, /*sddmm_by_rows=*/true).nnz_parallel);
   CHECK_FALSE(cuda_variant(CudaPattern::spmm, 32, true).nnz_parallel);
+  CHECK(cuda_variant(CudaPattern::spmm, 32, true, false, /*spmm_by_nonzeros=*/true).nnz_parallel);
   CHECK(cuda_variant(CudaPattern::spmm, 1, true).cf == 1);
   CHECK(cuda_variant(CudaPattern::spmm, 33, true).cf == 2);
   CHECK(cuda_variant(CudaPattern::spmm, 512, true).vector);

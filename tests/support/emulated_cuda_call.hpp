@@ -71,7 +71,8 @@ inline codegen::CudaSource emulated_cuda_source(const ir::Function& stage1, cons
     bool aligned = true;
     for (void* b : bufs) aligned = aligned && reinterpret_cast<std::uintptr_t>(b) % 16 == 0;
     v = autosched::cuda_variant(prepared.plan.pattern, cuda::evaluate_int(prepared.plan.feature, vars, scalars.data()),
-                                aligned, cuda::CudaOptions::from_env().sddmm_by_rows);  // as CompiledCudaKernel does
+                                aligned, cuda::CudaOptions::from_env().sddmm_by_rows,
+                                cuda::CudaOptions::from_env().spmm_by_nonzeros);  // as CompiledCudaKernel does
   }
   return driver::schedule_and_emit_cuda(prepared, o, v).source;
 }

@@ -8,7 +8,11 @@
 //   depends on j but not on k) staged 32 at a time in shared memory by the warp (cache_read
 //   with coalesced row caching, __syncwarp), and coalesced loads of the dense rows: column
 //   c*32 + lane, or with `vector` lane*4 + c as one float4. Each feature tile of 32*cf
-//   columns is a block row of the grid (blockIdx.y).
+//   columns is a block row of the grid (blockIdx.y). Over a CSR with `nnz_parallel`
+//   (SPINDLE_CUDA_SPMM=nonzeros) instead: a first launch stores C's init value, a second
+//   gives each warp a chunk of consecutive nonzeros (long rows split across warps; a warp
+//   finds its first row by a binary search of X) and adds each row segment's registers
+//   into C with atomic adds.
 //
 //   SDDMM pattern (row loop i; nonzero loop j; `d[i,j] = init`; reduction over k of
 //   `d[i,j] += f(j,k)`) -> PRedS style: groups of `lanes` threads per nonzero, each thread
@@ -262,6 +266,23 @@ inline ir::Function with_body(const ir::Function& f, ir::Stmt body) {
   return out;
 }
 
+// `acc[c] += value` for the CF feature columns of a lane (column(c)), with the k bounds
+// check: per column, or once for a float4 vector (the whole vector is in range or out of
+// range: feature % 4 == 0).
+template <class Column>
+ir::Stmt spmm_register_update(const SpmmMatch& m, const CudaVariant& v, const ir::Buffer& acc, const ir::Var& c,
+                              const Column& column, const ir::Expr& value) {
+  const ir::Expr K = ir::cast(DType::i64, m.k_loop->extent);
+  ir::Stmt update = ir::reduce(acc, {c}, ir::ReduceOp::add, value, m.update->loc);
+  if (v.vector) {
+    ir::Expr first = ir::substitute(column(c), c, i64(0));
+    return ir::if_then_else(first < K, ir::for_loop(c, i64(0), i64(v.cf), ir::ForKind::vectorized,
+                                                    ir::IterKind::spatial, m.k_loop->axis, update));
+  }
+  return ir::for_loop(c, i64(0), i64(v.cf), ir::ForKind::unrolled, ir::IterKind::spatial, m.k_loop->axis,
+                      ir::if_then_else(column(c) < K, update));
+}
+
 inline ir::Function schedule_spmm(const ir::Function& f, const SpmmMatch& m, const CudaVariant& v) {
   const int R = v.rows_per_block, CF = v.cf;
   const ir::Expr I = m.row->extent, K = m.k_loop->extent, nnz = m.nz_loop->extent;
@@ -293,18 +314,7 @@ inline ir::Function schedule_spmm(const ir::Function& f, const SpmmMatch& m, con
   ir::Expr j_abs = cached ? jo * i64(32) + ji : ir::Expr(ji);
   value = ir::substitute(ir::substitute(value, m.nz_loop->var, j_abs), m.k_loop->var, column(c));
 
-  ir::Stmt update = ir::reduce(acc, {c}, ir::ReduceOp::add, value, m.update->loc);
-  ir::Stmt reg_loop;
-  if (v.vector) {
-    // The whole vector is in range or out of range (feature % 4 == 0).
-    ir::Expr first = ir::substitute(column(c), c, i64(0));
-    reg_loop = ir::if_then_else(first < ir::cast(DType::i64, K),
-                                ir::for_loop(c, i64(0), i64(CF), ir::ForKind::vectorized, ir::IterKind::spatial,
-                                             m.k_loop->axis, update));
-  } else {
-    reg_loop = ir::for_loop(c, i64(0), i64(CF), ir::ForKind::unrolled, ir::IterKind::spatial, m.k_loop->axis,
-                            ir::if_then_else(column(c) < ir::cast(DType::i64, K), update));
-  }
+  ir::Stmt reg_loop = spmm_register_update(m, v, acc, c, column, value);
   // Fill the shared tiles (one element per lane), sync, consume, sync.
   std::vector<ir::Stmt> fills;
   for (auto& o : ops.operands) {
@@ -447,28 +457,67 @@ inline ir::Buffer row_pointer(const ir::Expr& extent, const ir::VarNode* i) {
 // row no longer serialises on one warp (the row-wise schedule's time is its longest row's).
 inline constexpr int kChunkRounds = 16;
 
+// The row of a position among a CSR's nonzeros, kept in the locals `row` (and `len`, the
+// width a search has left) by the nonzero-parallel schedules.
+struct RowCursor {
+  ir::Buffer X;      // the row pointer
+  ir::Expr I;        // the row count (i64)
+  std::string axis;  // the row axis (names the search loops)
+  ir::Buffer row, len;
+  ir::Var half = ir::Var("half", DType::i64);
+
+  ir::Expr x_at(ir::Expr r) const { return ir::cast(DType::i64, ir::load(X, {std::move(r)})); }
+  // row := the last r in [row, I) with X[r] <= pos, given X[row] <= pos (binary search).
+  ir::Stmt search(const ir::Expr& pos) const {
+    ir::Var s("search_step", DType::i64);
+    ir::Expr mid = ir::load(row, {}) + ir::Expr(half);
+    return ir::seq(
+        {ir::store(len, {}, I - ir::load(row, {})),
+         ir::for_loop(s, i64(0), i64(63), ir::ForKind::serial, ir::IterKind::spatial, axis,
+                      ir::if_then_else(
+                          ir::load(len, {}) > i64(1),
+                          ir::let_stmt(half, ir::load(len, {}) / i64(2),
+                                       ir::if_then_else(x_at(mid) <= pos,
+                                                        ir::seq({ir::store(row, {}, mid),
+                                                                 ir::store(len, {}, ir::load(len, {}) - ir::Expr(half))}),
+                                                        ir::store(len, {}, half)))))});
+  }
+  // Whether `pos` lies past the current row.
+  ir::Expr past_row(const ir::Expr& pos) const { return x_at(ir::load(row, {}) + i64(1)) <= pos; }
+  // Moves `row` forward to the row of `pos`: a few single steps, then a search from there
+  // when empty rows are in the way.
+  ir::Stmt follow(const ir::Expr& pos) const {
+    ir::Var step("row_step", DType::i64);
+    return ir::seq({ir::for_loop(step, i64(0), i64(4), ir::ForKind::unrolled, ir::IterKind::spatial, axis,
+                                 ir::if_then_else(past_row(pos), ir::store(row, {}, ir::load(row, {}) + i64(1)))),
+                    ir::if_then_else(past_row(pos), search(pos))});
+  }
+};
+
+inline ir::Buffer local_scalar(const char* name, DType t) {
+  ir::BufferNode n;
+  n.name = name;
+  n.dtype = t;
+  n.scope = ir::BufferScope::local;
+  n.role = ir::BufferRole::temp;
+  return ir::make_buffer(std::move(n));
+}
+
 inline ir::Function schedule_sddmm_nnz(const ir::Function& f, const SddmmMatch& m, const CudaVariant& v,
                                        const ir::Buffer& X) {
   const int R = v.rows_per_block, W = v.lanes, G = 32 / v.lanes, T = kChunkRounds;
   const ir::Expr I = ir::cast(DType::i64, m.row->extent);
-  auto x_at = [&](ir::Expr r) { return ir::cast(DType::i64, ir::load(X, {std::move(r)})); };
   ir::Var blk("nz_block", DType::i64), ty("nz_warp", DType::i64), lane("lane", DType::i64);
   ir::Var g("nz_group", DType::i64), l("k_lane", DType::i64), pass("chunk_pass", DType::i64);
   ir::Var chunk("chunk_begin", DType::i64), t("chunk_round", DType::i64), e("pos", DType::i64);
-  ir::Var half("half", DType::i64);
   ir::Var first("pos_begin", DType::i64), count("pos_count", DType::i64);
   const ir::Var& i = m.row->var;
   const ir::Var& j = m.nz_loop->var;
   const DType dt = m.update->buffer->dtype;
-  auto local = [](const char* name, DType t) {
-    ir::BufferNode n;
-    n.name = name;
-    n.dtype = t;
-    n.scope = ir::BufferScope::local;
-    n.role = ir::BufferRole::temp;
-    return ir::make_buffer(std::move(n));
-  };
-  ir::Buffer part = local("partial", dt), row = local("row", DType::i64), len = local("row_len", DType::i64);
+  ir::Buffer part = local_scalar("partial", dt), row = local_scalar("row", DType::i64),
+             len = local_scalar("row_len", DType::i64);
+  const RowCursor cur{X, I, m.row->axis, row, len};
+  auto x_at = [&](ir::Expr r) { return cur.x_at(std::move(r)); };
 
   // The grid: one chunk per warp over the output's length (when it is a scalar), else a
   // fixed grid; the grid-stride loop makes either cover every position.
@@ -478,28 +527,8 @@ inline ir::Function schedule_sddmm_nnz(const ir::Function& f, const SddmmMatch& 
   ir::Expr blocks = ceil_div(chunks, R);
   ir::Expr warps = blocks * i64(R);
   ir::Expr end = ir::Expr(first) + ir::Expr(count);
-
-  // row := the last r in [row, I) with X[r] <= pos, given X[row] <= pos (binary search).
-  auto search = [&](const ir::Expr& pos) {
-    ir::Var s("search_step", DType::i64);
-    ir::Expr mid = ir::load(row, {}) + ir::Expr(half);
-    return ir::seq(
-        {ir::store(len, {}, I - ir::load(row, {})),
-         ir::for_loop(s, i64(0), i64(63), ir::ForKind::serial, ir::IterKind::spatial, m.row->axis,
-                      ir::if_then_else(
-                          ir::load(len, {}) > i64(1),
-                          ir::let_stmt(half, ir::load(len, {}) / i64(2),
-                                       ir::if_then_else(x_at(mid) <= pos,
-                                                        ir::seq({ir::store(row, {}, mid),
-                                                                 ir::store(len, {}, ir::load(len, {}) - ir::Expr(half))}),
-                                                        ir::store(len, {}, half)))))});
-  };
-  ir::Expr next_row_starts = x_at(ir::load(row, {}) + i64(1)) <= ir::Expr(e);
-  ir::Var step("row_step", DType::i64);
-  ir::Stmt follow = ir::seq(
-      {ir::for_loop(step, i64(0), i64(4), ir::ForKind::unrolled, ir::IterKind::spatial, m.row->axis,
-                    ir::if_then_else(next_row_starts, ir::store(row, {}, ir::load(row, {}) + i64(1)))),
-       ir::if_then_else(next_row_starts, search(e))});
+  auto search = [&](const ir::Expr& pos) { return cur.search(pos); };
+  ir::Stmt follow = cur.follow(e);
 
   ir::Stmt k_loop = sddmm_lane_dot(m, v, part, l);
   ir::Expr total = ir::reduce_combine(ir::ReduceOp::add, m.init->value, ir::load(part, {}));
@@ -542,6 +571,125 @@ inline ir::Function schedule_sddmm_nnz(const ir::Function& f, const SddmmMatch& 
       bound(ty, R, ir::ForKind::gpu_thread_y, m.nz_loop->axis.c_str(),
             bound(lane, 32, ir::ForKind::gpu_thread_x, m.k_loop->axis.c_str(), body)));
   return with_body(f, launch);
+}
+
+// A global 1-D buffer of scalar length that the update reads at a nonzero's position (A's
+// values or column indices): its length is the nonzero count, for sizing a grid.
+inline ir::Expr nonzero_count(const ir::Function& f, const SpmmMatch& m) {
+  struct Finder : ir::IRVisitor {
+    const ir::Function* f = nullptr;
+    const ir::VarNode* j = nullptr;
+    ir::Expr found;
+    void visit_Load(const ir::LoadNode* n) override {
+      if (!found.defined() && n->buffer->scope == ir::BufferScope::global && n->buffer->shape.size() == 1 &&
+          n->indices.size() == 1 && ir::uses_var(n->indices[0], j) && over_scalars(n->buffer->shape[0], *f))
+        found = n->buffer->shape[0];
+      ir::IRVisitor::visit_Load(n);
+    }
+  } finder;
+  finder.f = &f;
+  finder.j = m.nz_loop->var.node();
+  finder.visit(inline_lets(m.update->value, m.nz_lets));
+  return finder.found;
+}
+
+// SpMM over a CSR, nonzero-parallel (`nnz_parallel`, SPINDLE_CUDA_SPMM=nonzeros): two
+// launches. The first stores the init value into every element of C (a warp per row, as
+// GE-SpMM writes it). The second cuts the rows' nonzeros [X[0], X[I]) into chunks of
+// kSpmmChunk consecutive positions, one chunk per warp at a time (grid-stride), with the
+// feature tiles across blockIdx.y as in GE-SpMM: the warp finds its chunk's first row by a
+// binary search of X, accumulates the products of each position into its lanes' registers
+// (every lane the same position, `cf` feature columns per lane, float4 loads with `vector`)
+// and, where the row changes and at the chunk's end, adds the registers into C's row with
+// atomic adds. A row longer than a chunk is split across warps, so a skewed graph's longest
+// row no longer sets the time (the row-wise schedule's does); the price is one atomic add
+// per row segment and feature column, and C written twice.
+inline constexpr int kSpmmChunk = 64;
+
+inline ir::Function schedule_spmm_nnz(const ir::Function& f, const SpmmMatch& m, const CudaVariant& v,
+                                      const ir::Buffer& X) {
+  const int R = v.rows_per_block, CF = v.cf, CH = kSpmmChunk;
+  const ir::Expr I = ir::cast(DType::i64, m.row->extent), K = ir::cast(DType::i64, m.k_loop->extent);
+  const ir::Buffer& out = m.update->buffer;
+  const DType dt = out->dtype;
+  const ir::Var& i = m.row->var;
+  const ir::Var& j = m.nz_loop->var;
+
+  // Launch 1: C[i, k] = init.
+  ir::Var ib("i_block", DType::i64), iw("i_warp", DType::i64), lane("lane", DType::i64), kk("k_step", DType::i64);
+  ir::Stmt fill = ir::let_stmt(
+      m.init_loop->var, ir::cast(m.init_loop->var.dtype(), ir::Expr(kk) * i64(32) + ir::Expr(lane)),
+      ir::if_then_else(ir::cast(DType::i64, ir::Expr(m.init_loop->var)) < K,
+                       ir::store(m.init->buffer, m.init->indices, m.init->value, m.init->loc)));
+  ir::Stmt init_row = ir::let_stmt(
+      i, ir::cast(i.dtype(), ir::Expr(ib) * i64(R) + ir::Expr(iw)),
+      ir::if_then_else(ir::cast(DType::i64, ir::Expr(i)) < I,
+                       ir::for_loop(kk, i64(0), ceil_div(K, 32), ir::ForKind::serial, ir::IterKind::spatial,
+                                    m.k_loop->axis, fill)));
+  ir::Stmt init_launch = ir::for_loop(
+      ib, i64(0), ceil_div(I, R), ir::ForKind::gpu_block_x, ir::IterKind::spatial, m.row->axis,
+      bound(iw, R, ir::ForKind::gpu_thread_y, m.row->axis.c_str(),
+            bound(lane, 32, ir::ForKind::gpu_thread_x, m.k_loop->axis.c_str(), init_row)));
+
+  // Launch 2: the chunks.
+  ir::Var blk("nz_block", DType::i64), ty("nz_warp", DType::i64), lane2("lane", DType::i64), kt("k_tile", DType::i64);
+  ir::Var pass("chunk_pass", DType::i64), chunk("chunk_begin", DType::i64), t("chunk_round", DType::i64);
+  ir::Var e("pos", DType::i64), first("pos_begin", DType::i64), count("pos_count", DType::i64);
+  ir::Var c("k_reg", DType::i64), cz("k_reg", DType::i64), cw("k_reg", DType::i64);
+  ir::BufferNode accn;
+  accn.name = out->name + "_reg";
+  accn.dtype = dt;
+  accn.shape = {i64(CF)};
+  accn.scope = ir::BufferScope::local;
+  accn.role = ir::BufferRole::temp;
+  ir::Buffer acc = ir::make_buffer(std::move(accn));
+  ir::Buffer row = local_scalar("row", DType::i64), len = local_scalar("row_len", DType::i64);
+  const RowCursor cur{X, I, m.row->axis, row, len};
+  auto column = [&](const ir::Var& reg) {
+    ir::Expr tile = kt * i64(32 * CF);
+    return v.vector ? tile + lane2 * i64(CF) + reg : tile + reg * i64(32) + lane2;
+  };
+  // The update at position e of row `row`: i := row, j := e - X[row], k := column(c).
+  ir::Expr value = inline_lets(m.update->value, m.nz_lets);
+  value = ir::substitute(value, m.k_loop->var, ir::cast(m.k_loop->var.dtype(), column(c)));
+  value = ir::substitute(value, j, ir::cast(j.dtype(), ir::Expr(e) - cur.x_at(ir::load(row, {}))));
+  value = ir::substitute(value, i, ir::cast(i.dtype(), ir::load(row, {})));
+  ir::Stmt accumulate = spmm_register_update(m, v, acc, c, column, value);
+  ir::Stmt zero = ir::for_loop(cz, i64(0), i64(CF), ir::ForKind::unrolled, ir::IterKind::spatial, m.k_loop->axis,
+                               ir::store(acc, {cz}, ir::make_const(dt, 0)));
+  ir::Stmt flush = ir::for_loop(
+      cw, i64(0), i64(CF), ir::ForKind::unrolled, ir::IterKind::spatial, m.k_loop->axis,
+      ir::if_then_else(column(cw) < K,
+                       ir::reduce(out, {ir::cast(i.dtype(), ir::load(row, {})), ir::cast(m.k_loop->var.dtype(), column(cw))},
+                                  ir::ReduceOp::add, ir::load(acc, {cw}), m.update->loc, /*atomic=*/true)));
+  ir::Expr end = ir::Expr(first) + ir::Expr(count);
+  // Every lane of the warp works on the same position: the row logic is uniform.
+  ir::Stmt round = ir::let_stmt(
+      e, ir::Expr(chunk) + ir::Expr(t),
+      ir::if_then_else(ir::Expr(e) < end,
+                       ir::seq({ir::if_then_else(cur.past_row(e), ir::seq({flush, zero, cur.follow(e)})), accumulate})));
+  ir::Expr blocks = ceil_div(i64(2048 * R), R);
+  if (ir::Expr n = nonzero_count(f, m); n.defined()) blocks = ceil_div(ceil_div(ir::max(ir::cast(DType::i64, n), i64(1)), CH), R);
+  ir::Expr warps = blocks * i64(R);
+  ir::Stmt one_chunk = ir::let_stmt(
+      chunk, ir::Expr(first) + (ir::Expr(pass) * warps + ir::Expr(blk) * i64(R) + ir::Expr(ty)) * i64(CH),
+      ir::if_then_else(ir::Expr(chunk) < end,
+                       ir::block("chunk", {acc, row, len},
+                                 ir::seq({ir::store(row, {}, i64(0)), cur.search(chunk), zero,
+                                          ir::for_loop(t, i64(0), i64(CH), ir::ForKind::serial, ir::IterKind::spatial,
+                                                       m.nz_loop->axis, round),
+                                          flush}))));
+  ir::Expr span = warps * i64(CH);
+  ir::Stmt passes = ir::for_loop(pass, i64(0), (ir::Expr(count) + span - i64(1)) / span, ir::ForKind::serial,
+                                 ir::IterKind::spatial, m.nz_loop->axis, one_chunk);
+  ir::Stmt body = ir::let_stmt(first, cur.x_at(i64(0)),
+                               ir::let_stmt(count, ir::max(cur.x_at(I) - ir::Expr(first), i64(0)), passes));
+  ir::Stmt launch = ir::for_loop(
+      blk, i64(0), blocks, ir::ForKind::gpu_block_x, ir::IterKind::spatial, m.nz_loop->axis,
+      ir::for_loop(kt, i64(0), ceil_div(K, 32 * CF), ir::ForKind::gpu_block_y, ir::IterKind::spatial, m.k_loop->axis,
+                   bound(ty, R, ir::ForKind::gpu_thread_y, m.nz_loop->axis.c_str(),
+                         bound(lane2, 32, ir::ForKind::gpu_thread_x, m.k_loop->axis.c_str(), body))));
+  return with_body(f, ir::seq({init_launch, launch}));
 }
 
 // A launch for one top-level statement: a thread per iteration of a loop (atomic
@@ -638,12 +786,14 @@ inline CudaPlan cuda_plan(const ir::Function& f) {
 // The variant for a feature size (its value at call time); `aligned` says whether every
 // buffer's base address is 16-byte aligned (device allocations are); `sddmm_by_rows`
 // (CudaOptions, SPINDLE_CUDA_SDDMM=rows) keeps SDDMM on a warp per row.
-inline CudaVariant cuda_variant(CudaPattern p, std::int64_t feature, bool aligned, bool sddmm_by_rows = false) {
+inline CudaVariant cuda_variant(CudaPattern p, std::int64_t feature, bool aligned, bool sddmm_by_rows = false,
+                                bool spmm_by_nonzeros = false) {
   CudaVariant v;
   const bool vec_ok = aligned && feature % 4 == 0 && feature > 0;
   if (p == CudaPattern::spmm) {
     v.cf = feature <= 32 ? 1 : feature <= 64 ? 2 : 4;
     v.vector = v.cf == 4 && vec_ok;
+    v.nnz_parallel = spmm_by_nonzeros;
   } else if (p == CudaPattern::sddmm) {
     v.vector = vec_ok;
     std::int64_t per_lane = v.vector ? (feature + 3) / 4 : feature;
@@ -658,7 +808,11 @@ inline CudaVariant cuda_variant(CudaPattern p, std::int64_t feature, bool aligne
 // Schedules an unscheduled stage-III function for CUDA (see the top of this file).
 inline ir::Function schedule_cuda_default(const ir::Function& f, const lower::LowerContext&, const CudaVariant& v) {
   SPINDLE_INTERNAL_CHECK(f.stage == ir::Stage::flat, "schedule_cuda_default", "expects stage III");
-  if (auto m = detail::match_spmm(f)) return detail::schedule_spmm(f, *m, v);
+  if (auto m = detail::match_spmm(f)) {
+    if (ir::Buffer x = v.nnz_parallel ? detail::row_pointer(m->nz_loop->extent, m->row->var.node()) : ir::Buffer())
+      return detail::schedule_spmm_nnz(f, *m, v, x);
+    return detail::schedule_spmm(f, *m, v);
+  }
   if (auto m = detail::match_sddmm(f)) {
     if (ir::Buffer x = v.nnz_parallel ? detail::row_pointer(m->nz_loop->extent, m->row->var.node()) : ir::Buffer())
       return detail::schedule_sddmm_nnz(f, *m, v, x);

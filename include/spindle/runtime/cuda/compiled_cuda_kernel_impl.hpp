@@ -46,7 +46,8 @@ struct CompiledCudaKernel::Impl {
       for (std::size_t k = 0; k < prepared.unscheduled.buffers.size(); ++k)
         aligned = aligned && reinterpret_cast<std::uintptr_t>(bufs[k]) % 16 == 0;
       std::int64_t feature = evaluate_int(prepared.plan.feature, scalar_vars, scalars);
-      v = autosched::cuda_variant(prepared.plan.pattern, feature, aligned, rt->cuda_options().sddmm_by_rows);
+      v = autosched::cuda_variant(prepared.plan.pattern, feature, aligned, rt->cuda_options().sddmm_by_rows,
+                                  rt->cuda_options().spmm_by_nonzeros);
     }
     std::lock_guard<std::mutex> lock(mutex);
     auto it = variants.find(v.key());
@@ -132,7 +133,7 @@ SPINDLE_DECL void CompiledCudaKernel::call_async(const std::vector<runtime::Call
 
 SPINDLE_DECL driver::CudaLowered CompiledCudaKernel::lower_variant(std::int64_t feature, bool aligned) const {
   auto v = autosched::cuda_variant(impl_->prepared.plan.pattern, feature, aligned,
-                                   impl_->rt->cuda_options().sddmm_by_rows);
+                                   impl_->rt->cuda_options().sddmm_by_rows, impl_->rt->cuda_options().spmm_by_nonzeros);
   return driver::schedule_and_emit_cuda(impl_->prepared, Impl::pipeline_options(impl_->prepared.stage1.name, *impl_->rt), v);
 }
 

@@ -11,6 +11,10 @@
 //   SPINDLE_CUDA_SDDMM           default GPU schedule of SDDMM-shaped kernels over a CSR:
 //                                "nonzeros" (default: the nonzeros split evenly across the
 //                                threads) or "rows" (a warp per row); for measuring
+//   SPINDLE_CUDA_SPMM            default GPU schedule of SpMM-shaped kernels over a CSR:
+//                                "rows" (default: GE-SpMM, a warp per row) or "nonzeros"
+//                                (chunks of nonzeros per warp, atomic row updates: long
+//                                rows split across warps)
 //   CUDA_HOME                    toolkit root searched for NVRTC (default: /usr/local/cuda)
 #pragma once
 
@@ -29,9 +33,10 @@ struct CudaOptions {
   int device = 0;              // device ordinal
   std::string cuda_home = "/usr/local/cuda";
   bool sddmm_by_rows = false;  // SPINDLE_CUDA_SDDMM=rows
+  bool spmm_by_nonzeros = false;  // SPINDLE_CUDA_SPMM=nonzeros
 
   // Throws UserError when SPINDLE_CUDA_DEVICE is not a non-negative integer or
-  // SPINDLE_CUDA_SDDMM is not one of its values.
+  // SPINDLE_CUDA_SDDMM or SPINDLE_CUDA_SPMM is not one of its values.
   static CudaOptions from_env() {
     CudaOptions o;
     auto get = [](const char* name) -> std::string {
@@ -55,6 +60,12 @@ struct CudaOptions {
                     "' is not a GPU SDDMM schedule: the accepted values are 'nonzeros' (the nonzeros split "
                     "evenly across the threads, the default) and 'rows' (a warp per row)");
       o.sddmm_by_rows = m == "rows";
+    }
+    if (std::string m = get("SPINDLE_CUDA_SPMM"); !m.empty()) {
+      SPINDLE_CHECK(m == "nonzeros" || m == "rows", UserError, "SPINDLE_CUDA_SPMM='", m,
+                    "' is not a GPU SpMM schedule: the accepted values are 'rows' (a warp per row, the default) "
+                    "and 'nonzeros' (chunks of nonzeros per warp, atomic row updates)");
+      o.spmm_by_nonzeros = m == "nonzeros";
     }
     return o;
   }
