@@ -840,7 +840,13 @@ class Generator {
     if (!k_.exact) {
       if (chance(0.5))
         return value(d - 1) / (ir::call(ir::Intrinsic::abs, {value(d - 1)}) + ir::make_const(T_, 1));
-      return ir::call(ir::Intrinsic::exp, {ir::make_const(T_, 0) - ir::call(ir::Intrinsic::abs, {value(d - 1)})});
+      // exp(-min(|v|, 60)): bounded away from underflow, where libm implementations differ
+      // by an ulp between 0 and the smallest subnormal (CUDA's exp against glibc's), and a
+      // comparison with 0 would turn that into a different branch (GPU fuzz seed
+      // 45000191: exp(-746) > 0.0 on the GPU, not on the CPU).
+      return ir::call(ir::Intrinsic::exp,
+                      {ir::make_const(T_, 0) -
+                       ir::min(ir::call(ir::Intrinsic::abs, {value(d - 1)}), ir::make_const(T_, 60))});
     }
     return value(d - 1) + leaf();
   }
