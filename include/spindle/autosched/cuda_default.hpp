@@ -593,6 +593,34 @@ inline ir::Expr nonzero_count(const ir::Function& f, const SpmmMatch& m) {
   return finder.found;
 }
 
+// `X[r] + (e - X[r])` is `e`: in wrapping integer arithmetic the terms cancel (casts that
+// widen an integer are looked through on the two X[r]). The nonzero-parallel SpMM sets j := e - X[row] in a
+// position `X[i] + j`; folding it back to e saves two loads per nonzero.
+class CancelRowStart : public ir::IRMutator {
+ protected:
+  static const ir::Expr& widened(const ir::Expr& e) {
+    const ir::Expr* p = &e;
+    while (auto* c = p->as<ir::CastNode>()) {
+      if (!is_int(p->dtype()) || !is_int(c->value.dtype()) || dtype_bytes(c->value.dtype()) > dtype_bytes(p->dtype()))
+        break;
+      p = &c->value;
+    }
+    return *p;
+  }
+  ir::Expr mutate_Binary(const ir::BinaryNode* n, const ir::Expr& self) override {
+    ir::Expr s = ir::IRMutator::mutate_Binary(n, self);
+    auto* add = s.as<ir::BinaryNode>();
+    if (!add || add->op != ir::BinOp::add || !is_int(s.dtype())) return s;
+    // (No cast between the sum and the difference: a difference that wrapped in a narrower
+    // type and was widened would not cancel.)
+    auto* sub = add->b.as<ir::BinaryNode>();
+    if (!sub || sub->op != ir::BinOp::sub || add->b.dtype() != s.dtype() ||
+        !ir::equal(widened(sub->b), widened(add->a)))
+      return s;
+    return ir::cast(s.dtype(), sub->a);
+  }
+};
+
 // SpMM over a CSR, nonzero-parallel (`nnz_parallel`, SPINDLE_CUDA_SPMM=nonzeros): two
 // launches. The first stores the init value into every element of C (a warp per row, as
 // GE-SpMM writes it). The second cuts the rows' nonzeros [X[0], X[I]) into chunks of
@@ -643,8 +671,10 @@ inline ir::Function schedule_spmm_nnz(const ir::Function& f, const SpmmMatch& m,
   accn.scope = ir::BufferScope::local;
   accn.role = ir::BufferRole::temp;
   ir::Buffer acc = ir::make_buffer(std::move(accn));
-  ir::Buffer row = local_scalar("row", DType::i64), len = local_scalar("row_len", DType::i64);
+  ir::Buffer row = local_scalar("row", DType::i64), len = local_scalar("row_len", DType::i64),
+             row_end = local_scalar("row_end", DType::i64);
   const RowCursor cur{X, I, m.row->axis, row, len};
+  ir::Stmt load_row_end = ir::store(row_end, {}, cur.x_at(ir::load(row, {}) + i64(1)));
   auto column = [&](const ir::Var& reg) {
     ir::Expr tile = kt * i64(32 * CF);
     return v.vector ? tile + lane2 * i64(CF) + reg : tile + reg * i64(32) + lane2;
@@ -654,6 +684,7 @@ inline ir::Function schedule_spmm_nnz(const ir::Function& f, const SpmmMatch& m,
   value = ir::substitute(value, m.k_loop->var, ir::cast(m.k_loop->var.dtype(), column(c)));
   value = ir::substitute(value, j, ir::cast(j.dtype(), ir::Expr(e) - cur.x_at(ir::load(row, {}))));
   value = ir::substitute(value, i, ir::cast(i.dtype(), ir::load(row, {})));
+  value = CancelRowStart().mutate(value);
   ir::Stmt accumulate = spmm_register_update(m, v, acc, c, column, value);
   ir::Stmt zero = ir::for_loop(cz, i64(0), i64(CF), ir::ForKind::unrolled, ir::IterKind::spatial, m.k_loop->axis,
                                ir::store(acc, {cz}, ir::make_const(dt, 0)));
@@ -667,15 +698,17 @@ inline ir::Function schedule_spmm_nnz(const ir::Function& f, const SpmmMatch& m,
   ir::Stmt round = ir::let_stmt(
       e, ir::Expr(chunk) + ir::Expr(t),
       ir::if_then_else(ir::Expr(e) < end,
-                       ir::seq({ir::if_then_else(cur.past_row(e), ir::seq({flush, zero, cur.follow(e)})), accumulate})));
+                       ir::seq({ir::if_then_else(ir::load(row_end, {}) <= ir::Expr(e),
+                                                 ir::seq({flush, zero, cur.follow(e), load_row_end})),
+                                accumulate})));
   ir::Expr blocks = ceil_div(i64(2048 * R), R);
   if (ir::Expr n = nonzero_count(f, m); n.defined()) blocks = ceil_div(ceil_div(ir::max(ir::cast(DType::i64, n), i64(1)), CH), R);
   ir::Expr warps = blocks * i64(R);
   ir::Stmt one_chunk = ir::let_stmt(
       chunk, ir::Expr(first) + (ir::Expr(pass) * warps + ir::Expr(blk) * i64(R) + ir::Expr(ty)) * i64(CH),
       ir::if_then_else(ir::Expr(chunk) < end,
-                       ir::block("chunk", {acc, row, len},
-                                 ir::seq({ir::store(row, {}, i64(0)), cur.search(chunk), zero,
+                       ir::block("chunk", {acc, row, len, row_end},
+                                 ir::seq({ir::store(row, {}, i64(0)), cur.search(chunk), load_row_end, zero,
                                           ir::for_loop(t, i64(0), i64(CH), ir::ForKind::serial, ir::IterKind::spatial,
                                                        m.nz_loop->axis, round),
                                           flush}))));
