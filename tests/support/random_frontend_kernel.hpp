@@ -1483,7 +1483,9 @@ class Generator {
     if (r < 0.84 && !k_.exact) {
       switch (range(0, 5)) {
         case 0: return make(Op::Div, T, {value(d - 1), make(Op::Add, T, {make(Op::Abs, T, {value(d - 1)}), constant_exact(T, 1)})});
-        case 1: return make(Op::Exp, T, {make(Op::Neg, T, {make(Op::Abs, T, {value(d - 1)})})});
+        case 1:  // exp(-min(|v|, 60)): away from underflow (see random_kernel.hpp)
+          return make(Op::Exp, T,
+                      {make(Op::Neg, T, {make(Op::Min, T, {make(Op::Abs, T, {value(d - 1)}), constant_exact(T, 60)})})});
         case 2: return make(Op::Sqrt, T, {make(Op::Abs, T, {value(d - 1)})});
         case 3: return make(Op::Tanh, T, {value(d - 1)});
         case 4: return make(Op::Log, T, {make(Op::Add, T, {make(Op::Abs, T, {value(d - 1)}), constant_exact(T, 1)})});
