@@ -74,7 +74,6 @@ void check_all_candidates(const sp::Csr<T>& a, std::int64_t k, const std::string
   for (const auto& name : all_candidates()) {
     auto o = quick();
     o.only = {name};
-    o.prune_above = std::numeric_limits<double>::infinity();
     if (a.rows() == 0 || a.cols() == 0 || a.nnz() == 0) {  // only CSR is a candidate then
       if (name != "csr") {
         CHECK_THROWS_AS(tune::tune_spmm(a, k, o), sp::UserError);
@@ -284,7 +283,10 @@ TEST_CASE("tuned SpMM: bad calls raise typed errors", "[correctness][tuner][erro
   CHECK_THROWS_AS(tune::tune_spmm(a, -1, quick()), sp::ShapeError);
   auto o = quick();
   o.only = {"hyb"};
-  CHECK_THROWS_AS(tune::tune_spmm(a, 4, o), sp::UserError);
+  CHECK_THROWS_WITH(tune::tune_spmm(a, 4, o), Catch::Contains("'hyb'") && Catch::Contains("candidates: csr, bsr 2x2"));
+  o.only = {"ell"};  // named: measured even where the model would prune it
+  o.prune_above = 0.5;
+  CHECK(tune::tune_spmm(a, 4, o).choice() == "ell");
   o = quick();
   o.min_reps = 0;
   CHECK_THROWS_AS(tune::tune_spmm(a, 4, o), sp::UserError);

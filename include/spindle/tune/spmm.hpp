@@ -58,7 +58,8 @@ struct TuneOptions {
   int max_reps = 200;         // ... but at most this many
   int max_measured = 4;       // candidates built and timed (CSR included)
   double prune_above = 1.25;  // prune candidates predicted this much slower than CSR
-  std::vector<std::string> only;  // if not empty: the candidates allowed (names as in report())
+  std::vector<std::string> only;  // if not empty: measure exactly these candidates (names as in
+                                  // report()), unpruned by the model (max_measured still applies)
 };
 
 struct CandidateResult {
@@ -340,14 +341,20 @@ TunedSpmm<T, Index> tune_spmm(const Csr<T, Index>& a, std::int64_t feature, cons
     auto& r = results[i];
     char buf[96];
     if (!allowed(cands[i].name)) r.why_not = "not allowed (TuneOptions::only)";
-    else if (r.predicted > opt.prune_above) {
+    else if (opt.only.empty() && r.predicted > opt.prune_above) {  // named candidates are measured
       std::snprintf(buf, sizeof buf, "pruned: model %.2fx CSR's cost", r.predicted);
       r.why_not = buf;
     } else if (static_cast<int>(measure.size()) >= opt.max_measured)
       r.why_not = "pruned: max_measured candidates already chosen";
     else measure.push_back(i);
   }
-  SPINDLE_CHECK(!measure.empty(), UserError, "tune_spmm: TuneOptions::only allows no candidate this matrix has");
+  if (measure.empty()) {
+    std::string names, wanted;
+    for (const auto& c : cands) names += (names.empty() ? "" : ", ") + c.name;
+    for (const auto& n : opt.only) wanted += (wanted.empty() ? "'" : ", '") + n + "'";
+    throw UserError(message("tune_spmm: TuneOptions::only names ", wanted, ", none of which is a candidate for this ",
+                            a.rows(), "x", a.cols(), " matrix with ", a.nnz(), " nonzeros (candidates: ", names, ")"));
+  }
 
   // Measure. X is pseudo-random in [-1, 1); CSR's result (when measured) is the reference.
   const std::int64_t k = feature;
