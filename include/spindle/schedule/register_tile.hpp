@@ -25,6 +25,7 @@
 #pragma once
 
 #include <algorithm>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -67,6 +68,9 @@ class RegisterTiling : public ir::IRMutator {
   ir::Stmt mutate_For(const ir::ForNode* n, const ir::Stmt& self) override {
     if (n->iter_kind == ir::IterKind::reduction) {
       if (auto m = match(self)) return rewrite(*m, nullptr);  // no init: accumulate into C
+    }
+    if (n->iter_kind == ir::IterKind::spatial && n->for_kind == ir::ForKind::serial) {
+      if (auto rows = block_rows(n)) return *rows;
     }
     return ir::IRMutator::mutate_For(n, self);
   }
@@ -244,6 +248,154 @@ class RegisterTiling : public ir::IRMutator {
       return tile(m, init_value, ir::int_imm(0), c->value);
     return cascade(m, init, init_value, ir::int_imm(0), 0);
   }
+
+  // --- two-dimensional tiles: several output rows share each load of the other operand ----
+
+  // A spatial loop `for x: [init;] nest` whose nest (reduction loops, lets, guards, the dense
+  // inner loop) does not depend on x, writing C at x in one slot, with a value that reads some
+  // operand independently of x (GEMM's W row, the weight gradient's B row): the R rows of a
+  // block accumulate together, so each such load feeds R updates instead of one.
+  std::optional<ir::Stmt> block_rows(const ir::ForNode* n) {
+    const ir::Stmt* nest_stmt = &n->body;
+    const ir::ForNode* init = nullptr;
+    if (auto* sq = n->body.as<ir::SeqNode>()) {
+      if (sq->stmts.size() != 2) return std::nullopt;
+      init = sq->stmts[0].as<ir::ForNode>();
+      nest_stmt = &sq->stmts[1];
+      if (!init) return std::nullopt;
+    }
+    if (!nest_stmt->as<ir::ForNode>() || nest_stmt->as<ir::ForNode>()->iter_kind != ir::IterKind::reduction)
+      return std::nullopt;
+    auto m = match(*nest_stmt);
+    if (!m || (init && !init_matches(n->body.as<ir::SeqNode>()->stmts[0], *m))) return std::nullopt;
+    const ir::ExprNode* x = n->var.get();
+    // The reduction's iteration space is the same for every x.
+    if (ir::uses_var(m->inner->extent, x)) return std::nullopt;
+    for (auto& w : m->wrappers) {
+      if (auto* f = w.as<ir::ForNode>()) {
+        if (ir::uses_var(f->min, x) || ir::uses_var(f->extent, x)) return std::nullopt;
+      } else if (auto* l = w.as<ir::LetStmtNode>()) {
+        if (ir::uses_var(l->value, x)) return std::nullopt;
+      } else if (auto* c = w.as<ir::IfThenElseNode>()) {
+        if (ir::uses_var(c->cond, x)) return std::nullopt;
+      }
+    }
+    // x is one slot of C's index exactly (so the R rows write R different elements); no
+    // other slot uses it.
+    int slots = 0;
+    for (std::size_t k = 0; k + 1 < m->reduce->indices.size(); ++k) {
+      if (m->reduce->indices[k].same_as(n->var)) ++slots;
+      else if (ir::uses_var(m->reduce->indices[k], x)) return std::nullopt;
+    }
+    if (slots != 1) return std::nullopt;
+    // Worth it only when some load of the value is shared by the rows.
+    if (!shares_a_load(m->reduce->value, x, m->inner->var.get())) return std::nullopt;
+
+    const std::int64_t lanes = std::max<std::int64_t>(1, vector_bits_ / (8 * dtype_bytes(m->reduce->buffer->dtype)));
+    const std::vector<std::int64_t> widths{2 * lanes, lanes};
+    constexpr std::int64_t R = kRowBlock;
+    ir::Var xo(n->var.name() + "_rows", DType::i64);
+    auto row = [&](const ir::Expr& r) { return n->min + ir::Expr(xo) * ir::int_imm(R) + r; };
+    ir::Expr init_value = init ? init->body.as<ir::StoreNode>()->value : ir::Expr();
+
+    // The tiles over [start, K) of width w, then the narrower ones, then the rest per row.
+    std::function<ir::Stmt(const ir::Expr&, std::size_t)> columns = [&](const ir::Expr& start, std::size_t level) {
+      if (level == widths.size()) {
+        ir::Var r(n->var.name() + "_row", DType::i64);
+        ir::Stmt rest = detail::substitute(remainder(*m, init, start), n->var, row(ir::Expr(r)));
+        return ir::for_loop(r, ir::int_imm(0), ir::int_imm(R), ir::ForKind::serial, ir::IterKind::spatial, n->axis,
+                            rest, n->loc);
+      }
+      std::int64_t w = widths[level];
+      ir::Stmt loop = row_tile(*m, n, init_value, row, start, w);
+      ir::Var done(m->inner->var.name() + "_done" + std::to_string(level), DType::i64);
+      ir::Expr next = start + (m->inner->extent - start) / ir::int_imm(w) * ir::int_imm(w);
+      return ir::seq({loop, ir::let_stmt(done, next, columns(done, level + 1), m->inner->loc)}, m->inner->loc);
+    };
+    ir::Stmt blocks = ir::for_loop(xo, ir::int_imm(0), n->extent / ir::int_imm(R), ir::ForKind::serial,
+                                   ir::IterKind::spatial, n->axis, columns(ir::int_imm(0), 0), n->loc);
+    // The last extent % R rows: the one-row tiles.
+    ir::Expr rest_min = n->min + n->extent / ir::int_imm(R) * ir::int_imm(R);
+    ir::Stmt rest_rows = ir::for_loop(n->var, rest_min, n->extent - n->extent / ir::int_imm(R) * ir::int_imm(R),
+                                      n->for_kind, n->iter_kind, n->axis, mutate(n->body), n->loc);
+    return ir::seq({blocks, rest_rows}, n->loc);
+  }
+
+  // Does `value` load some buffer at an index that uses the inner loop's variable but not x?
+  static bool shares_a_load(const ir::Expr& value, const ir::ExprNode* x, const ir::ExprNode* inner) {
+    struct Loads : ir::IRVisitor {
+      const ir::ExprNode* x;
+      const ir::ExprNode* inner;
+      bool found = false;
+      void visit_Load(const ir::LoadNode* l) override {
+        bool uses_inner = false, uses_x = false;
+        for (auto& e : l->indices) {
+          uses_inner |= ir::uses_var(e, inner);
+          uses_x |= ir::uses_var(e, x);
+        }
+        found |= uses_inner && !uses_x;
+        ir::IRVisitor::visit_Load(l);
+      }
+    } v;
+    v.x = x;
+    v.inner = inner;
+    v.visit(value);
+    return v.found;
+  }
+
+  // One loop of R x w tiles over the columns [start + t w, start + (t + 1) w) of rows row(0 .. R-1).
+  template <class Row>
+  ir::Stmt row_tile(const Match& m, const ir::ForNode* n, const ir::Expr& init_value, const Row& row,
+                    const ir::Expr& start, std::int64_t width) {
+    constexpr std::int64_t R = kRowBlock;
+    const ir::ForNode& inner = *m.inner;
+    const ir::ReduceNode& red = *m.reduce;
+    ir::BufferNode an;
+    an.name = red.buffer->name + "_tile";
+    an.dtype = red.buffer->dtype;
+    an.shape = {ir::int_imm(R * width)};
+    an.scope = ir::BufferScope::local;
+    an.role = ir::BufferRole::temp;
+    ir::Buffer acc = ir::make_buffer(std::move(an));
+    ir::Var ko(inner.var.name() + "_tile", DType::i64);
+    ir::Expr base = start + ir::Expr(ko) * width;
+    auto at_row = [&](const ir::Expr& e, const ir::Var& r) { return ir::substitute(e, n->var, row(ir::Expr(r))); };
+    auto column = [&](const ir::Var& r, const ir::Var& kk) {
+      std::vector<ir::Expr> idx;
+      for (std::size_t k = 0; k + 1 < red.indices.size(); ++k) idx.push_back(at_row(red.indices[k], r));
+      idx.push_back(base + ir::Expr(kk));
+      return idx;
+    };
+    auto slot = [&](const ir::Var& r, const ir::Var& kk) { return ir::Expr(r) * ir::int_imm(width) + ir::Expr(kk); };
+    // for r in [0, R): for kk in [0, width): body(r, kk). The r loop carries no unroll pragma: clang
+    // unrolls a constant 6 by itself and then keeps the tile in registers; with "unroll(enable)" it
+    // spilled the tile (GEMM 128x128: 18 GMAC/s against 35 on one core).
+    auto tile_loops = [&](auto&& make_body) {
+      ir::Var r(n->var.name() + "_row", DType::i64), kk(inner.var.name(), DType::i64);
+      ir::Stmt cols = ir::for_loop(kk, ir::int_imm(0), ir::int_imm(width), ir::ForKind::serial, ir::IterKind::spatial,
+                                   inner.axis, make_body(r, kk), inner.loc);
+      return ir::for_loop(r, ir::int_imm(0), ir::int_imm(R), ir::ForKind::serial, ir::IterKind::spatial, n->axis, cols,
+                          n->loc);
+    };
+    ir::Stmt init = tile_loops([&](const ir::Var& r, const ir::Var& kk) {
+      ir::Expr v = init_value.defined() ? at_row(init_value, r) : ir::load(red.buffer, column(r, kk));
+      return ir::store(acc, {slot(r, kk)}, v, inner.loc);
+    });
+    ir::Stmt update = tile_loops([&](const ir::Var& r, const ir::Var& kk) {
+      ir::Expr v = at_row(ir::substitute(red.value, inner.var, base + ir::Expr(kk)), r);
+      return ir::reduce(acc, {slot(r, kk)}, red.op, v, red.loc);
+    });
+    ir::Stmt write = tile_loops([&](const ir::Var& r, const ir::Var& kk) {
+      return ir::store(red.buffer, column(r, kk), ir::load(acc, {slot(r, kk)}), inner.loc);
+    });
+    ir::Stmt body = ir::block(red.buffer->name + "_register_tile", {acc},
+                              ir::seq({init, rewrap(m.wrappers, update), write}, inner.loc), inner.loc);
+    ir::Expr count = (inner.extent - start) / ir::int_imm(width);
+    return ir::for_loop(ko, ir::int_imm(0), count, ir::ForKind::serial, ir::IterKind::spatial, inner.axis, body,
+                        inner.loc);
+  }
+
+  static constexpr std::int64_t kRowBlock = 6;
 
   int vector_bits_;
   std::vector<std::int64_t> widths_;

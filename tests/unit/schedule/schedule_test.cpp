@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "unit/pass_test_util.hpp"
+#include "unit/schedule/schedule_exec_util.hpp"
 
 using namespace pass_test;
 
@@ -181,6 +182,48 @@ TEST_CASE("register_tile: a nest that reads the buffer it reduces into is left a
     b(k).max_with(a(i) * 0.5f);
   });
   CHECK_THAT(sp::ir::to_string(sp::schedule::register_tile(stage3(g).body, 512)), Catch::Contains("b_tile"));
+}
+
+TEST_CASE("register_tile: two-dimensional tiles share each load of W between six output rows (GEMM)",
+          "[schedule]") {
+  // c(i, k) = sum_jd x(i, jd) w(jd, k): the reduction does not depend on i, and w's row is
+  // read independently of i, so six rows accumulate together (6 x 16 floats for 256-bit
+  // vectors), then 6 x 8; the last K % 8 columns and the last I % 6 rows as before.
+  auto f = sp::define_kernel("gemm", [](sp::in<float, I, sp::dense<J>> x, sp::in<float, sp::dense<J>, K> w,
+                                        sp::out<float, I, K> c, sp::iter<I> i, sp::iter<sp::dense<J>> jd,
+                                        sp::iter<K> k) { c(i, k) += x(i, jd) * w(jd, k); });
+  auto f3 = stage3(f);
+  const std::string t = sp::ir::to_string(sp::lower::simplify(sp::schedule::register_tile(f3.body, 256)));
+  CHECK_THAT(t, Catch::Contains("for i_rows in [0, I_len / 6):"));
+  CHECK_THAT(t, Catch::Contains("alloc c_tile: local f32[96]") && Catch::Contains("alloc c_tile: local f32[48]"));
+  CHECK_THAT(t, Catch::Contains("c_tile[i_row * 16 + k] += a[i_rows * 6 + i_row, j_dense] * b[j_dense, k_tile * 16 + k]"));
+  CHECK_THAT(t, Catch::Contains("for i in [I_len / 6 * 6, "));  // the last rows: one-row tiles
+  auto scheduled = f3;
+  scheduled.body = sp::schedule::register_tile(f3.body, 256);
+  std::vector<sched_test::Sizes> sizes = sched_test::standard_sizes();
+  for (sched_test::Sizes s : {sched_test::Sizes{6, 16, 16}, {12, 5, 24}, {19, 7, 40}, {25, 3, 23}, {5, 9, 33}})
+    sizes.push_back(s);
+  // The same sums in the same order; -ffp-contract=fast may fuse other multiply-adds into FMAs
+  // in the two programs, hence rounding-level differences.
+  CHECK(sched_test::compare(f3, scheduled, sizes) < 1e-6);
+
+  // Accumulating into an inout C (no init): the tiles start from C's values.
+  auto g = sp::define_kernel("gemm_acc", [](sp::in<float, I, sp::dense<J>> x, sp::in<float, sp::dense<J>, K> w,
+                                            sp::inout<float, I, K> c, sp::iter<I> i, sp::iter<sp::dense<J>> jd,
+                                            sp::iter<K> k) { c(i, k) += x(i, jd) * w(jd, k); });
+  auto g3 = stage3(g);
+  auto gs = g3;
+  gs.body = sp::schedule::register_tile(g3.body, 256);
+  CHECK_THAT(sp::ir::to_string(gs.body), Catch::Contains("i_rows"));
+  CHECK(sched_test::compare(g3, gs, sizes) < 1e-6);
+
+  // Nothing shared between rows (every read depends on i) or a nest that depends on i (SpMM's
+  // row): one-row tiles only.
+  auto h = sp::define_kernel("rowwise", [](sp::in<float, I, sp::dense<J>> x, sp::in<float, I, K> y,
+                                           sp::out<float, I, K> c, sp::iter<I> i, sp::iter<sp::dense<J>> jd,
+                                           sp::iter<K> k) { c(i, k) += x(i, jd) * y(i, k); });
+  CHECK_THAT(sp::ir::to_string(sp::schedule::register_tile(stage3(h).body, 256)), !Catch::Contains("i_rows"));
+  CHECK_THAT(sp::ir::to_string(sp::schedule::register_tile(sched_test::spmm().body, 256)), !Catch::Contains("i_rows"));
 }
 
 TEST_CASE("partition_indirect_writes: a scatter runs one block per thread with ownership tests; other writes keep "
