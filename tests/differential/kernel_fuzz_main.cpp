@@ -44,7 +44,7 @@ namespace {
 
 struct Stats {
   long generated = 0, rejected = 0, skipped = 0, compared = 0, failures = 0, large = 0, indirect = 0, computed = 0,
-       shared = 0;
+       shared = 0, row_tiles = 0;
   std::map<std::string, long> runs;
   std::map<std::string, std::string> first_reject;
 };
@@ -421,6 +421,7 @@ int main(int argc, char** argv) {
     if (has_scattered_write(completed, false)) ++st.indirect;
     if (has_scattered_write(completed, true)) ++st.computed;
     if (indexes_by_shared_coordinates(completed)) ++st.shared;
+    bool row_tiles_counted = false;
     for (auto& e : engines) {
       std::string what;
       try {
@@ -429,6 +430,9 @@ int main(int argc, char** argv) {
           run_cuda_emulated(completed, args);
         } else {
           sp::runtime::CompiledKernel ck(completed, *runtimes.at(e));
+          // The CPU schedule's two-dimensional register tiles (register_tile: "x_rows" loops).
+          if (!row_tiles_counted && ck.explain().find("_rows in [") != std::string::npos) ++st.row_tiles;
+          row_tiles_counted = true;
           ck.call(args);
         }
         what = compare(k, exact, ref, outputs(k));
@@ -452,7 +456,8 @@ int main(int argc, char** argv) {
   std::cout << "spindle-kernel-fuzz: seed " << seed << ": " << st.generated << " kernels generated, " << st.rejected
             << " rejected at definition (UserError), " << st.skipped << " skipped, " << st.compared
             << " compared with the interpreter (" << st.large << " also on large inputs with 1 and 3 threads; "
-            << st.indirect << " with indirect writes, " << st.computed << " with computed write indices, " << st.shared << " indexing another axis's slot by a coordinates_of iterator);";
+            << st.indirect << " with indirect writes, " << st.computed << " with computed write indices, " << st.shared << " indexing another axis's slot by a coordinates_of iterator, " << st.row_tiles
+            << " run with two-dimensional register tiles);";
   for (auto& [e, n] : st.runs) std::cout << " " << e << " " << n << " runs;";
   std::cout << " " << nvrtc.compiled << " CUDA modules compiled to sm_80 cubins by NVRTC; " << st.failures
             << " disagreements; " << secs << " s\n";

@@ -256,6 +256,12 @@ class Generator {
     make_axes();
     make_buffers();
     std::vector<ir::Stmt> top;
+    // About one kernel in seven starts with a dense contraction (GEMM-like: the CPU schedule's
+    // two-dimensional register tiles). Decided by a generator of its own, so that the other
+    // kernels of a seed stay what they were.
+    if (std::mt19937_64(k_.seed ^ 0x9e3779b97f4a7c15ULL)() % 7 == 0) {
+      if (ir::Stmt c = contraction(); c.defined()) top.push_back(c);
+    }
     int n = 1 + (chance(0.3) ? 1 : 0);
     for (int s = 0; s < n; ++s) top.push_back(iteration(0));
     k_.function.body = ir::seq(std::move(top));
@@ -590,6 +596,44 @@ class Generator {
     for (auto& b : scope_)
       if (b.axis == a) return true;
     return false;
+  }
+
+  // c(x, z) op= a(x, y) * w(y, z) [+ v] over three distinct dense root axes (roots and dense
+  // views), with new buffers a, w (in) and c (out or inout); later statements may use them.
+  ir::Stmt contraction() {
+    std::vector<ir::Axis> dense = roots_;
+    dense.insert(dense.end(), views_.begin(), views_.end());
+    std::erase_if(dense, [&](const ir::Axis& a) { return a.get() == k_.computed_target; });
+    if (dense.size() < 3) return ir::Stmt();
+    std::shuffle(dense.begin(), dense.end(), rng_);
+    const ir::Axis x = dense[0], y = dense[1], z = dense[2];
+    ir::Buffer a = add_buffer(ir::BufferRole::input, T_, {x, y});
+    ir::Buffer w = add_buffer(ir::BufferRole::input, T_, {y, z});
+    ir::BufferRole role = chance(0.3) ? ir::BufferRole::inout : ir::BufferRole::output;
+    ir::Buffer c = add_buffer(role, T_, {x, z});
+    if (role == ir::BufferRole::inout)
+      for (auto& v : k_.buffers.back().initial) v = static_cast<double>(range(-2, 2));
+    inputs_.push_back(a);
+    inputs_.push_back(w);
+    outputs_.push_back(c);
+    ir::ReduceOp op = pick({ir::ReduceOp::add, ir::ReduceOp::add, ir::ReduceOp::add, ir::ReduceOp::max,
+                            ir::ReduceOp::min});
+    ops_[c.get()] = op;
+    std::vector<ir::Var> vars;
+    const std::size_t depth0 = scope_.size();
+    for (const ir::Axis& ax : {x, y, z}) {
+      std::string n = ax->name;
+      for (char& ch : n) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      vars.emplace_back(n + std::to_string(counter_++), DType::i64);
+      scope_.push_back({vars.back(), ax});
+    }
+    ir::Expr v = ir::load(a, {vars[0], vars[1]}) * ir::load(w, {vars[1], vars[2]});
+    if (chance(0.3)) v = v + value(1);
+    ir::Stmt body = ir::reduce(c, {vars[0], vars[2]}, op, v);
+    scope_.resize(depth0);
+    return ir::Stmt(std::make_shared<ir::SparseIterationNode>(
+        "it" + std::to_string(counter_++), std::vector<ir::Axis>{x, y, z}, vars,
+        std::vector<ir::IterKind>(3, ir::IterKind::spatial), ir::Stmt(), body, ir::SourceLoc{}));
   }
 
   // An iteration over a random set of axes whose parents are bound (in scope or earlier).
