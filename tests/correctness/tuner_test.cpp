@@ -287,6 +287,27 @@ TEST_CASE("tuned SpMM: bad calls raise typed errors", "[correctness][tuner][erro
   o.only = {"ell"};  // named: measured even where the model would prune it
   o.prune_above = 0.5;
   CHECK(tune::tune_spmm(a, 4, o).choice() == "ell");
+  // ... but never built beyond max_padding slots per nonzero: one row of 400 among 2000 rows of
+  // one makes ELL store 2000 x 400 slots for 2399 nonzeros (333 per nonzero).
+  {
+    std::vector<std::int32_t> ptr{0}, idx;
+    for (std::int32_t r = 0; r < 2000; ++r) {
+      const std::int32_t n = r == 7 ? 400 : 1;
+      for (std::int32_t c = 0; c < n; ++c) idx.push_back(r == 7 ? c : r % 500);
+      ptr.push_back(static_cast<std::int32_t>(idx.size()));
+    }
+    const sp::Csr<float, std::int32_t> skew(2000, 500, ptr, idx, std::vector<float>(idx.size(), 1.0f));
+    auto s = quick();
+    s.only = {"ell"};
+    CHECK_THROWS_WITH(tune::tune_spmm(skew, 4, s),
+                      Catch::Contains("too large to build") && Catch::Contains("ell: not built: 333.5 stored slots"));
+    s.only = {"ell", "csr"};
+    const auto plan_skew = tune::tune_spmm(skew, 4, s);
+    CHECK(plan_skew.choice() == "csr");
+    CHECK_THAT(plan_skew.report(), Catch::Contains("not built"));
+    s.max_padding = 0.5;
+    CHECK_THROWS_AS(tune::tune_spmm(skew, 4, s), sp::UserError);
+  }
   o = quick();
   o.min_reps = 0;
   CHECK_THROWS_AS(tune::tune_spmm(a, 4, o), sp::UserError);

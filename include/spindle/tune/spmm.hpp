@@ -58,6 +58,9 @@ struct TuneOptions {
   int max_reps = 200;         // ... but at most this many
   int max_measured = 4;       // candidates built and timed (CSR included)
   double prune_above = 1.25;  // prune candidates predicted this much slower than CSR
+  double max_padding = 64;    // never build a format that stores more than this many slots per
+                              // nonzero, named or not (ELL of a skewed graph: longest row x rows
+                              // can be thousands; a lone nonzero in an 8x8 block is 64)
   std::vector<std::string> only;  // if not empty: measure exactly these candidates (names as in
                                   // report()), unpruned by the model (max_measured still applies)
 };
@@ -277,9 +280,10 @@ template <class T, class Index>
 TunedSpmm<T, Index> tune_spmm(const Csr<T, Index>& a, std::int64_t feature, const TuneOptions& opt) {
   static_assert(std::is_same_v<Index, std::int32_t>, "tune_spmm: the tuned kernels use 32-bit indices");
   SPINDLE_CHECK(feature >= 0, ShapeError, "tune_spmm: feature size ", feature, " is negative");
-  SPINDLE_CHECK(opt.min_reps >= 1 && opt.max_reps >= opt.min_reps && opt.max_measured >= 1, UserError,
-                "tune_spmm: TuneOptions need 1 <= min_reps <= max_reps and max_measured >= 1 (got ", opt.min_reps,
-                ", ", opt.max_reps, ", ", opt.max_measured, ")");
+  SPINDLE_CHECK(opt.min_reps >= 1 && opt.max_reps >= opt.min_reps && opt.max_measured >= 1 && opt.max_padding >= 1,
+                UserError,
+                "tune_spmm: TuneOptions need 1 <= min_reps <= max_reps, max_measured >= 1 and max_padding >= 1 (got ",
+                opt.min_reps, ", ", opt.max_reps, ", ", opt.max_measured, ", ", opt.max_padding, ")");
   Timer total;
   TunedSpmm<T, Index> plan;
   plan.rows_ = a.rows();
@@ -341,7 +345,11 @@ TunedSpmm<T, Index> tune_spmm(const Csr<T, Index>& a, std::int64_t feature, cons
     auto& r = results[i];
     char buf[96];
     if (!allowed(cands[i].name)) r.why_not = "not allowed (TuneOptions::only)";
-    else if (opt.only.empty() && r.predicted > opt.prune_above) {  // named candidates are measured
+    else if (r.padding > opt.max_padding) {
+      std::snprintf(buf, sizeof buf, "not built: %.1f stored slots per nonzero (max_padding %.1f)", r.padding,
+                    opt.max_padding);
+      r.why_not = buf;
+    } else if (opt.only.empty() && r.predicted > opt.prune_above) {  // named candidates are measured
       std::snprintf(buf, sizeof buf, "pruned: model %.2fx CSR's cost", r.predicted);
       r.why_not = buf;
     } else if (static_cast<int>(measure.size()) >= opt.max_measured)
@@ -349,7 +357,14 @@ TunedSpmm<T, Index> tune_spmm(const Csr<T, Index>& a, std::int64_t feature, cons
     else measure.push_back(i);
   }
   if (measure.empty()) {
-    std::string names, wanted;
+    std::string names, wanted, too_large;
+    for (std::size_t i = 0; i < cands.size(); ++i)
+      if (allowed(cands[i].name) && results[i].why_not.rfind("not built", 0) == 0)
+        too_large += (too_large.empty() ? "" : "; ") + cands[i].name + ": " + results[i].why_not;
+    if (!too_large.empty())
+      throw UserError(message("tune_spmm: every candidate named in TuneOptions::only is too large to build for this ",
+                              a.rows(), "x", a.cols(), " matrix with ", a.nnz(), " nonzeros (", too_large,
+                              "); raise TuneOptions::max_padding to build it anyway"));
     for (const auto& c : cands) names += (names.empty() ? "" : ", ") + c.name;
     for (const auto& n : opt.only) wanted += (wanted.empty() ? "'" : ", '") + n + "'";
     throw UserError(message("tune_spmm: TuneOptions::only names ", wanted, ", none of which is a candidate for this ",
