@@ -25,7 +25,6 @@
 #pragma once
 
 #include <algorithm>
-#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -173,39 +172,67 @@ class RegisterTiling : public ir::IRMutator {
     return body;
   }
 
-  // One tile loop of `width`; init_value is the init's constant, or undefined to start from C.
-  ir::Stmt tile(const Match& m, const ir::Expr& init_value, const ir::Expr& start, std::int64_t width) {
+  // The rows of a two-dimensional tile: kRowBlock consecutive values of the spatial loop
+  // `loop`'s variable, `loop->min + block * kRowBlock + r` for r in [0, kRowBlock).
+  static constexpr std::int64_t kRowBlock = 6;
+  struct Rows {
+    const ir::ForNode* loop;
+    ir::Var block;
+    ir::Expr row(const ir::Expr& r) const { return loop->min + ir::Expr(block) * ir::int_imm(kRowBlock) + r; }
+  };
+
+  // One tile loop of `width` columns (times kRowBlock rows with `rows`); init_value is the
+  // init's constant, or undefined to start from C.
+  ir::Stmt tile(const Match& m, const ir::Expr& init_value, const ir::Expr& start, std::int64_t width,
+                const Rows* rows) {
     const ir::ForNode& inner = *m.inner;
     const ir::ReduceNode& red = *m.reduce;
+    const std::int64_t R = rows ? kRowBlock : 1;
     ir::BufferNode an;
     an.name = red.buffer->name + "_tile";
     an.dtype = red.buffer->dtype;
-    an.shape = {ir::int_imm(width)};
+    an.shape = {ir::int_imm(R * width)};
     an.scope = ir::BufferScope::local;
     an.role = ir::BufferRole::temp;
     ir::Buffer acc = ir::make_buffer(std::move(an));
     ir::Var ko(inner.var.name() + "_tile", DType::i64);
     ir::Expr base = start + ir::Expr(ko) * width;
-    auto column = [&](const ir::Var& kk) {
-      std::vector<ir::Expr> idx(red.indices.begin(), red.indices.end() - 1);
+    // r: the row within the block (undefined for a one-row tile).
+    auto at_row = [&](const ir::Expr& e, const ir::Expr& r) {
+      return rows ? ir::substitute(e, rows->loop->var, rows->row(r)) : e;
+    };
+    auto column = [&](const ir::Expr& r, const ir::Var& kk) {
+      std::vector<ir::Expr> idx;
+      for (std::size_t k = 0; k + 1 < red.indices.size(); ++k) idx.push_back(at_row(red.indices[k], r));
       idx.push_back(base + ir::Expr(kk));
       return idx;
     };
-    auto tile_loop = [&](const std::string& name, auto&& make_body) {
-      ir::Var kk(name, DType::i64);
-      return ir::for_loop(kk, ir::int_imm(0), ir::int_imm(width), ir::ForKind::serial, ir::IterKind::spatial,
-                          inner.axis, make_body(kk), inner.loc);
+    auto slot = [&](const ir::Expr& r, const ir::Var& kk) {
+      return rows ? r * ir::int_imm(width) + ir::Expr(kk) : ir::Expr(kk);
     };
-    ir::Stmt init = tile_loop(inner.var.name(), [&](const ir::Var& kk) {
-      ir::Expr v = init_value.defined() ? init_value : ir::load(red.buffer, column(kk));
-      return ir::store(acc, {kk}, v, inner.loc);
+    // [for r in [0, R):] for kk in [0, width): body(r, kk). The r loop carries no unroll
+    // pragma: clang unrolls a constant 6 by itself and then keeps the tile in registers; with
+    // "unroll(enable)" it spilled the tile (GEMM 128x128: 18 GMAC/s against 35 on one core).
+    auto tile_loops = [&](auto&& make_body) {
+      ir::Var kk(inner.var.name(), DType::i64);
+      ir::Var r(rows ? rows->loop->var.name() + "_row" : std::string("r"), DType::i64);
+      ir::Stmt cols = ir::for_loop(kk, ir::int_imm(0), ir::int_imm(width), ir::ForKind::serial,
+                                   ir::IterKind::spatial, inner.axis,
+                                   make_body(rows ? ir::Expr(r) : ir::Expr(), kk), inner.loc);
+      if (!rows) return cols;
+      return ir::for_loop(r, ir::int_imm(0), ir::int_imm(R), ir::ForKind::serial, ir::IterKind::spatial,
+                          rows->loop->axis, cols, rows->loop->loc);
+    };
+    ir::Stmt init = tile_loops([&](const ir::Expr& r, const ir::Var& kk) {
+      ir::Expr v = init_value.defined() ? at_row(init_value, r) : ir::load(red.buffer, column(r, kk));
+      return ir::store(acc, {slot(r, kk)}, v, inner.loc);
     });
-    ir::Stmt update = tile_loop(inner.var.name(), [&](const ir::Var& kk) {
-      ir::Expr v = ir::substitute(red.value, inner.var, base + ir::Expr(kk));
-      return ir::reduce(acc, {kk}, red.op, v, red.loc);
+    ir::Stmt update = tile_loops([&](const ir::Expr& r, const ir::Var& kk) {
+      ir::Expr v = at_row(ir::substitute(red.value, inner.var, base + ir::Expr(kk)), r);
+      return ir::reduce(acc, {slot(r, kk)}, red.op, v, red.loc);
     });
-    ir::Stmt write = tile_loop(inner.var.name(), [&](const ir::Var& kk) {
-      return ir::store(red.buffer, column(kk), ir::load(acc, {kk}), inner.loc);
+    ir::Stmt write = tile_loops([&](const ir::Expr& r, const ir::Var& kk) {
+      return ir::store(red.buffer, column(r, kk), ir::load(acc, {slot(r, kk)}), inner.loc);
     });
     ir::Stmt body = ir::block(red.buffer->name + "_register_tile", {acc},
                               ir::seq({init, rewrap(m.wrappers, update), write}, inner.loc), inner.loc);
@@ -227,46 +254,56 @@ class RegisterTiling : public ir::IRMutator {
                    inner.loc);
   }
 
+  // Tiles of widths[level], then the narrower ones, then the remainder (per row of a block).
   ir::Stmt cascade(const Match& m, const ir::ForNode* init, const ir::Expr& init_value, const ir::Expr& start,
-                   std::size_t level) {
-    if (level == widths_.size()) return remainder(m, init, start);
-    std::int64_t w = widths_[level];
-    ir::Stmt loop = tile(m, init_value, start, w);
+                   const std::vector<std::int64_t>& widths, std::size_t level, const Rows* rows) {
+    if (level == widths.size()) {
+      if (!rows) return remainder(m, init, start);
+      ir::Var r(rows->loop->var.name() + "_row", DType::i64);
+      ir::Stmt rest = detail::substitute(remainder(m, init, start), rows->loop->var, rows->row(ir::Expr(r)));
+      return ir::for_loop(r, ir::int_imm(0), ir::int_imm(kRowBlock), ir::ForKind::serial, ir::IterKind::spatial,
+                          rows->loop->axis, rest, rows->loop->loc);
+    }
+    std::int64_t w = widths[level];
+    ir::Stmt loop = tile(m, init_value, start, w, rows);
     ir::Var done(m.inner->var.name() + "_done" + std::to_string(level), DType::i64);
     ir::Expr next = start + (m.inner->extent - start) / ir::int_imm(w) * ir::int_imm(w);
-    return ir::seq({loop, ir::let_stmt(done, next, cascade(m, init, init_value, done, level + 1), m.inner->loc)},
+    return ir::seq({loop, ir::let_stmt(done, next, cascade(m, init, init_value, done, widths, level + 1, rows),
+                                       m.inner->loc)},
                    m.inner->loc);
   }
 
+  static ir::Expr init_value_of(const ir::ForNode* init) {
+    return init ? init->body.as<ir::StoreNode>()->value : ir::Expr();
+  }
+
   ir::Stmt rewrite(const Match& m, const ir::ForNode* init) {
-    widths_ = tile_widths(vector_bits_, m.reduce->buffer->dtype);
-    ir::Expr init_value = init ? init->body.as<ir::StoreNode>()->value : ir::Expr();
+    const std::vector<std::int64_t> widths = tile_widths(vector_bits_, m.reduce->buffer->dtype);
     // A compile-time extent (dense_fixed_n: the lanes of a sliced ELL, a block's columns) no
     // wider than the widest tile is one tile of exactly that width: no tile loops that run
     // zero times, and no remainder nest that would accumulate in memory.
-    if (auto* c = m.inner->extent.as<ir::IntImmNode>(); c && c->value > 0 && c->value <= widths_.front())
-      return tile(m, init_value, ir::int_imm(0), c->value);
-    return cascade(m, init, init_value, ir::int_imm(0), 0);
+    if (auto* c = m.inner->extent.as<ir::IntImmNode>(); c && c->value > 0 && c->value <= widths.front())
+      return tile(m, init_value_of(init), ir::int_imm(0), c->value, nullptr);
+    return cascade(m, init, init_value_of(init), ir::int_imm(0), widths, 0, nullptr);
   }
 
   // --- two-dimensional tiles: several output rows share each load of the other operand ----
 
   // A spatial loop `for x: [init;] nest` whose nest (reduction loops, lets, guards, the dense
   // inner loop) does not depend on x, writing C at x in one slot, with a value that reads some
-  // operand independently of x (GEMM's W row, the weight gradient's B row): the R rows of a
-  // block accumulate together, so each such load feeds R updates instead of one.
+  // operand independently of x (GEMM's W row, the weight gradient's B row): the kRowBlock rows
+  // of a block accumulate together, so each such load feeds kRowBlock updates instead of one.
+  // Tiles of 2 and 1 vectors of columns, the last columns per row, the last rows one-row tiles.
   std::optional<ir::Stmt> block_rows(const ir::ForNode* n) {
-    const ir::Stmt* nest_stmt = &n->body;
     const ir::ForNode* init = nullptr;
+    ir::Stmt nest = n->body;
     if (auto* sq = n->body.as<ir::SeqNode>()) {
-      if (sq->stmts.size() != 2) return std::nullopt;
-      init = sq->stmts[0].as<ir::ForNode>();
-      nest_stmt = &sq->stmts[1];
-      if (!init) return std::nullopt;
+      if (sq->stmts.size() != 2 || !(init = sq->stmts[0].as<ir::ForNode>())) return std::nullopt;
+      nest = sq->stmts[1];
     }
-    if (!nest_stmt->as<ir::ForNode>() || nest_stmt->as<ir::ForNode>()->iter_kind != ir::IterKind::reduction)
-      return std::nullopt;
-    auto m = match(*nest_stmt);
+    auto* outer = nest.as<ir::ForNode>();
+    if (!outer || outer->iter_kind != ir::IterKind::reduction) return std::nullopt;
+    auto m = match(nest);
     if (!m || (init && !init_matches(n->body.as<ir::SeqNode>()->stmts[0], *m))) return std::nullopt;
     const ir::ExprNode* x = n->var.get();
     // The reduction's iteration space is the same for every x.
@@ -280,8 +317,8 @@ class RegisterTiling : public ir::IRMutator {
         if (ir::uses_var(c->cond, x)) return std::nullopt;
       }
     }
-    // x is one slot of C's index exactly (so the R rows write R different elements); no
-    // other slot uses it.
+    // x is one slot of C's index exactly (so the rows write different elements); no other
+    // slot uses it.
     int slots = 0;
     for (std::size_t k = 0; k + 1 < m->reduce->indices.size(); ++k) {
       if (m->reduce->indices[k].same_as(n->var)) ++slots;
@@ -291,33 +328,17 @@ class RegisterTiling : public ir::IRMutator {
     // Worth it only when some load of the value is shared by the rows.
     if (!shares_a_load(m->reduce->value, x, m->inner->var.get())) return std::nullopt;
 
-    const std::int64_t lanes = std::max<std::int64_t>(1, vector_bits_ / (8 * dtype_bytes(m->reduce->buffer->dtype)));
-    const std::vector<std::int64_t> widths{2 * lanes, lanes};
-    constexpr std::int64_t R = kRowBlock;
-    ir::Var xo(n->var.name() + "_rows", DType::i64);
-    auto row = [&](const ir::Expr& r) { return n->min + ir::Expr(xo) * ir::int_imm(R) + r; };
-    ir::Expr init_value = init ? init->body.as<ir::StoreNode>()->value : ir::Expr();
-
-    // The tiles over [start, K) of width w, then the narrower ones, then the rest per row.
-    std::function<ir::Stmt(const ir::Expr&, std::size_t)> columns = [&](const ir::Expr& start, std::size_t level) {
-      if (level == widths.size()) {
-        ir::Var r(n->var.name() + "_row", DType::i64);
-        ir::Stmt rest = detail::substitute(remainder(*m, init, start), n->var, row(ir::Expr(r)));
-        return ir::for_loop(r, ir::int_imm(0), ir::int_imm(R), ir::ForKind::serial, ir::IterKind::spatial, n->axis,
-                            rest, n->loc);
-      }
-      std::int64_t w = widths[level];
-      ir::Stmt loop = row_tile(*m, n, init_value, row, start, w);
-      ir::Var done(m->inner->var.name() + "_done" + std::to_string(level), DType::i64);
-      ir::Expr next = start + (m->inner->extent - start) / ir::int_imm(w) * ir::int_imm(w);
-      return ir::seq({loop, ir::let_stmt(done, next, columns(done, level + 1), m->inner->loc)}, m->inner->loc);
-    };
-    ir::Stmt blocks = ir::for_loop(xo, ir::int_imm(0), n->extent / ir::int_imm(R), ir::ForKind::serial,
-                                   ir::IterKind::spatial, n->axis, columns(ir::int_imm(0), 0), n->loc);
-    // The last extent % R rows: the one-row tiles.
-    ir::Expr rest_min = n->min + n->extent / ir::int_imm(R) * ir::int_imm(R);
-    ir::Stmt rest_rows = ir::for_loop(n->var, rest_min, n->extent - n->extent / ir::int_imm(R) * ir::int_imm(R),
-                                      n->for_kind, n->iter_kind, n->axis, mutate(n->body), n->loc);
+    const std::int64_t lanes = tile_widths(vector_bits_, m->reduce->buffer->dtype).back();
+    const Rows rows{n, ir::Var(n->var.name() + "_rows", DType::i64)};
+    const ir::Expr R = ir::int_imm(kRowBlock);
+    ir::Stmt blocks = ir::for_loop(rows.block, ir::int_imm(0), n->extent / R, ir::ForKind::serial,
+                                   ir::IterKind::spatial, n->axis,
+                                   cascade(*m, init, init_value_of(init), ir::int_imm(0), {2 * lanes, lanes}, 0, &rows),
+                                   n->loc);
+    // The last extent % kRowBlock rows: one-row tiles.
+    ir::Expr full = n->extent / R * R;
+    ir::Stmt rest_rows = ir::for_loop(n->var, n->min + full, n->extent - full, n->for_kind, n->iter_kind, n->axis,
+                                      mutate(n->body), n->loc);
     return ir::seq({blocks, rest_rows}, n->loc);
   }
 
@@ -343,62 +364,7 @@ class RegisterTiling : public ir::IRMutator {
     return v.found;
   }
 
-  // One loop of R x w tiles over the columns [start + t w, start + (t + 1) w) of rows row(0 .. R-1).
-  template <class Row>
-  ir::Stmt row_tile(const Match& m, const ir::ForNode* n, const ir::Expr& init_value, const Row& row,
-                    const ir::Expr& start, std::int64_t width) {
-    constexpr std::int64_t R = kRowBlock;
-    const ir::ForNode& inner = *m.inner;
-    const ir::ReduceNode& red = *m.reduce;
-    ir::BufferNode an;
-    an.name = red.buffer->name + "_tile";
-    an.dtype = red.buffer->dtype;
-    an.shape = {ir::int_imm(R * width)};
-    an.scope = ir::BufferScope::local;
-    an.role = ir::BufferRole::temp;
-    ir::Buffer acc = ir::make_buffer(std::move(an));
-    ir::Var ko(inner.var.name() + "_tile", DType::i64);
-    ir::Expr base = start + ir::Expr(ko) * width;
-    auto at_row = [&](const ir::Expr& e, const ir::Var& r) { return ir::substitute(e, n->var, row(ir::Expr(r))); };
-    auto column = [&](const ir::Var& r, const ir::Var& kk) {
-      std::vector<ir::Expr> idx;
-      for (std::size_t k = 0; k + 1 < red.indices.size(); ++k) idx.push_back(at_row(red.indices[k], r));
-      idx.push_back(base + ir::Expr(kk));
-      return idx;
-    };
-    auto slot = [&](const ir::Var& r, const ir::Var& kk) { return ir::Expr(r) * ir::int_imm(width) + ir::Expr(kk); };
-    // for r in [0, R): for kk in [0, width): body(r, kk). The r loop carries no unroll pragma: clang
-    // unrolls a constant 6 by itself and then keeps the tile in registers; with "unroll(enable)" it
-    // spilled the tile (GEMM 128x128: 18 GMAC/s against 35 on one core).
-    auto tile_loops = [&](auto&& make_body) {
-      ir::Var r(n->var.name() + "_row", DType::i64), kk(inner.var.name(), DType::i64);
-      ir::Stmt cols = ir::for_loop(kk, ir::int_imm(0), ir::int_imm(width), ir::ForKind::serial, ir::IterKind::spatial,
-                                   inner.axis, make_body(r, kk), inner.loc);
-      return ir::for_loop(r, ir::int_imm(0), ir::int_imm(R), ir::ForKind::serial, ir::IterKind::spatial, n->axis, cols,
-                          n->loc);
-    };
-    ir::Stmt init = tile_loops([&](const ir::Var& r, const ir::Var& kk) {
-      ir::Expr v = init_value.defined() ? at_row(init_value, r) : ir::load(red.buffer, column(r, kk));
-      return ir::store(acc, {slot(r, kk)}, v, inner.loc);
-    });
-    ir::Stmt update = tile_loops([&](const ir::Var& r, const ir::Var& kk) {
-      ir::Expr v = at_row(ir::substitute(red.value, inner.var, base + ir::Expr(kk)), r);
-      return ir::reduce(acc, {slot(r, kk)}, red.op, v, red.loc);
-    });
-    ir::Stmt write = tile_loops([&](const ir::Var& r, const ir::Var& kk) {
-      return ir::store(red.buffer, column(r, kk), ir::load(acc, {slot(r, kk)}), inner.loc);
-    });
-    ir::Stmt body = ir::block(red.buffer->name + "_register_tile", {acc},
-                              ir::seq({init, rewrap(m.wrappers, update), write}, inner.loc), inner.loc);
-    ir::Expr count = (inner.extent - start) / ir::int_imm(width);
-    return ir::for_loop(ko, ir::int_imm(0), count, ir::ForKind::serial, ir::IterKind::spatial, inner.axis, body,
-                        inner.loc);
-  }
-
-  static constexpr std::int64_t kRowBlock = 6;
-
   int vector_bits_;
-  std::vector<std::int64_t> widths_;
 };
 
 }  // namespace detail
