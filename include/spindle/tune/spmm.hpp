@@ -341,6 +341,7 @@ TunedSpmm<T, Index> tune_spmm(const Csr<T, Index>& a, std::int64_t feature, cons
   std::vector<CandidateResult> results(cands.size());
   for (std::size_t i = 0; i < cands.size(); ++i) results[i] = result_of(cands[i]);
   if (!allowed("csr")) results[0].why_not = "not allowed (TuneOptions::only)";
+  std::string too_large;  // the allowed candidates not built for their size, for the error below
   for (std::size_t i : order) {
     auto& r = results[i];
     char buf[96];
@@ -349,6 +350,7 @@ TunedSpmm<T, Index> tune_spmm(const Csr<T, Index>& a, std::int64_t feature, cons
       std::snprintf(buf, sizeof buf, "not built: %.1f stored slots per nonzero (max_padding %.1f)", r.padding,
                     opt.max_padding);
       r.why_not = buf;
+      too_large += (too_large.empty() ? "" : "; ") + cands[i].name + ": " + r.why_not;
     } else if (opt.only.empty() && r.predicted > opt.prune_above) {  // named candidates are measured
       std::snprintf(buf, sizeof buf, "pruned: model %.2fx CSR's cost", r.predicted);
       r.why_not = buf;
@@ -357,10 +359,7 @@ TunedSpmm<T, Index> tune_spmm(const Csr<T, Index>& a, std::int64_t feature, cons
     else measure.push_back(i);
   }
   if (measure.empty()) {
-    std::string names, wanted, too_large;
-    for (std::size_t i = 0; i < cands.size(); ++i)
-      if (allowed(cands[i].name) && results[i].why_not.rfind("not built", 0) == 0)
-        too_large += (too_large.empty() ? "" : "; ") + cands[i].name + ": " + results[i].why_not;
+    std::string names, wanted;
     if (!too_large.empty())
       throw UserError(message("tune_spmm: every candidate named in TuneOptions::only is too large to build for this ",
                               a.rows(), "x", a.cols(), " matrix with ", a.nnz(), " nonzeros (", too_large,
