@@ -11,7 +11,8 @@
 //                                               for k in [0, K):
 //                                                 c[b[e], k] += v
 //
-// Every element has one owner, which applies its updates in the order of the serial loop: the
+// Every element has one owner — each buffer is owned through one slot, the same for all its
+// writes in the nest (owner_slots) — which applies its updates in the order of the serial loop: the
 // result is bit-identical to the serial run at every thread count. Each block reads all index
 // values (O(E) per thread) and does its share of the updates, which pays when an update is
 // more than a few operations (a feature row) and costs little otherwise.
@@ -23,6 +24,8 @@
 // Pre/post: stage III (CPU); adds the scalar `spindle_threads` (ParamOrigin::threads).
 #pragma once
 
+#include <algorithm>
+#include <map>
 #include <set>
 #include <vector>
 
@@ -37,26 +40,26 @@ namespace spindle::schedule {
 
 namespace detail {
 
-// The slot of a write whose index is an indirect index (a load of an index buffer) or a
-// computed one (iterators and constants, ir/affine_index.hpp: at stage III an expression of
-// loop variables without loads that is not a bare variable), or -1.
-inline int scattered_slot(const ir::ReduceNode* n) {
-  for (std::size_t q = 0; q < n->indices.size(); ++q) {
-    const ir::Expr& e = n->indices[q];
-    if (ir::indirect_index_load(e)) return static_cast<int>(q);
-    if (ir::is_computed_index(e, [](const ir::VarNode*) { return true; }))
-      return static_cast<int>(q);
-  }
-  return -1;
+// Whether a write index is an indirect index (a load of an index buffer) or a computed one
+// (iterators and constants, ir/affine_index.hpp: at stage III an expression of loop variables
+// without loads that is not a bare variable).
+inline bool is_scattered_index(const ir::Expr& e) {
+  return ir::indirect_index_load(e) || ir::is_computed_index(e, [](const ir::VarNode*) { return true; });
 }
 
-// Whether every write in `nest` to a buffer it does not allocate is a reduction at an
-// indirect or computed index, and the nest reads none of those buffers (the language forbids
-// it there; checked again because ownership is only sound without such reads).
-inline bool only_scattered_writes(const ir::Stmt& nest) {
+// The slot each buffer written by `nest` (and not allocated inside it) is partitioned on, when
+// every such write is a reduction with at least one scattered index and the nest reads none
+// of those buffers (the language forbids it there; checked again because ownership is only
+// sound without such reads); empty otherwise. One slot per buffer, used by every write to
+// it: two writes of one buffer owned through different slots (`c[d[e], k]` and `c[k, d[e]]`)
+// would let two blocks update one element at the same time. The slot is the first one
+// scattered in every write of the buffer, else the one scattered in the most writes (any
+// slot keeps ownership sound; a scattered one spreads the work).
+inline std::map<const ir::BufferNode*, std::size_t> owner_slots(const ir::Stmt& nest) {
   struct Scan : ir::IRVisitor {
-    std::set<const ir::BufferNode*> inside, written, read;
-    bool ok = true, any = false;
+    std::set<const ir::BufferNode*> inside, read;
+    std::map<const ir::BufferNode*, std::pair<int, std::vector<int>>> written;  // writes, scattered per slot
+    bool ok = true;
     void visit_Block(const ir::BlockNode* n) override {
       for (auto& a : n->allocs) inside.insert(a.get());
       ir::IRVisitor::visit_Block(n);
@@ -71,21 +74,35 @@ inline bool only_scattered_writes(const ir::Stmt& nest) {
     }
     void visit_Reduce(const ir::ReduceNode* n) override {
       if (!inside.count(n->buffer.get())) {
-        ok = ok && scattered_slot(n) >= 0 && !n->atomic;
-        written.insert(n->buffer.get());
-        any = true;
+        auto& [writes, scattered] = written[n->buffer.get()];
+        scattered.resize(n->indices.size(), 0);
+        ++writes;
+        bool any = false;
+        for (std::size_t q = 0; q < n->indices.size(); ++q)
+          if (is_scattered_index(n->indices[q])) {
+            ++scattered[q];
+            any = true;
+          }
+        ok = ok && any && !n->atomic;
       }
       ir::IRVisitor::visit_Reduce(n);
     }
   } scan;
   scan.visit(nest);
-  for (auto* b : scan.written) scan.ok = scan.ok && !scan.read.count(b);
-  return scan.ok && scan.any;
+  std::map<const ir::BufferNode*, std::size_t> slots;
+  for (auto& [b, w] : scan.written) {
+    scan.ok = scan.ok && !scan.read.count(b);
+    const std::vector<int>& scattered = w.second;
+    slots[b] = static_cast<std::size_t>(std::max_element(scattered.begin(), scattered.end()) - scattered.begin());
+  }
+  if (!scan.ok) slots.clear();
+  return slots;
 }
 
 class OwnerGuards : public ir::IRMutator {
  public:
-  OwnerGuards(ir::Var block, ir::Var threads) : block_(std::move(block)), threads_(std::move(threads)) {}
+  OwnerGuards(ir::Var block, ir::Var threads, std::map<const ir::BufferNode*, std::size_t> slots)
+      : block_(std::move(block)), threads_(std::move(threads)), slots_(std::move(slots)) {}
   std::set<const ir::BufferNode*> inside;
 
  protected:
@@ -95,8 +112,8 @@ class OwnerGuards : public ir::IRMutator {
   }
   ir::Stmt mutate_Reduce(const ir::ReduceNode* n, const ir::Stmt& self) override {
     if (inside.count(n->buffer.get())) return self;
-    if (const int slot = scattered_slot(n); slot >= 0) {
-      const std::size_t q = static_cast<std::size_t>(slot);
+    if (auto it = slots_.find(n->buffer.get()); it != slots_.end()) {
+      const std::size_t q = it->second;
       ir::Expr v = ir::cast(DType::i64, n->indices[q]);
       ir::Expr extent = n->buffer->shape[q];
       ir::Expr lo = ir::Expr(block_) * extent / ir::Expr(threads_);
@@ -131,6 +148,7 @@ class OwnerGuards : public ir::IRMutator {
 
  private:
   ir::Var block_, threads_;
+  std::map<const ir::BufferNode*, std::size_t> slots_;
   std::set<const ir::ExprNode*> guards_;
 };
 
@@ -142,10 +160,11 @@ class PartitionIndirect : public ir::IRMutator {
  protected:
   ir::Stmt mutate_For(const ir::ForNode* n, const ir::Stmt& self) override {
     // Outermost loops only: this mutator does not descend into loops.
-    if (n->for_kind != ir::ForKind::serial || n->iter_kind != ir::IterKind::reduction || !only_scattered_writes(self))
-      return self;
+    if (n->for_kind != ir::ForKind::serial || n->iter_kind != ir::IterKind::reduction) return self;
+    auto slots = owner_slots(self);
+    if (slots.empty()) return self;
     ir::Var block("spindle_block", DType::i64);
-    OwnerGuards g(block, threads_);
+    OwnerGuards g(block, threads_, std::move(slots));
     ir::Stmt body = g.mutate(self);
     changed = true;
     return ir::for_loop(block, ir::int_imm(0), threads_, ir::ForKind::parallel, ir::IterKind::spatial, "", body,
