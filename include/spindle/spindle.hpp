@@ -12,6 +12,7 @@
 #include "spindle/format/csf.hpp"
 #include "spindle/format/csr.hpp"
 #include "spindle/format/ell.hpp"
+#include "spindle/format/kron_blocks.hpp"
 #include "spindle/format/matrix_market.hpp"
 #include "spindle/format/ragged.hpp"
 #include "spindle/format/tensor.hpp"

@@ -74,6 +74,27 @@ void check_ell_spmm(const sp::Csr<T>& a, std::int64_t width, std::int64_t k, con
 
 }  // namespace
 
+TEST_CASE("kron_blocks: (A + I) with each entry a dense d x d block, rows sorted, diagonal added once",
+          "[correctness][formats]") {
+  // A = [[0, 5], [7, 0], [0, 0]] (3 x 2; row 1 stored unsorted is not possible here: one entry),
+  // rows 0 and 1 gain their diagonal, row 2 has none (2 >= cols).
+  const sp::Csr<float> a(3, 2, {0, 1, 2, 2}, {1, 0}, {5.f, 7.f});
+  const auto k = sp::kron_blocks(a, 2, [](int i, int j, std::int64_t c) { return 100 * c + 10 * i + j; });
+  REQUIRE(k.rows() == 6);
+  REQUIRE(k.cols() == 4);
+  const std::vector<std::int32_t> ptr{0, 4, 8, 12, 16, 16, 16}, idx{0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3};
+  CHECK(std::vector<std::int32_t>(k.indptr().begin(), k.indptr().end()) == ptr);
+  CHECK(std::vector<std::int32_t>(k.indices().begin(), k.indices().end()) == idx);
+  // Row 1 of the result (block row 0, i = 1): blocks of columns 0 and 1, entries 100 c + 10 + j.
+  const std::vector<float> row1{10, 11, 110, 111};
+  CHECK(std::vector<float>(k.values().begin() + 4, k.values().begin() + 8) == row1);
+  // The default block 1 / (1 + i + j), and d = 1 is A + I.
+  const auto d1 = sp::kron_blocks(a, 1);
+  CHECK(d1.nnz() == 4);
+  CHECK(d1.values()[0] == 1.f);
+  CHECK_THROWS_AS(sp::kron_blocks(a, 0), sp::ShapeError);
+}
+
 TEMPLATE_TEST_CASE("BSR SpMM with compile-time block extents matches the CSR loop", "[correctness][formats][bsr]",
                    float, double) {
   using T = TestType;

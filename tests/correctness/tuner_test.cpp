@@ -32,26 +32,11 @@ tune::TuneOptions quick() {
   return o;
 }
 
-// The adjacency of `m` plus its diagonal, each entry a dense d x d block: the operator of a
-// vector-valued finite-element problem on m's mesh (exact d x d blocks, aligned).
+// The adjacency of `m` plus its diagonal, each entry a dense d x d block (kron_blocks): the
+// operator of a vector-valued finite-element problem on m's mesh (exact d x d blocks, aligned).
 template <class T>
 sp::Csr<T> blocked(const sp::Csr<T>& m, int d) {
-  std::vector<std::int32_t> ptr{0}, idx;
-  std::vector<T> val;
-  for (std::int64_t r = 0; r < m.rows(); ++r) {
-    std::vector<std::int32_t> cols(m.indices().begin() + m.indptr()[r], m.indices().begin() + m.indptr()[r + 1]);
-    if (r < m.cols() && std::find(cols.begin(), cols.end(), r) == cols.end()) cols.push_back(static_cast<std::int32_t>(r));
-    std::sort(cols.begin(), cols.end());
-    for (int i = 0; i < d; ++i) {
-      for (auto c : cols)
-        for (int j = 0; j < d; ++j) {
-          idx.push_back(c * d + j);
-          val.push_back(static_cast<T>(1.0 / (1 + i + j + (c % 5))));
-        }
-      ptr.push_back(static_cast<std::int32_t>(idx.size()));
-    }
-  }
-  return sp::Csr<T>(m.rows() * d, m.cols() * d, std::move(ptr), std::move(idx), std::move(val));
+  return sp::kron_blocks(m, d, [](int i, int j, std::int64_t c) { return 1.0 / (1 + i + j + (c % 5)); });
 }
 
 const std::vector<std::string>& all_candidates() {

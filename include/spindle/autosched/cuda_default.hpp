@@ -291,13 +291,7 @@ inline ir::Function schedule_spmm(const ir::Function& f, const SpmmMatch& m, con
   ir::Var jo("j_chunk", DType::i64), ji("j_in_chunk", DType::i64), jj("j_fill", DType::i64);
   const ir::Var& i = m.row->var;
   const ir::Buffer& out = m.update->buffer;
-  ir::BufferNode accn;
-  accn.name = out->name + "_reg";
-  accn.dtype = out->dtype;
-  accn.shape = {i64(CF)};
-  accn.scope = ir::BufferScope::local;
-  accn.role = ir::BufferRole::temp;
-  ir::Buffer acc = ir::make_buffer(std::move(accn));
+  ir::Buffer acc = ir::local_buffer(out->name + "_reg", out->dtype, {i64(CF)});
 
   // Feature column of register c: strided across lanes, or 4 contiguous columns per lane.
   auto column = [&](const ir::Var& reg) {
@@ -391,12 +385,7 @@ inline ir::Function schedule_sddmm(const ir::Function& f, const SddmmMatch& m, c
   const ir::Var& i = m.row->var;
   const ir::Var& j = m.nz_loop->var;
   const DType t = m.update->buffer->dtype;
-  ir::BufferNode pn;
-  pn.name = "partial";
-  pn.dtype = t;
-  pn.scope = ir::BufferScope::local;
-  pn.role = ir::BufferRole::temp;
-  ir::Buffer part = ir::make_buffer(std::move(pn));
+  ir::Buffer part = ir::local_buffer("partial", t);
 
   ir::Stmt k_loop = sddmm_lane_dot(m, v, part, l);
   ir::Expr valid = j < ir::cast(DType::i64, nnz);
@@ -494,15 +483,6 @@ struct RowCursor {
   }
 };
 
-inline ir::Buffer local_scalar(const char* name, DType t) {
-  ir::BufferNode n;
-  n.name = name;
-  n.dtype = t;
-  n.scope = ir::BufferScope::local;
-  n.role = ir::BufferRole::temp;
-  return ir::make_buffer(std::move(n));
-}
-
 inline ir::Function schedule_sddmm_nnz(const ir::Function& f, const SddmmMatch& m, const CudaVariant& v,
                                        const ir::Buffer& X) {
   const int R = v.rows_per_block, W = v.lanes, G = 32 / v.lanes, T = kChunkRounds;
@@ -514,8 +494,8 @@ inline ir::Function schedule_sddmm_nnz(const ir::Function& f, const SddmmMatch& 
   const ir::Var& i = m.row->var;
   const ir::Var& j = m.nz_loop->var;
   const DType dt = m.update->buffer->dtype;
-  ir::Buffer part = local_scalar("partial", dt), row = local_scalar("row", DType::i64),
-             len = local_scalar("row_len", DType::i64);
+  ir::Buffer part = ir::local_buffer("partial", dt), row = ir::local_buffer("row", DType::i64),
+             len = ir::local_buffer("row_len", DType::i64);
   const RowCursor cur{X, I, m.row->axis, row, len};
   auto x_at = [&](ir::Expr r) { return cur.x_at(std::move(r)); };
 
@@ -664,15 +644,9 @@ inline ir::Function schedule_spmm_nnz(const ir::Function& f, const SpmmMatch& m,
   ir::Var pass("chunk_pass", DType::i64), chunk("chunk_begin", DType::i64), t("chunk_round", DType::i64);
   ir::Var e("pos", DType::i64), first("pos_begin", DType::i64), count("pos_count", DType::i64);
   ir::Var c("k_reg", DType::i64), cz("k_reg", DType::i64), cw("k_reg", DType::i64);
-  ir::BufferNode accn;
-  accn.name = out->name + "_reg";
-  accn.dtype = dt;
-  accn.shape = {i64(CF)};
-  accn.scope = ir::BufferScope::local;
-  accn.role = ir::BufferRole::temp;
-  ir::Buffer acc = ir::make_buffer(std::move(accn));
-  ir::Buffer row = local_scalar("row", DType::i64), len = local_scalar("row_len", DType::i64),
-             row_end = local_scalar("row_end", DType::i64);
+  ir::Buffer acc = ir::local_buffer(out->name + "_reg", dt, {i64(CF)});
+  ir::Buffer row = ir::local_buffer("row", DType::i64), len = ir::local_buffer("row_len", DType::i64),
+             row_end = ir::local_buffer("row_end", DType::i64);
   const RowCursor cur{X, I, m.row->axis, row, len};
   ir::Stmt load_row_end = ir::store(row_end, {}, cur.x_at(ir::load(row, {}) + i64(1)));
   auto column = [&](const ir::Var& reg) {

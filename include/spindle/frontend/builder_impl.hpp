@@ -50,12 +50,7 @@ SPINDLE_DECL ir::Var KernelBuilder::iterator_var(const ir::Axis& a) {
 }
 
 SPINDLE_DECL ir::Buffer KernelBuilder::new_local(DType t, std::string name) {
-  ir::BufferNode b;
-  b.name = fresh(name.empty() ? std::string("t") : name);
-  b.dtype = t;
-  b.scope = ir::BufferScope::local;
-  b.role = ir::BufferRole::temp;
-  ir::Buffer buf = ir::make_buffer(std::move(b));
+  ir::Buffer buf = ir::local_buffer(fresh(name.empty() ? std::string("t") : name), t);
   frames_.back().allocs.push_back(buf);
   return buf;
 }

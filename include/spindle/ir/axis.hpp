@@ -98,6 +98,18 @@ struct BufferNode {
 
 inline Buffer make_buffer(BufferNode node) { return std::make_shared<const BufferNode>(std::move(node)); }
 
+// A per-thread temporary (scope local, role temp): a scalar when `shape` is empty, else a
+// register array of that stage-III shape.
+inline Buffer local_buffer(std::string name, DType dtype, std::vector<Expr> shape = {}) {
+  BufferNode n;
+  n.name = std::move(name);
+  n.dtype = dtype;
+  n.shape = std::move(shape);
+  n.scope = BufferScope::local;
+  n.role = BufferRole::temp;
+  return make_buffer(std::move(n));
+}
+
 inline bool is_written(const BufferNode& b) {
   return b.role == BufferRole::output || b.role == BufferRole::inout ||
          b.role == BufferRole::temp || b.scope != BufferScope::global;

@@ -120,12 +120,7 @@ class LocalAccumulation : public ir::IRMutator {
   };
 
   ir::Stmt rewrite(const ir::ForNode* loop, const Target& t, ir::Expr start) {
-    ir::BufferNode ln;
-    ln.name = t.buffer->name + "_acc";
-    ln.dtype = t.buffer->dtype;
-    ln.scope = ir::BufferScope::local;
-    ln.role = ir::BufferRole::temp;
-    ir::Buffer local = ir::make_buffer(std::move(ln));
+    ir::Buffer local = ir::local_buffer(t.buffer->name + "_acc", t.buffer->dtype);
     Redirect r;
     r.t = &t;
     r.local = local;

@@ -185,13 +185,9 @@ inline ir::Stmt cache_write(const ir::Stmt& body, const std::string& loop, const
                   "that store");
 
   // The local buffer and the rewrite.
-  ir::BufferNode ln;
-  ln.name = B->name + "_local";
-  ln.dtype = B->dtype;
-  for (auto* f : tile) ln.shape.push_back(ir::int_imm(*detail::const_int(f->extent)));
-  ln.scope = ir::BufferScope::local;
-  ln.role = ir::BufferRole::temp;
-  ir::Buffer local = ir::make_buffer(std::move(ln));
+  std::vector<ir::Expr> local_shape;
+  for (auto* f : tile) local_shape.push_back(ir::int_imm(*detail::const_int(f->extent)));
+  ir::Buffer local = ir::local_buffer(B->name + "_local", B->dtype, std::move(local_shape));
   auto local_index = [&](ir::Substituter* sub) {
     std::vector<ir::Expr> idx;
     for (auto* f : tile) {

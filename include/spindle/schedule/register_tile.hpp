@@ -188,13 +188,7 @@ class RegisterTiling : public ir::IRMutator {
     const ir::ForNode& inner = *m.inner;
     const ir::ReduceNode& red = *m.reduce;
     const std::int64_t R = rows ? kRowBlock : 1;
-    ir::BufferNode an;
-    an.name = red.buffer->name + "_tile";
-    an.dtype = red.buffer->dtype;
-    an.shape = {ir::int_imm(R * width)};
-    an.scope = ir::BufferScope::local;
-    an.role = ir::BufferRole::temp;
-    ir::Buffer acc = ir::make_buffer(std::move(an));
+    ir::Buffer acc = ir::local_buffer(red.buffer->name + "_tile", red.buffer->dtype, {ir::int_imm(R * width)});
     ir::Var ko(inner.var.name() + "_tile", DType::i64);
     ir::Expr base = start + ir::Expr(ko) * width;
     // r: the row within the block (undefined for a one-row tile).

@@ -107,12 +107,7 @@ inline ir::Stmt rfactor(const ir::Stmt& body, const std::string& loop, int lanes
 
   DType t = is_int(K->var.dtype()) ? K->var.dtype() : DType::i64;
   ir::Var lane(lane_name, t), outer(outer_name, t);
-  ir::BufferNode pn;
-  pn.name = R->buffer->name + "_partial";
-  pn.dtype = R->buffer->dtype;
-  pn.scope = ir::BufferScope::local;
-  pn.role = ir::BufferRole::temp;
-  ir::Buffer partial = ir::make_buffer(std::move(pn));
+  ir::Buffer partial = ir::local_buffer(R->buffer->name + "_partial", R->buffer->dtype);
 
   struct Redirect : ir::IRMutator {
     const std::set<const ir::ReduceNode*>* targets;

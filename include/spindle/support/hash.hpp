@@ -57,7 +57,8 @@ class Hasher {
       b_ = rotl(b_ ^ mix64(w), 27) * 0x9e3779b97f4a7c15ull + 0x52dce729ull;
     }
     std::uint64_t tail = 0;
-    std::memcpy(&tail, s.data() + i, s.size() - i);
+    // (An empty view may hold a null pointer, which memcpy must not see even for 0 bytes.)
+    if (s.size() > i) std::memcpy(&tail, s.data() + i, s.size() - i);
     b_ = rotl(b_ ^ mix64(tail ^ (s.size() << 56)), 31) * 0x9e3779b97f4a7c15ull;
     // Separator so that add("ab").add("c") differs from add("a").add("bc").
     a_ = fnv1a64(std::string_view("\x1f", 1), a_ ^ s.size());

@@ -111,6 +111,17 @@ void poke64(std::vector<char>& bytes, std::size_t offset, std::uint64_t v) { std
 
 }  // namespace
 
+TEST_CASE("Hasher: an empty view with a null pointer hashes like any empty string; boundaries count",
+          "[runtime]") {
+  // A null empty view (an empty std::vector's data()) must not reach memcpy (UBSan: null
+  // pointer argument), and must hash like "".
+  const std::string_view null_view;
+  REQUIRE(null_view.data() == nullptr);
+  CHECK(spindle::Hasher().add(null_view).digest().hex() == spindle::Hasher().add(std::string_view("")).digest().hex());
+  CHECK(spindle::Hasher().add(null_view).digest().hex() != spindle::Hasher().digest().hex());
+  CHECK(spindle::Hasher().add("ab").add("c").digest().hex() != spindle::Hasher().add("a").add("bc").digest().hex());
+}
+
 TEST_CASE("kernel cache: memory hit, then disk hit in a fresh cache", "[runtime]") {
   std::string name = GENERATE(from_range(engine_names()));
   INFO("engine " << name);
