@@ -11,6 +11,10 @@
 //              JITDylib, removed from the session when the LoadedModule dies. Unresolved
 //              symbols (expf, memset, ...) come from the process through a
 //              DynamicLibrarySearchGenerator.
+//   ThreadSanitizer: in a runtime library built with SPINDLE_TSAN (SPINDLE_TSAN_KERNELS),
+//              kernels are compiled with -fsanitize=thread too, so a data race inside a
+//              generated parallel loop is reported by happens-before analysis, whatever the
+//              timing (the __tsan_* entry points come from the process's TSan runtime).
 //
 // Thread safety: compile() needs no lock (each call owns its CompilerInstance and LLVM
 // context, and no global cl::opt is touched); JIT creation, loading and unloading hold
@@ -45,6 +49,24 @@
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/TargetParser/Host.h>
 #include <llvm/TargetParser/Triple.h>
+
+#if defined(SPINDLE_TSAN_KERNELS)
+// Clang 19 instruments memset/memcpy/memmove in kernels as calls of these entry points, which
+// the TSan runtime of GCC 12 lacks (Symbols not found: __tsan_memset). The plain calls here
+// are intercepted by that runtime, which checks the ranges. Weak: a runtime that has them wins.
+#include <cstring>
+extern "C" {
+__attribute__((weak, visibility("default"))) void* __tsan_memset(void* p, int c, std::size_t n) {
+  return std::memset(p, c, n);
+}
+__attribute__((weak, visibility("default"))) void* __tsan_memcpy(void* d, const void* s, std::size_t n) {
+  return std::memcpy(d, s, n);
+}
+__attribute__((weak, visibility("default"))) void* __tsan_memmove(void* d, const void* s, std::size_t n) {
+  return std::memmove(d, s, n);
+}
+}
+#endif
 
 namespace spindle::runtime {
 namespace {
@@ -136,6 +158,9 @@ class OrcEngine final : public Engine {
   explicit OrcEngine(const Options&) : host_(detect_host()), state_(std::make_shared<JitState>()) {
     initialize_llvm_once();
     args_.assign(std::begin(kFlags), std::end(kFlags));
+#if defined(SPINDLE_TSAN_KERNELS)
+    args_.push_back("-fsanitize=thread");
+#endif
     flags_text_ = join(args_);
     args_.insert(args_.end(), {"-triple", host_.triple, "-target-cpu", host_.cpu});
     for (const auto& f : host_.features) args_.insert(args_.end(), {"-target-feature", f});
@@ -169,8 +194,17 @@ class OrcEngine final : public Engine {
     if (ok) {
       auto& inputs = ci.getFrontendOpts().Inputs;
       inputs.clear();
+      auto vfs = llvm::makeIntrusiveRefCnt<llvm::vfs::InMemoryFileSystem>();
+#if defined(SPINDLE_TSAN_KERNELS)
+      // With a sanitizer on, CodeGen looks the main file up by name (its no-sanitize list):
+      // the source is a file of the in-memory file system instead of a bare buffer.
+      const std::string path = "/spindle/" + buffer_name;
+      vfs->addFile(path, 0, llvm::MemoryBuffer::getMemBufferCopy(request.source, path));
+      inputs.emplace_back(path, clang::InputKind(clang::Language::C));
+#else
       inputs.emplace_back(buffer->getMemBufferRef(), clang::InputKind(clang::Language::C));
-      ci.createFileManager(llvm::makeIntrusiveRefCnt<llvm::vfs::InMemoryFileSystem>());
+#endif
+      ci.createFileManager(vfs);
       ci.setOutputStream(std::make_unique<llvm::raw_svector_ostream>(object));
       clang::EmitObjAction action;
       ok = ci.ExecuteAction(action) && !ci.getDiagnostics().hasErrorOccurred();
