@@ -24,6 +24,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <fstream>
 #include <functional>
@@ -423,11 +424,24 @@ inline std::size_t select_composition(const LayerCandidates& cands, const CostMo
   const auto fit = fitting_compositions(cands, sym);
   if (fit.size() == 1) return fit.front();
   const GraphFeatures g = features();
+  // Compositions share steps (the same GEMM, the same SpMM): each distinct primitive input is
+  // predicted once. The graph features are the same for every step, so the key leaves them out.
+  std::map<std::array<double, 5>, double> memo;
+  auto cost = [&](const std::vector<PrimitiveInput>& xs) {
+    double t = 0;
+    for (const PrimitiveInput& x : xs) {
+      const std::array<double, 5> key{static_cast<double>(x.prim), x.rows, x.inner, x.cols, x.nnz};
+      auto it = memo.find(key);
+      if (it == memo.end()) it = memo.emplace(key, m.predict_ms(x)).first;
+      t += it->second;
+    }
+    return t;
+  };
   std::size_t best = fit.front();
   double best_ms = INFINITY;
   for (std::size_t i : fit) {
     const auto& c = cands.ranked[i].composition;
-    const double t = predict_ms(c, m, sym, g) + (training ? predict_backward_ms(c, m, sym, g, *training) : 0.0);
+    const double t = cost(primitive_inputs(c, sym, g)) + (training ? cost(backward_inputs(c, sym, g, *training)) : 0.0);
     if (t < best_ms) best = i, best_ms = t;
   }
   return best;

@@ -144,6 +144,9 @@ class Booster {
     detail::check(detail::api().booster_create(nullptr, 0, &b.h_->h), "XGBoosterCreate");
     detail::check(detail::api().booster_load_model_from_buffer(b.h_->h, json.data(), json.size()),
                   "XGBoosterLoadModelFromBuffer");
+    // One row per prediction: an OpenMP team would cost more to wake than the trees take
+    // (and competes with Spindle's own pool, which spins between kernel calls).
+    detail::check(detail::api().booster_set_param(b.h_->h, "nthread", "1"), "XGBoosterSetParam");
     return b;
   }
 
