@@ -58,7 +58,7 @@ inline bool is_scattered_index(const ir::Expr& e) {
 inline std::map<const ir::BufferNode*, std::size_t> owner_slots(const ir::Stmt& nest) {
   struct Scan : ir::IRVisitor {
     std::set<const ir::BufferNode*> inside, read;
-    std::map<const ir::BufferNode*, std::pair<int, std::vector<int>>> written;  // writes, scattered per slot
+    std::map<const ir::BufferNode*, std::vector<int>> written;  // per slot: writes scattered in it
     bool ok = true;
     void visit_Block(const ir::BlockNode* n) override {
       for (auto& a : n->allocs) inside.insert(a.get());
@@ -74,9 +74,8 @@ inline std::map<const ir::BufferNode*, std::size_t> owner_slots(const ir::Stmt& 
     }
     void visit_Reduce(const ir::ReduceNode* n) override {
       if (!inside.count(n->buffer.get())) {
-        auto& [writes, scattered] = written[n->buffer.get()];
+        std::vector<int>& scattered = written[n->buffer.get()];
         scattered.resize(n->indices.size(), 0);
-        ++writes;
         bool any = false;
         for (std::size_t q = 0; q < n->indices.size(); ++q)
           if (is_scattered_index(n->indices[q])) {
@@ -90,9 +89,8 @@ inline std::map<const ir::BufferNode*, std::size_t> owner_slots(const ir::Stmt& 
   } scan;
   scan.visit(nest);
   std::map<const ir::BufferNode*, std::size_t> slots;
-  for (auto& [b, w] : scan.written) {
+  for (auto& [b, scattered] : scan.written) {
     scan.ok = scan.ok && !scan.read.count(b);
-    const std::vector<int>& scattered = w.second;
     slots[b] = static_cast<std::size_t>(std::max_element(scattered.begin(), scattered.end()) - scattered.begin());
   }
   if (!scan.ok) slots.clear();
