@@ -4,7 +4,7 @@
 // the CMake target spindle_orc compiles it once (installed consumers compile it themselves).
 //
 //   compile(): CompilerInvocation from cc1 arguments (no driver, no files on disk; the input
-//              is a memory buffer over an empty in-memory file system), EmitObjAction whose
+//              is one file /spindle/<kernel>.c of an in-memory file system), EmitObjAction whose
 //              output stream is a raw_svector_ostream. Host triple, CPU and features come
 //              from llvm::sys, so the object is tuned like -march=native.
 //   load():    one LLJIT per engine, created on first load; every module gets its own
@@ -20,6 +20,7 @@
 // context, and no global cl::opt is touched); JIT creation, loading and unloading hold
 // the JIT mutex.
 #include <algorithm>
+#include <cctype>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -175,8 +176,11 @@ class OrcEngine final : public Engine {
 
   std::vector<std::uint8_t> compile(const CompileRequest& request) override {
     // Declared before the CompilerInstance, which refers to all of these until it dies.
-    std::string buffer_name = (request.kernel_name.empty() ? request.symbol : request.kernel_name) + ".c";
-    auto buffer = llvm::MemoryBuffer::getMemBuffer(request.source, buffer_name, /*RequiresNullTerminator=*/true);
+    // (The file is named after the kernel, for the log's locations; any character that is
+    // not a plain name character becomes '_', so a kernel named "a/../b" stays one file.)
+    std::string file_name = (request.kernel_name.empty() ? request.symbol : request.kernel_name) + ".c";
+    for (char& c : file_name)
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != '-') c = '_';
     llvm::SmallVector<char, 0> object;
     std::string log;
     llvm::raw_string_ostream log_stream(log);
@@ -194,16 +198,13 @@ class OrcEngine final : public Engine {
     if (ok) {
       auto& inputs = ci.getFrontendOpts().Inputs;
       inputs.clear();
+      // The source is a file of an in-memory file system, not a bare buffer: with a sanitizer
+      // on (SPINDLE_TSAN_KERNELS), CodeGen looks the main file up by name for its no-sanitize
+      // list, and one input path for every build keeps the sanitized path the production one.
       auto vfs = llvm::makeIntrusiveRefCnt<llvm::vfs::InMemoryFileSystem>();
-#if defined(SPINDLE_TSAN_KERNELS)
-      // With a sanitizer on, CodeGen looks the main file up by name (its no-sanitize list):
-      // the source is a file of the in-memory file system instead of a bare buffer.
-      const std::string path = "/spindle/" + buffer_name;
+      const std::string path = "/spindle/" + file_name;
       vfs->addFile(path, 0, llvm::MemoryBuffer::getMemBufferCopy(request.source, path));
       inputs.emplace_back(path, clang::InputKind(clang::Language::C));
-#else
-      inputs.emplace_back(buffer->getMemBufferRef(), clang::InputKind(clang::Language::C));
-#endif
       ci.createFileManager(vfs);
       ci.setOutputStream(std::make_unique<llvm::raw_svector_ostream>(object));
       clang::EmitObjAction action;
