@@ -324,11 +324,32 @@ inline std::vector<PrimitiveInput> primitive_inputs(const Composition& c, const 
   return out;
 }
 
-inline double predict_ms(const Composition& c, const CostModel& m, const std::map<std::string, double>& sym,
-                         const GraphFeatures& g) {
+// Predictions of primitive inputs of one graph, each made once: compositions share steps
+// (the same GEMM, the same SpMM). The graph features are the same for every input of one
+// graph, so the key leaves them out: one memo serves one graph.
+class PredictionMemo {
+ public:
+  double operator()(const CostModel& m, const PrimitiveInput& x) {
+    const std::array<double, 5> key{static_cast<double>(x.prim), x.rows, x.inner, x.cols, x.nnz};
+    auto it = memo_.find(key);
+    if (it == memo_.end()) it = memo_.emplace(key, m.predict_ms(x)).first;
+    return it->second;
+  }
+
+ private:
+  std::map<std::array<double, 5>, double> memo_;
+};
+
+inline double predict_sum_ms(const std::vector<PrimitiveInput>& xs, const CostModel& m, PredictionMemo* memo) {
   double t = 0;
-  for (const PrimitiveInput& x : primitive_inputs(c, sym, g)) t += m.predict_ms(x);
+  for (const PrimitiveInput& x : xs) t += memo ? (*memo)(m, x) : m.predict_ms(x);
   return t;
+}
+
+// Predicted forward time of `c` (`memo`, when given, is one graph's: `g`).
+inline double predict_ms(const Composition& c, const CostModel& m, const std::map<std::string, double>& sym,
+                         const GraphFeatures& g, PredictionMemo* memo = nullptr) {
+  return predict_sum_ms(primitive_inputs(c, sym, g), m, memo);
 }
 
 // The kernels of the backward pass (backward.hpp) of `c` for the gradients of the operands
@@ -387,10 +408,9 @@ inline std::vector<PrimitiveInput> backward_inputs(const Composition& c, const s
 }
 
 inline double predict_backward_ms(const Composition& c, const CostModel& m, const std::map<std::string, double>& sym,
-                                  const GraphFeatures& g, const std::set<std::string>& wrt) {
-  double t = 0;
-  for (const PrimitiveInput& x : backward_inputs(c, sym, g, wrt)) t += m.predict_ms(x);
-  return t;
+                                  const GraphFeatures& g, const std::set<std::string>& wrt,
+                                  PredictionMemo* memo = nullptr) {
+  return predict_sum_ms(backward_inputs(c, sym, g, wrt), m, memo);
 }
 
 // The promoted compositions annotated for the call's embedding relation (K_in > K_out or
@@ -424,24 +444,12 @@ inline std::size_t select_composition(const LayerCandidates& cands, const CostMo
   const auto fit = fitting_compositions(cands, sym);
   if (fit.size() == 1) return fit.front();
   const GraphFeatures g = features();
-  // Compositions share steps (the same GEMM, the same SpMM): each distinct primitive input is
-  // predicted once. The graph features are the same for every step, so the key leaves them out.
-  std::map<std::array<double, 5>, double> memo;
-  auto cost = [&](const std::vector<PrimitiveInput>& xs) {
-    double t = 0;
-    for (const PrimitiveInput& x : xs) {
-      const std::array<double, 5> key{static_cast<double>(x.prim), x.rows, x.inner, x.cols, x.nnz};
-      auto it = memo.find(key);
-      if (it == memo.end()) it = memo.emplace(key, m.predict_ms(x)).first;
-      t += it->second;
-    }
-    return t;
-  };
+  PredictionMemo memo;  // each distinct primitive input predicted once
   std::size_t best = fit.front();
   double best_ms = INFINITY;
   for (std::size_t i : fit) {
     const auto& c = cands.ranked[i].composition;
-    const double t = cost(primitive_inputs(c, sym, g)) + (training ? cost(backward_inputs(c, sym, g, *training)) : 0.0);
+    const double t = predict_ms(c, m, sym, g, &memo) + (training ? predict_backward_ms(c, m, sym, g, *training, &memo) : 0.0);
     if (t < best_ms) best = i, best_ms = t;
   }
   return best;
