@@ -1324,3 +1324,196 @@ TEST_CASE("computed write indices: extents that do not prove the bound raise a S
   auto y0 = sp::Tensor<float>::zeros({0, 2});
   CHECK_NOTHROW(unblock(x0, y0));
 }
+
+// --- sparse vectors: a root sparse axis (sparse_root, docs/language.md §1.2) -------------
+namespace sv {
+struct V : sp::sparse_root<> {};                       // the nonzeros of a sparse vector
+struct V64 : sp::sparse_root<std::int64_t> {};
+struct One : sp::dense_fixed_n<1> {};
+struct K : sp::dense_fixed {};
+struct Row : sp::dense_fixed {};
+struct Col : sp::sparse_variable<Row>, sp::coordinates_of<V> {};  // a CSR's columns over V's coordinates
+
+sp::SparseVector<float> random_vector(std::int64_t n, double density, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::pair<std::int32_t, float>> e;
+  for (std::int64_t c = 0; c < n; ++c)
+    if (std::uniform_real_distribution<double>(0, 1)(rng) < density)
+      e.push_back({static_cast<std::int32_t>(c), static_cast<float>(std::uniform_int_distribution<int>(-4, 4)(rng))});
+  std::shuffle(e.begin(), e.end(), rng);  // from_entries sorts
+  return sp::SparseVector<float>::from_entries(n, std::move(e), "x");
+}
+}  // namespace sv
+
+TEST_CASE("sparse vectors: dot, scatter, element-wise, gather, SpMV with a sparse x and x^T B match plain loops on "
+          "every engine, the interpreter and the CUDA build, from empty to 200k entries",
+          "[correctness][user][sparse_vector][cuda]") {
+  using namespace sv;
+  auto dot = sp::kernel("sv_dot", [](sp::in<float, V> x, sp::in<float, sp::dense<V>> y, sp::out<float, One> s,
+                                     sp::iter<V> v, sp::iter<One> o) { s(o) += x(v) * y(v); });
+  auto scatter = sp::kernel("sv_scatter", [](sp::in<float, V> x, sp::out<float, sp::dense<V>> y, sp::iter<V> v) {
+    y(v) = x(v) * 2.0f - 1.0f;  // the coordinates x does not store stay 0 (out: every element written)
+  });
+  auto ewise = sp::kernel("sv_times_dense", [](sp::in<float, V> x, sp::in<float, sp::dense<V>> y,
+                                               sp::out<float, V> z, sp::iter<V> v) { z(v) = x(v) * y(v); });
+  auto gather = sp::kernel("sv_gather", [](sp::in<float, V> x, sp::out<float, sp::dense<V>> y,
+                                           sp::iter<sp::dense<V>> c) { y(c) = x(c) + 1.0f; });  // by coordinate
+  auto spmv = sp::kernel("spmv_sparse_x", [](sp::in<float, Row, Col> a, sp::in<float, V> x, sp::out<float, Row> y,
+                                             sp::iter<Row> i, sp::iter<Col> j) { y(i) += a(i, j) * x(j); });
+  auto vecmat = sp::kernel("sv_times_matrix", [](sp::in<float, V> x, sp::in<float, sp::dense<V>, K> b,
+                                                 sp::out<float, K> y, sp::iter<V> v, sp::iter<K> k) {
+    y(k) += x(v) * b(v, k);
+  });
+  struct Case {
+    std::int64_t n;
+    double density;
+  };
+  for (const Case& c : {Case{0, 0.0}, Case{1, 1.0}, Case{7, 0.0}, Case{9, 0.4}, Case{37, 1.0}, Case{200003, 0.25}}) {
+    const auto x = random_vector(c.n, c.density, 71 + static_cast<std::uint64_t>(c.n));
+    INFO("length " << c.n << ", nnz " << x.nnz());
+    const auto y = sp::Tensor<float>::random({c.n}, 5, -2, 2);
+    auto args_of = [](auto&... xs) {
+      std::vector<sp::runtime::CallArg> a(sizeof...(xs));
+      std::size_t q = 0;
+      ((a[q++].view = sp::storage_of(xs)), ...);
+      return a;
+    };
+    {  // dot (sums of small integers times y: compare with a tolerance for the summation order)
+      double want = 0, mag = 0;
+      for (std::int64_t q = 0; q < x.nnz(); ++q) {
+        want += double(x.values()[q]) * y(x.indices()[q]);
+        mag += std::fabs(double(x.values()[q]) * y(x.indices()[q]));
+      }
+      auto s = sp::Tensor<float>::zeros({1});
+      check_everywhere(dot, [&] { return args_of(x, y, s); }, [&] { s(0) = 77.0f; },
+                       [&] { CHECK(std::fabs(s(0) - want) <= 1e-5 * (1 + mag)); });
+    }
+    {  // scatter into a dense output
+      auto out = sp::Tensor<float>::zeros({c.n});
+      check_everywhere(scatter, [&] { return args_of(x, out); }, [&] { std::fill(out.values().begin(), out.values().end(), 9.0f); },
+                       [&] {
+                         std::vector<float> want(static_cast<std::size_t>(c.n), 0.0f);
+                         for (std::int64_t q = 0; q < x.nnz(); ++q)
+                           want[static_cast<std::size_t>(x.indices()[q])] = x.values()[q] * 2.0f - 1.0f;
+                         for (std::int64_t q = 0; q < c.n; ++q) REQUIRE(out(q) == want[static_cast<std::size_t>(q)]);
+                       });
+    }
+    {  // element-wise into an output with x's pattern
+      auto z = x.zeros_like("z");
+      check_everywhere(ewise, [&] { return args_of(x, y, z); }, [&] { std::fill(z.values().begin(), z.values().end(), 9.0f); },
+                       [&] {
+                         for (std::int64_t q = 0; q < x.nnz(); ++q) REQUIRE(z.values()[q] == x.values()[q] * y(x.indices()[q]));
+                       });
+    }
+    if (c.n < 1000) {  // gather by coordinate (a binary search per coordinate)
+      auto out = sp::Tensor<float>::zeros({c.n});
+      check_everywhere(gather, [&] { return args_of(x, out); }, [&] { std::fill(out.values().begin(), out.values().end(), 9.0f); },
+                       [&] {
+                         for (std::int64_t q = 0; q < c.n; ++q) REQUIRE(out(q) == x.at(q) + 1.0f);
+                       });
+    }
+    {  // SpMV with a sparse x (lookups of A's columns in x) and x^T B
+      const std::int64_t rows = c.n < 1000 ? 13 : 3001, kk = 5;
+      const auto a = sp::Csr<float>::random(rows, c.n, c.n == 0 ? 0.0 : std::min<double>(c.n, 6.0), 9);
+      auto yy = sp::Tensor<float>::zeros({rows});
+      check_everywhere(spmv, [&] { return args_of(a, x, yy); }, [&] { std::fill(yy.values().begin(), yy.values().end(), 9.0f); },
+                       [&] {
+                         for (std::int64_t r = 0; r < rows; ++r) {
+                           double want = 0;
+                           for (auto q = a.indptr()[r]; q < a.indptr()[r + 1]; ++q)
+                             want += double(a.values()[q]) * x.at(a.indices()[q]);
+                           REQUIRE(std::fabs(yy(r) - want) <= 1e-4 * (1 + std::fabs(want)));
+                         }
+                       });
+      const auto b = sp::Tensor<float>::random({c.n, kk}, 6, -1, 1);
+      auto yk = sp::Tensor<float>::zeros({kk});
+      check_everywhere(vecmat, [&] { return args_of(x, b, yk); }, [&] { std::fill(yk.values().begin(), yk.values().end(), 9.0f); },
+                       [&] {
+                         for (std::int64_t k = 0; k < kk; ++k) {
+                           double want = 0, mag = 0;
+                           for (std::int64_t q = 0; q < x.nnz(); ++q) {
+                             want += double(x.values()[q]) * b(x.indices()[q], k);
+                             mag += std::fabs(double(x.values()[q]) * b(x.indices()[q], k));
+                           }
+                           REQUIRE(std::fabs(yk(k) - want) <= 1e-5 * (1 + mag));
+                         }
+                       });
+    }
+  }
+  // A buffer over [V, V] (the pattern of x x^T) written on its diagonal only: `out` would need
+  // every other stored element filled, which no iteration can visit (V cannot be iterated
+  // inside V; dense<V> visits absent coordinates too), so it is a definition error; `inout`
+  // keeps the caller's values off the diagonal.
+  CHECK_THROWS_WITH(sp::kernel("sv_diagonal_out", [](sp::in<float, V> x, sp::out<float, V, V> d, sp::iter<V> v) {
+                      d(v, v) += x(v);
+                    }).ir(),
+                    Catch::Contains("lists axis V (a sparse axis) twice") && Catch::Contains("declare it inout"));
+  auto diag = sp::kernel("sv_diagonal", [](sp::in<float, V> x, sp::inout<float, V, V> d, sp::iter<V> v) { d(v, v) += x(v); });
+  {
+    const auto x = random_vector(23, 0.5, 3);
+    const std::int64_t m = x.nnz();
+    std::vector<float> dv(static_cast<std::size_t>(m * m));
+    sp::StorageView dview;
+    dview.dtype = sp::DType::f32;
+    dview.data = dv.data();
+    dview.value_count = m * m;
+    dview.writable = true;
+    dview.levels = {sp::storage_of(x).levels[0], sp::storage_of(x).levels[0]};
+    check_everywhere(diag, [&] {
+      std::vector<sp::runtime::CallArg> a(2);
+      a[0].view = sp::storage_of(x), a[1].view = dview;
+      return a;
+    }, [&] { std::fill(dv.begin(), dv.end(), 9.0f); }, [&] {
+      for (std::int64_t p = 0; p < m; ++p)
+        for (std::int64_t q = 0; q < m; ++q)
+          REQUIRE(dv[static_cast<std::size_t>(p * m + q)] == (p == q ? 9.0f + x.values()[p] : 9.0f));
+    });
+  }
+  // 64-bit indices
+  auto dot64 = sp::kernel("sv_dot64", [](sp::in<double, V64> x, sp::in<double, sp::dense<V64>> y, sp::out<double, One> s,
+                                         sp::iter<V64> v, sp::iter<One> o) { s(o) += x(v) * y(v); });
+  const auto x64 = sp::SparseVector<double, std::int64_t>(6, {0, 2, 5}, {1.0, -2.0, 4.0});
+  const auto y64 = sp::Tensor<double>::from({1, 2, 3, 4, 5, 6}, {6});
+  auto s64 = sp::Tensor<double>::zeros({1});
+  dot64(x64, y64, s64);
+  CHECK(s64(0) == 1.0 * 1 - 2.0 * 3 + 4.0 * 6);
+}
+
+TEST_CASE("sparse vectors: writes outside the pattern, foreign iterators and bad vectors are errors",
+          "[correctness][user][sparse_vector][errors]") {
+  using namespace sv;
+  // A write into the sparse root by a dense iterator of its coordinates could miss the pattern.
+  CHECK_THROWS_WITH(sp::kernel("sv_write_by_coordinate",
+                               [](sp::in<float, sp::dense<V>> y, sp::out<float, V> z, sp::iter<sp::dense<V>> c) {
+                                 z(c) = y(c);
+                               }).ir(),
+                    Catch::Contains("must use the iterator of V itself"));
+  // An indirect (scatter) index into a sparse root slot is not allowed (only dense roots).
+  struct E : sp::dense_fixed {};
+  CHECK_THROWS_AS(sp::kernel("sv_scatter_into", [](sp::in<std::int32_t, E> idx, sp::in<float, E> w, sp::inout<float, V> z,
+                                                   sp::iter<E> e) { z(idx(e)) += w(e); }).ir(),
+                  sp::UserError);
+  // Vectors are validated: sorted, in range, sizes agree.
+  using SV = sp::SparseVector<float>;
+  CHECK_THROWS_AS(SV(5, {0, 3, 3}, {1, 2, 3}), sp::FormatError);
+  CHECK_THROWS_WITH(SV(5, {0, 3, 2}, {1, 2, 3}), Catch::Contains("not strictly ascending at position 2"));
+  CHECK_THROWS_WITH(SV(5, {0, 5}, {1, 2}), Catch::Contains("index 5 out of range [0, 5) at position 1"));
+  CHECK_THROWS_WITH(SV(5, {0, 1}, {1}), Catch::Contains("values has 1 entries but indices has 2"));
+  CHECK_THROWS_WITH(SV(-1, {}, {}), Catch::Contains("negative"));
+  const auto merged = SV::from_entries(4, {{3, 1.0f}, {0, 2.0f}, {3, 5.0f}});
+  CHECK(merged.nnz() == 2);
+  CHECK(merged.at(3) == 6.0f);
+  CHECK(merged.at(1) == 0.0f);
+  const std::vector<float> dense{0, 1.5f, 0, -2};
+  const auto fd = SV::from_dense(dense);
+  CHECK(fd.nnz() == 2);
+  CHECK(fd.to_dense()(3) == -2.0f);
+  // Extents are checked at the call: x and the dense y must agree on V's length.
+  auto dot = sp::kernel("sv_dot_shape", [](sp::in<float, V> x, sp::in<float, sp::dense<V>> y, sp::out<float, One> s,
+                                           sp::iter<V> v, sp::iter<One> o) { s(o) += x(v) * y(v); });
+  auto s = sp::Tensor<float>::full({1}, 3.0f);
+  CHECK_THROWS_AS(dot(merged, sp::Tensor<float>::zeros({5}), s), sp::ShapeError);
+  CHECK(s(0) == 3.0f);
+  // A matrix where a vector is expected: the level count differs.
+  CHECK_THROWS_AS(dot(sp::Csr<float>::random(4, 4, 2, 1), sp::Tensor<float>::zeros({4}), s), sp::ShapeError);
+}

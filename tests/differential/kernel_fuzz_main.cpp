@@ -44,7 +44,7 @@ namespace {
 
 struct Stats {
   long generated = 0, rejected = 0, skipped = 0, compared = 0, failures = 0, large = 0, indirect = 0, computed = 0,
-       shared = 0, row_tiles = 0;
+       shared = 0, sparse_roots = 0, row_tiles = 0;
   std::map<std::string, long> runs;
   std::map<std::string, std::string> first_reject;
 };
@@ -173,6 +173,19 @@ bool has_scattered_write(const sp::ir::Function& f, bool computed) {
     }
   } scan;
   scan.computed = computed;
+  scan.visit(f.body);
+  return scan.found;
+}
+
+// Whether the kernel iterates a root sparse axis (sparse_root: a sparse vector's nonzeros).
+bool iterates_sparse_root(const sp::ir::Function& f) {
+  struct Scan : sp::ir::IRVisitor {
+    bool found = false;
+    void visit_SparseIteration(const sp::ir::SparseIterationNode* n) override {
+      for (auto& a : n->axes) found = found || (!a->parent && a->is_sparse());
+      sp::ir::IRVisitor::visit_SparseIteration(n);
+    }
+  } scan;
   scan.visit(f.body);
   return scan.found;
 }
@@ -421,6 +434,7 @@ int main(int argc, char** argv) {
     if (has_scattered_write(completed, false)) ++st.indirect;
     if (has_scattered_write(completed, true)) ++st.computed;
     if (indexes_by_shared_coordinates(completed)) ++st.shared;
+    if (iterates_sparse_root(completed)) ++st.sparse_roots;
     bool row_tiles_counted = false;
     for (auto& e : engines) {
       std::string what;
@@ -456,7 +470,7 @@ int main(int argc, char** argv) {
   std::cout << "spindle-kernel-fuzz: seed " << seed << ": " << st.generated << " kernels generated, " << st.rejected
             << " rejected at definition (UserError), " << st.skipped << " skipped, " << st.compared
             << " compared with the interpreter (" << st.large << " also on large inputs with 1 and 3 threads; "
-            << st.indirect << " with indirect writes, " << st.computed << " with computed write indices, " << st.shared << " indexing another axis's slot by a coordinates_of iterator, " << st.row_tiles
+            << st.indirect << " with indirect writes, " << st.computed << " with computed write indices, " << st.shared << " indexing another axis's slot by a coordinates_of iterator, " << st.sparse_roots << " iterating a root sparse axis, " << st.row_tiles
             << " run with two-dimensional register tiles);";
   for (auto& [e, n] : st.runs) std::cout << " " << e << " " << n << " runs;";
   std::cout << " " << nvrtc.compiled << " CUDA modules compiled to sm_80 cubins by NVRTC; " << st.failures

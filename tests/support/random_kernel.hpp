@@ -1,7 +1,7 @@
 // A random-kernel generator for differential testing: random axis forests (all four axis
-// kinds, dense<X> views, depth <= 4), random patterns (empty fibers, empty and 1x1
-// shapes), random buffers over chains of those axes, and random stage-I programs (nested
-// iterations, S/R mixes, = and the four reductions, locals, scalar parameters, affine,
+// kinds, root sparse axes (sparse_root), dense<X> views, depth <= 4), random patterns (empty
+// fibers, empty and 1x1 shapes), random buffers over chains of those axes, and random stage-I
+// programs (nested iterations, S/R mixes, = and the four reductions, locals, scalar parameters, affine,
 // constant and indirect read indices, several outputs) that follow the language's write
 // rules (docs/language.md) most of the time — programs that break them must be rejected
 // with a UserError, never mis-compiled.
@@ -365,6 +365,10 @@ class Generator {
       for (auto& a : k_.axes)
         if (!a->dense_of && depth(a) < 4) parents.push_back(a);
       if (r < roots || parents.empty()) {
+        if (r > 0 && chance(0.25)) {  // a root sparse axis (sparse_root: a sparse vector's nonzeros)
+          new_axis(names[r], ir::AxisKind::sparse_fixed, nullptr);
+          continue;
+        }
         ir::Axis a = new_axis(names[r], ir::AxisKind::dense_fixed, nullptr);
         roots_.push_back(a);
         continue;
@@ -532,7 +536,8 @@ class Generator {
       for (std::size_t s = 0; s < o->axes.size(); ++s) {
         const ir::Axis& a = o->axes[s];
         const bool child_next = s + 1 < o->axes.size() && o->axes[s + 1]->parent;
-        if (!a->parent && !child_next && k_.data.at(ir::coordinate_space(a)).length >= 1) targets.push_back(a);
+        if (!a->parent && a->is_dense() && !child_next && k_.data.at(ir::coordinate_space(a)).length >= 1)
+          targets.push_back(a);
       }
     if (targets.empty()) return;
     const ir::Axis target = pick_from(targets);
@@ -726,7 +731,7 @@ class Generator {
     for (std::size_t s = 0; s < b->axes.size(); ++s) {
       const ir::Axis& a = b->axes[s];
       const Bound* it = nullptr;
-      if (a->parent || (s + 1 < b->axes.size() && b->axes[s + 1]->parent)) {
+      if (a->parent || a->is_sparse() || (s + 1 < b->axes.size() && b->axes[s + 1]->parent)) {
         it = exact_iterator(a);
       } else {
         if (chance(0.5))
@@ -789,7 +794,7 @@ class Generator {
     std::vector<ir::Expr> idx;
     for (std::size_t q = 0; q < w->axes.size(); ++q) {
       const ir::Axis& x = w->axes[q];
-      const bool exact = x->parent || (q + 1 < w->axes.size() && w->axes[q + 1]->parent);
+      const bool exact = x->parent || x->is_sparse() || (q + 1 < w->axes.size() && w->axes[q + 1]->parent);
       const Bound* it = exact ? exact_iterator(x) : coordinate_iterator(x);
       if (!it) return ir::Expr();
       idx.push_back(it->var);
@@ -828,7 +833,7 @@ class Generator {
     (void)b;
     double r = std::uniform_real_distribution<double>(0, 1)(rng_);
     if (r < 0.75) {
-      if (a->parent) {
+      if (a->parent || a->is_sparse()) {
         if (const Bound* it = exact_iterator(a); it && chance(0.8)) return it->var;
       }
       if (const Bound* it = coordinate_iterator(a)) return it->var;
@@ -991,8 +996,9 @@ inline void make_large_data(RandomKernel& k, std::uint64_t seed, double scale) {
         break;
       case ir::AxisKind::sparse_fixed: {
         auto* fixed = a->nnz_per_row.as<ir::IntImmNode>();
-        d.nnz_per_row = fixed ? fixed->value : range(0, 3);
-        d.length = d.nnz_per_row + big(range(0, 1000));
+        // A root sparse axis (a sparse vector) is one long fiber: thousands of entries.
+        d.nnz_per_row = fixed ? fixed->value : a->parent ? range(0, 3) : big(range(500, 3000));
+        d.length = d.nnz_per_row + big(range(0, a->parent ? 1000 : 3000));
         for (std::int64_t p = 0; p < parents; ++p) {
           std::set<std::int64_t> picked;
           while (static_cast<std::int64_t>(picked.size()) < d.nnz_per_row) picked.insert(range(0, d.length - 1));

@@ -99,6 +99,7 @@ class Interpreter {
   struct AxisData {
     LevelView level;
     std::vector<std::int64_t> indptr, indices;
+    bool root = true;  // the level starts a chain (its axis has no parent)
   };
   struct Binding {
     const ir::VarNode* var;
@@ -120,8 +121,9 @@ class Interpreter {
   }
 
   std::int64_t positions_before(const std::vector<AxisData>& levels, std::size_t s) const {
-    // Number of positions of the chain that ends at level s-1 (1 for a root level).
-    if (s == 0) return 1;
+    // Number of positions of the parent level of level s (1 for a root level: a dense root,
+    // or a sparse root with its one fiber).
+    if (s == 0 || levels[s].root) return 1;
     const AxisData& p = levels[s - 1];
     return level_positions(levels, s - 1, p);
   }
@@ -145,6 +147,7 @@ class Interpreter {
         throw InterpreterError("axis " + a->name + " has the compile-time extent " + std::to_string(n->value) +
                                " but the argument has extent " + std::to_string(ad.level.length));
       bool root = !a->parent;
+      ad.root = root;
       std::int64_t parents = root ? 1 : level_positions(d.levels, s - 1, d.levels[s - 1]);
       if (ad.level.kind == LevelKind::dense_variable || ad.level.kind == LevelKind::sparse_variable)
         ad.indptr = read_index_array(ad.level.indptr, parents + 1, ad.level.index_dtype);

@@ -5,6 +5,7 @@
 //   struct J : spindle::sparse_variable<I> {};       // CSR columns under I (indptr+indices)
 //   struct R : spindle::dense_variable<B> {};        // ragged rows under batch B (indptr)
 //   struct E : spindle::sparse_fixed<I, 4> {};       // ELL: 4 columns per row (indices)
+//   struct V : spindle::sparse_root<> {};            // a sparse vector's nonzeros (indices)
 //   struct BI : spindle::dense_fixed_n<4> {};        // a compile-time extent: 0..3
 //   using Jd = spindle::dense<J>;                    // J's coordinate space, dense
 //   struct J2 : spindle::sparse_variable<I2>,        // a second CSR's columns whose
@@ -75,6 +76,14 @@ struct sparse_fixed : detail::axis_tag {
   static constexpr std::int64_t fixed_nnz_per_row = NnzPerRow;
   static constexpr std::int64_t fixed_length = dynamic;
 };
+
+// A root sparse axis: the stored coordinates of a sparse vector (docs/language.md §1.2). One
+// fiber of nnz positions with no parent: SparseVector's level, and the root of a sparse
+// chain (a DCSR-like row level is one of these with children under it).
+//   struct J : spindle::sparse_root<> {};   // x[J]: x(j) iterates the nonzeros of x
+// sparse_fixed<void, N> is the same with a compile-time nnz N.
+template <class Index = std::int32_t>
+struct sparse_root : sparse_fixed<void, dynamic, Index> {};
 
 // The dense coordinate space of axis A (SparseTIR's "detached" axis): a dense_fixed axis
 // whose length is A's length. Use it for the dense operand of SpMM (B[dense<J>, K]) or to

@@ -60,10 +60,11 @@ class KernelBuilder {
       return a;
     } else {
       using P = parent_axis_t<A>;
-      static_assert(!std::is_void_v<P> || A::axis_kind == ir::AxisKind::dense_fixed,
-                    "spindle: a dense_variable, sparse_variable or sparse_fixed axis needs a parent axis "
-                    "(its fibers hang off the parent's positions); for a sparse vector, use "
-                    "sparse_variable<R> under a dense_fixed axis R of length 1");
+      static_assert(!std::is_void_v<P> || A::axis_kind == ir::AxisKind::dense_fixed ||
+                        A::axis_kind == ir::AxisKind::sparse_fixed,
+                    "spindle: a dense_variable or sparse_variable axis needs a parent axis (its fibers hang off "
+                    "the parent's positions); for a sparse vector, use spindle::sparse_root<> (one fiber, no "
+                    "parent)");
       ir::Axis parent;
       if constexpr (!std::is_void_v<P>) {
         static_assert(A::axis_kind != ir::AxisKind::dense_fixed, "spindle: dense_fixed axes have no parent");

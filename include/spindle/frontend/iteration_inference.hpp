@@ -6,10 +6,10 @@
 //  * no iteration over an axis that an enclosing iteration already iterates;
 //  * every index of a write into a buffer is an iterator that keeps the write inside the
 //    buffer's storage: an iterator of the slot's coordinate space for a root dense axis,
-//    the iterator of the slot's own axis (under the iterators of its ancestors, also in
-//    their own slots) for an axis with a parent. Writes that could fall outside a dense
+//    the iterator of the slot's own axis for a root sparse axis (sparse_root) and (under
+//    the iterators of its ancestors, also in their own slots) for an axis with a parent. Writes that could fall outside a dense
 //    extent or a sparse pattern are rejected instead of being dropped. The exceptions, in a
-//    root slot and in reductions only: an indirect index (ir/indirect.hpp), a value of an
+//    root dense slot and in reductions only: an indirect index (ir/indirect.hpp), a value of an
 //    integer `in` buffer read at its stored elements, whose values the binder checks at call
 //    time; a computed index (ir/affine_index.hpp), an expression of iterators and constants
 //    whose lower bound is proved >= 0 here and whose upper bound is proved here or, from the
@@ -389,7 +389,7 @@ class IterationInference : public ir::IRMutator {
         const ir::Axis& a = buf->axes[s];
         std::string where = message("kernel '", kernel_, "': `", op, "` into buffer '", buf->name, "' indexes axis ",
                                     a->name, " (index ", s, ") with ", ir::to_string(idx[s]));
-        if (!a->parent && !binding_of(idx[s])) {
+        if (!a->parent && a->is_dense() && !binding_of(idx[s])) {
           if (ir::indirect_index_load(idx[s]))
             check_indirect(buf, idx[s], a, where, reduction);
           else
@@ -414,6 +414,12 @@ class IterationInference : public ir::IRMutator {
                        " and be lost; hint: index writes by iterators of the written axes (other indices "
                        "are fine for reads; a root axis may take a value read from an integer `in` buffer in a "
                        "reduction, see docs/language.md §4.1)");
+      if (!a->parent && a->is_sparse()) {  // sparse_root: its own iterator, as a child slot
+        if (b->axis == a) return "";
+        return message(": a write into the sparse root axis ", a->name, " must use the iterator of ", a->name,
+                       " itself (here an iterator of ", b->axis->name, "), or it could fall outside the buffer's "
+                       "sparsity pattern");
+      }
       if (!a->parent) {
         if (ir::coordinate_space(b->axis) == ir::coordinate_space(a)) return "";
         return message(", an iterator of axis ", b->axis->name,
@@ -554,11 +560,12 @@ class IterationInference : public ir::IRMutator {
       ir::Axis a = b->axes[s];
       if (std::find(b->axes.begin() + static_cast<long>(s) + 1, b->axes.end(), a) != b->axes.end()) {
         // A buffer over [I, I, J]: the first I is iterated as a dense view of I, the last
-        // one (the parent of what follows it) as I itself.
-        SPINDLE_CHECK(!a->parent && !(s + 1 < b->axes.size() && b->axes[s + 1]->parent), UserError, "kernel '",
-                      kernel_, "': `out` buffer '", b->name, "' lists axis ", a->name,
-                      " twice with a child axis after the first; Spindle cannot write every element of it; "
-                      "hint: declare it inout");
+        // one (the parent of what follows it) as I itself. A sparse axis listed twice
+        // (sparse_root: [V, V]) has no view that visits only its stored coordinates.
+        SPINDLE_CHECK(!a->parent && a->is_dense() && !(s + 1 < b->axes.size() && b->axes[s + 1]->parent),
+                      UserError, "kernel '", kernel_, "': `out` buffer '", b->name, "' lists axis ", a->name,
+                      a->is_sparse() ? " (a sparse axis) twice" : " twice with a child axis after the first",
+                      "; Spindle cannot write every element of it; hint: declare it inout");
         auto view = std::make_shared<ir::AxisNode>(*a);
         view->name = a->name + "_2";
         view->dense_of = a;

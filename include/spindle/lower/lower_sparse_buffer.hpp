@@ -73,7 +73,8 @@ class SparseBufferLowering : public ir::IRMutator {
     if (n->begin.defined()) return ir::IRMutator::mutate_FindPos(n, self);
     const ir::Axis& a = n->indices->axes.back();
     std::vector<ir::Expr> prefix = mutate_list(n->prefix);
-    ir::Expr base = flatten_chain(ir::axis_chain(a->parent), prefix);
+    // A root sparse axis (sparse_root) has one fiber: position 0 of no parent.
+    ir::Expr base = a->parent ? flatten_chain(ir::axis_chain(a->parent), prefix) : ir::int_imm(0);
     ir::Expr begin, end;
     if (a->is_variable()) {
       ir::Buffer indptr = mutate_buffer(indptr_.at(a.get()));
@@ -109,7 +110,7 @@ class SparseBufferLowering : public ir::IRMutator {
   ir::Expr total(const ir::Axis& a) const {
     switch (a->kind) {
       case ir::AxisKind::dense_fixed: return a->length;
-      case ir::AxisKind::sparse_fixed: return total(a->parent) * a->nnz_per_row;
+      case ir::AxisKind::sparse_fixed: return a->parent ? total(a->parent) * a->nnz_per_row : a->nnz_per_row;
       default: return a->nnz;
     }
   }

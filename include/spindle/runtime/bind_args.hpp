@@ -160,7 +160,8 @@ class ArgBinder {
       std::vector<std::pair<const ir::ReduceNode*, std::size_t>> slots;
       void visit_Reduce(const ir::ReduceNode* n) override {
         for (std::size_t s = 0; s < n->indices.size() && s < n->buffer->axes.size(); ++s)
-          if (!n->buffer->axes[s]->parent && ir::indirect_index_load(n->indices[s])) slots.push_back({n, s});
+          if (!n->buffer->axes[s]->parent && n->buffer->axes[s]->is_dense() && ir::indirect_index_load(n->indices[s]))
+            slots.push_back({n, s});
         ir::IRVisitor::visit_Reduce(n);
       }
     } scan;
@@ -508,7 +509,9 @@ class ArgBinder {
       void visit_Reduce(const ir::ReduceNode* n) override {
         for (std::size_t s = 0; s < n->indices.size() && s < n->buffer->axes.size(); ++s) {
           const ir::Expr& e = n->indices[s];
-          if (n->buffer->axes[s]->parent || e.as<ir::VarNode>() || ir::indirect_index_load(e)) continue;
+          if (n->buffer->axes[s]->parent || n->buffer->axes[s]->is_sparse() || e.as<ir::VarNode>() ||
+              ir::indirect_index_load(e))
+            continue;
           ComputedIndex c{e, {}, ir::coordinate_space(n->buffer->axes[s]),
                           message("`", ir::reduce_op_name(n->op), "` into buffer '", n->buffer->name, "' at (",
                                   ir::IRPrinter().list(n->indices), "), index ", s, " (axis ",

@@ -1,6 +1,6 @@
-// expect: spindle: a dense_variable, sparse_variable or sparse_fixed axis needs a parent axis
+// expect: spindle: a dense_variable or sparse_variable axis needs a parent axis
 // Issue 8 §1.10: a root sparse axis (a sparse vector as sparse_variable<void>) used to
-// segfault at the first call.
+// segfault at the first call. A sparse vector is spindle::sparse_root<> (sparse_fixed<void>).
 #include <spindle/spindle.hpp>
 
 struct S : spindle::sparse_variable<void> {};
