@@ -251,4 +251,32 @@ auto segment_sum() {
                                       sp::iter<K> k) { out(seg(e), k) += x(e, k); });
 }
 
+// DCSR (Dcsr<T, Index>): the stored rows are a root sparse axis, their columns a compressed
+// level under it. y = A x and C = A B iterate the stored rows only; the rows A does not
+// store are 0 in the output.
+template <class Index>
+struct RowsD : sp::sparse_root<Index> {
+  static constexpr const char* axis_name = "R";
+};
+template <class Index>
+struct ColsD : sp::sparse_variable<RowsD<Index>, Index> {
+  static constexpr const char* axis_name = "C";
+};
+
+template <class T, class Index = std::int32_t>
+auto dcsr_spmv() {
+  using R_ = RowsD<Index>;
+  using C_ = ColsD<Index>;
+  return sp::kernel("dcsr_spmv", [](sp::in<T, R_, C_> a, sp::in<T, sp::dense<C_>> x, sp::out<T, sp::dense<R_>> y,
+                                    sp::iter<R_> r, sp::iter<C_> c) { y(r) += a(r, c) * x(c); });
+}
+
+template <class T, class Index = std::int32_t>
+auto dcsr_spmm() {
+  using R_ = RowsD<Index>;
+  using C_ = ColsD<Index>;
+  return sp::kernel("dcsr_spmm", [](sp::in<T, R_, C_> a, sp::in<T, sp::dense<C_>, K> b, sp::out<T, sp::dense<R_>, K> c,
+                                    sp::iter<R_> r, sp::iter<C_> j, sp::iter<K> k) { c(r, k) += a(r, j) * b(j, k); });
+}
+
 }  // namespace spindle::ops

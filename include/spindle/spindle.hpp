@@ -11,6 +11,7 @@
 #include "spindle/format/bsr.hpp"
 #include "spindle/format/csf.hpp"
 #include "spindle/format/csr.hpp"
+#include "spindle/format/dcsr.hpp"
 #include "spindle/format/ell.hpp"
 #include "spindle/format/kron_blocks.hpp"
 #include "spindle/format/matrix_market.hpp"

@@ -10,6 +10,7 @@
 
 #include "correctness/correctness_support.hpp"
 #include "support/emulated_cuda_call.hpp"
+#include "support/engines.hpp"
 #include "support/reference_interpreter.hpp"
 
 using namespace spindle_test;
@@ -72,7 +73,86 @@ void check_ell_spmm(const sp::Csr<T>& a, std::int64_t width, std::int64_t k, con
   }
 }
 
+// DCSR SpMV and SpMM over the stored rows only: the CSR loop on every CPU engine with 1 and
+// 3 threads; the rows A does not store come out 0 (the output starts poisoned).
+template <class T>
+void check_dcsr(const sp::Csr<T>& a, std::int64_t k, const std::string& what) {
+  const auto d = sp::Dcsr<T>::from_csr(a);
+  REQUIRE(d.nnz() == a.nnz());
+  const auto back = d.to_csr();
+  REQUIRE(std::equal(back.indptr().begin(), back.indptr().end(), a.indptr().begin(), a.indptr().end()));
+  const auto x = sp::Tensor<T>::random({a.cols(), k}, 6, -1, 1);
+  const auto x1 = sp::Tensor<T>::random({a.cols()}, 7, -1, 1);
+  const auto ref = ref_spmm(a, x.values(), k);
+  const auto ref1 = ref_spmv(a, x1.values());
+  for (const auto& engine : spindle::test::cpu_engines())
+    for (int threads : {1, 3}) {
+      INFO(what << " dcsr (" << d.stored_rows() << " of " << a.rows() << " rows stored) k=" << k << " engine "
+                << engine << " threads " << threads);
+      auto& rt = spindle::test::engine_runtime(engine, threads);
+      auto y = poisoned<T>({a.rows(), k});
+      sp::ops::dcsr_spmm<T>().with_runtime(rt)(d, x, y);
+      check_close<T>(ref, y.values(), what + " dcsr_spmm");
+      auto y1 = poisoned<T>({a.rows()});
+      sp::ops::dcsr_spmv<T>().with_runtime(rt)(d, x1, y1);
+      check_close<T>(ref1, y1.values(), what + " dcsr_spmv");
+    }
+}
+
 }  // namespace
+
+TEMPLATE_TEST_CASE("DCSR SpMV and SpMM match the CSR loop, on hypersparse, empty and real matrices",
+                   "[correctness][formats][dcsr]", float, double) {
+  using T = TestType;
+  const Shape s = GENERATE(from_range(matrix_shapes()));
+  INFO(s << " " << dtype_label<T>());
+  for (std::int64_t k : {1, 7, 33}) check_dcsr<T>(random_csr<T>(s, 61), k, s.name);
+  // Hypersparse: 97 % of 20011 rows empty.
+  check_dcsr<T>(random_csr<T>(Shape{"hypersparse", 20011, 3001, 5, 0.97}, 62), 16, "hypersparse");
+}
+
+TEST_CASE("DCSR on real graphs, against the interpreter and the CUDA build; structure errors",
+          "[correctness][formats][dcsr][interpreter][cuda]") {
+  for (const char* file : {"gnn/cora.mtx.gz", "matrices/bcsstk25.mtx.gz"}) {
+    auto a = load_graph<float>(file);
+    if (!a) {
+      WARN("skipping " << file << ": not found under " << data_dir());
+      continue;
+    }
+    check_dcsr<float>(*a, 32, file);
+  }
+  // A small matrix with empty rows at both ends and in the middle, through the interpreter
+  // and the CUDA build (emulated here, on the GPU where there is one).
+  const auto a = random_csr<float>(Shape{"gaps", 41, 23, 3, 0.5}, 63);
+  const auto d = sp::Dcsr<float>::from_csr(a);
+  const std::int64_t k = 5;
+  const auto x = sp::Tensor<float>::random({a.cols(), k}, 64, -1, 1);
+  const auto kernel = sp::ops::dcsr_spmm<float>();
+  spindle::test::NvrtcCheck nvrtc;
+  auto run = [&](auto&& how) {
+    auto y = sp::Tensor<float>::full({a.rows(), k}, 99.0f);
+    std::vector<sp::runtime::CallArg> args(3);
+    args[0].view = sp::storage_of(d);
+    args[1].view = sp::storage_of(x);
+    args[2].view = sp::storage_of(y);
+    how(args);
+    return y;
+  };
+  const auto want = run([&](auto& args) { spindle::test::Interpreter(kernel.ir(), args).run(); });
+  check_close<float>(ref_spmm(a, x.values(), k), want.values(), "dcsr interpreter vs CSR loop");
+  const auto emulated = run([&](auto& args) { spindle::test::run_cuda_build(kernel.ir(), args, &nvrtc); });
+  check_close<float>(ref_spmm(a, x.values(), k), emulated.values(), "dcsr CUDA build vs CSR loop");
+  // Structure errors name the place.
+  using D = sp::Dcsr<float>;
+  CHECK_THROWS_WITH(D(5, 4, {1, 1}, {0, 1, 2}, {0, 1}, {1, 1}), Catch::Contains("row ids are not strictly ascending at stored row 1"));
+  CHECK_THROWS_WITH(D(5, 4, {5}, {0, 1}, {0}, {1}), Catch::Contains("row id 5 out of range [0, 5)"));
+  CHECK_THROWS_WITH(D(5, 4, {0, 2}, {0, 1}, {0}, {1}), Catch::Contains("indptr has 2 entries, expected stored rows + 1 = 3"));
+  CHECK_THROWS_WITH(D(5, 4, {0}, {0, 1}, {4}, {1}), Catch::Contains("index 4 out of range [0, 4)"));
+  CHECK_THROWS_AS(D(5, 4, {0}, {0, 1}, {0}, {}), sp::FormatError);
+  // A DCSR where a CSR is expected: the row level is sparse, the binder says so.
+  auto y = sp::Tensor<float>::zeros({a.rows(), k});
+  CHECK_THROWS_AS(sp::ops::spmm<float>()(d, x, y), sp::ShapeError);
+}
 
 TEST_CASE("kron_blocks: (A + I) with each entry a dense d x d block, rows sorted, diagonal added once",
           "[correctness][formats]") {
