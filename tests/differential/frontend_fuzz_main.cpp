@@ -94,7 +94,7 @@ class Fuzzer {
     std::cout << "spindle-frontend-fuzz: seed " << c_.seed << ": " << generated_ << " C++ kernels generated, "
               << compiled_ << " compiled in " << batches_ << " batches (" << compile_seconds_ << " s of C++ compilation), "
               << rejected_ << " rejected at definition (UserError), " << skipped_ << " skipped, " << compared_
-              << " compared with the interpreter;";
+              << " compared with the interpreter (" << sparse_roots_ << " iterating a root sparse axis);";
     for (auto& [e, k] : runs_) std::cout << " " << e << " " << k << " runs;";
     std::cout << " " << cubins_ << " CUDA modules compiled by NVRTC; " << failures_ << " failures; " << elapsed()
               << " s\n";
@@ -295,6 +295,7 @@ class Fuzzer {
   void account(const fe::Kernel& k, const Outcome& o) {
     if (o.status == "ok") {
       ++compared_;
+      if (fe::iterates_sparse_root(k)) ++sparse_roots_;
       if (c_.verbose) std::cout << "seed " << k.seed << ": ok (" << o.ms << " ms: " << o.message << ")\n";
       return;
     }
@@ -358,7 +359,7 @@ class Fuzzer {
 
   Config c_;
   long generated_ = 0, compiled_ = 0, batches_ = 0, rejected_ = 0, skipped_ = 0, compared_ = 0, failures_ = 0,
-       cubins_ = 0, last_cubins_ = 0;
+       cubins_ = 0, last_cubins_ = 0, sparse_roots_ = 0;
   int last_rc_ = 0;
   std::string last_output_;
   double compile_seconds_ = 0;

@@ -12,6 +12,13 @@
 //                   docs/language.md, without the front end: what the reference
 //                   interpreter runs to get the expected outputs.
 //
+// Axes are dense roots (dense_fixed, dense_fixed_n<N>), root sparse axes (sparse_root<>,
+// sparse_fixed<void, N>: a sparse vector's stored coordinates, one fiber; docs/language.md
+// §1), children of either (dense_variable, sparse_variable, sparse_fixed), coordinates_of<X>
+// axes and dense<X> views. Writes follow §4 rule 1: a slot with a parent, a slot followed
+// by a child and a sparse root slot take the iterator of the slot's own axis, a dense root
+// slot any iterator of its coordinate space (or, on the computed target, a computed index).
+//
 // A disagreement between the compiled kernel and the interpreter is a bug in the front
 // end, the lowering, the schedules or a backend. Data come in three sizes (small random
 // shapes, edge cases with empty axes, and large inputs of thousands of rows so that every
@@ -176,6 +183,27 @@ struct Kernel {
 
 inline bool is_leaf(Op op) { return op <= Op::Named; }
 
+// A root sparse axis (sparse_root<>, sparse_fixed<void, N>): one fiber of stored coordinates.
+// Its slots are written only by its own iterator; an `out` buffer may not list it twice.
+inline bool is_sparse_root(const Axis& a) { return a.dense_of < 0 && a.parent < 0 && a.kind != ir::AxisKind::dense_fixed; }
+inline bool is_sparse_root(const Kernel& k, int a) { return is_sparse_root(k.axes[static_cast<std::size_t>(a)]); }
+
+// Does the kernel iterate a root sparse axis (the lambda's iterators or a for_each's)?
+inline bool iterates_sparse_root(const Kernel& k) {
+  for (const LambdaParam& p : k.lambda)
+    if (p.kind == LambdaParam::iter && is_sparse_root(k, k.iterators[static_cast<std::size_t>(p.id)].axis)) return true;
+  std::function<bool(const std::vector<StmtP>&)> scan = [&](const std::vector<StmtP>& body) {
+    for (auto& s : body)
+      if (s->kind == Stmt::ForEach) {
+        for (int it : s->iters)
+          if (is_sparse_root(k, k.iterators[static_cast<std::size_t>(it)].axis)) return true;
+        if (scan(s->body)) return true;
+      }
+    return false;
+  };
+  return scan(k.body);
+}
+
 // The axis whose coordinates axis a has: X for dense<X> and coordinates_of<X>, recursively.
 inline int coordinate_space_of(const Kernel& k, int a) {
   for (;;) {
@@ -313,7 +341,7 @@ class CppPrinter {
  private:
   bool style(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
 
-  std::string axis_base(const Axis& a) const {
+  std::string axis_base(const Axis& a) {
     std::string idx = a.index_dtype == DType::i64 ? ", std::int64_t" : "";
     switch (a.kind) {
       case ir::AxisKind::dense_fixed:
@@ -323,6 +351,11 @@ class CppPrinter {
         return "sp::sparse_variable<" + axis_type(a.parent) + idx + ">" +
                (a.coordinates_of >= 0 ? ", sp::coordinates_of<" + axis_type(a.coordinates_of) + ">" : "");
       case ir::AxisKind::sparse_fixed:
+        if (a.parent < 0) {  // a root sparse axis: sparse_root<Index>, or sparse_fixed<void, N[, Index]>
+          if (a.fixed_npr >= 0) return "sp::sparse_fixed<void, " + std::to_string(a.fixed_npr) + idx + ">";
+          if (style(0.15)) return "sp::sparse_fixed<void, sp::dynamic" + idx + ">";
+          return a.index_dtype == DType::i64 ? "sp::sparse_root<std::int64_t>" : "sp::sparse_root<>";
+        }
         return "sp::sparse_fixed<" + axis_type(a.parent) + ", " +
                (a.fixed_npr >= 0 ? std::to_string(a.fixed_npr) : std::string("sp::dynamic")) + idx + ">";
     }
@@ -908,6 +941,12 @@ class Generator {
       for (std::size_t x = 0; x < k_.axes.size(); ++x)
         if (k_.axes[x].dense_of < 0 && depth_of(k_, static_cast<int>(x)) < 3) parents.push_back(static_cast<int>(x));
       if (r < roots || parents.empty()) {
+        if (r > 0 && chance(0.25)) {  // a root sparse axis (sparse_root: a sparse vector's nonzeros)
+          a.kind = ir::AxisKind::sparse_fixed;
+          if (chance(0.25)) a.fixed_npr = range(0, 4);  // sparse_fixed<void, N>
+          k_.axes.push_back(a);
+          continue;
+        }
         a.kind = ir::AxisKind::dense_fixed;
         if (r > 0 && chance(0.2)) a.fixed_length = range(1, 5);  // dense_fixed_n<N>
       } else {
@@ -987,11 +1026,18 @@ class Generator {
     b.axes = axes.empty() ? random_chain() : axes;
     if (axes.empty() && b.axes.size() < 4 && chance(0.35)) {
       auto more = random_chain();
-      // An out buffer that lists an axis twice with a child after the first ([I, J, I])
-      // is rejected (Spindle cannot fill it); generate one only now and then.
-      bool repeats = false;
-      for (int a : more) repeats = repeats || std::count(b.axes.begin(), b.axes.end(), a) > 0;
-      if (b.axes.size() + more.size() <= 4 && (!repeats || role == ir::BufferRole::input || chance(0.1)))
+      // An out buffer that lists an axis twice with a child after the first ([I, J, I]),
+      // or a root sparse axis twice ([V, V]), is rejected (Spindle cannot fill it); generate
+      // one only now and then (an inout one is fine).
+      bool repeats = false, sparse_repeats = false;
+      for (int a : more)
+        if (std::count(b.axes.begin(), b.axes.end(), a) > 0) {
+          repeats = true;
+          sparse_repeats = sparse_repeats || is_sparse_root(k_, a);
+        }
+      if (b.axes.size() + more.size() <= 4 &&
+          (!repeats || role == ir::BufferRole::input ||
+           chance(sparse_repeats && role == ir::BufferRole::output ? 0.03 : 0.1)))
         b.axes.insert(b.axes.end(), more.begin(), more.end());
     }
     for (int a : b.axes) in_buffers_.insert(a);
@@ -1187,12 +1233,13 @@ class Generator {
     return s;
   }
 
-  // The iterator in scope over the coordinate space of axis a (for a root slot), or of a
-  // itself (for a slot with a parent).
+  // The iterator in scope over the coordinate space of axis a (for a dense root slot), or of
+  // a itself (for a slot with a parent, a slot followed by a child, a root sparse slot).
   int iterator_for_slot(const Buffer& b, std::size_t slot) {
     const int a = b.axes[slot];
     const Axis& ax = k_.axes[static_cast<std::size_t>(a)];
-    const bool exact = ax.parent >= 0 || (slot + 1 < b.axes.size() && k_.axes[static_cast<std::size_t>(b.axes[slot + 1])].parent >= 0);
+    const bool exact = ax.parent >= 0 || is_sparse_root(ax) ||
+                       (slot + 1 < b.axes.size() && k_.axes[static_cast<std::size_t>(b.axes[slot + 1])].parent >= 0);
     std::vector<int> c, shared;
     for (int it : scope_) {
       int x = k_.iterators[static_cast<std::size_t>(it)].axis;
@@ -1249,10 +1296,11 @@ class Generator {
         s->bad_index.kind = chance(0.5) ? Index::IterPlus : Index::Literal;
         s->bad_index.iter = s->iters[static_cast<std::size_t>(s->bad_slot)];
         s->bad_index.k = s->bad_index.kind == Index::IterPlus ? pick({-1, 1}) : range(0, 2);
-        // A reduction into a root slot accepts a computed index whose bounds can be proved
-        // (§4.1: `y(i + 1) += ...`, `y(0) += ...`); `i - 1` there is never provably >= 0.
+        // A reduction into a dense root slot accepts a computed index whose bounds can be
+        // proved (§4.1: `y(i + 1) += ...`, `y(0) += ...`); `i - 1` there is never provably
+        // >= 0. A root sparse slot takes no index but its own iterator.
         const Axis& slot = k_.axes[static_cast<std::size_t>(buf.axes[static_cast<std::size_t>(s->bad_slot)])];
-        if (slot.parent < 0 && op != WriteOp::assign) {
+        if (slot.parent < 0 && !is_sparse_root(slot) && op != WriteOp::assign) {
           s->bad_index.kind = Index::IterPlus;
           s->bad_index.k = -1;
         }
@@ -1346,12 +1394,16 @@ class Generator {
     Index x;
     double r = std::uniform_real_distribution<double>(0, 1)(rng_);
     if (r < 0.72) {
-      std::vector<int> c;
+      std::vector<int> c, own;
       const Axis& ax = k_.axes[static_cast<std::size_t>(slot_axis)];
       for (int it : scope_) {
         int a = k_.iterators[static_cast<std::size_t>(it)].axis;
         if ((ax.parent >= 0 && a == slot_axis) || coord_space(a) == coord_space(slot_axis)) c.push_back(it);
+        if (a == slot_axis) own.push_back(it);
       }
+      // A root sparse slot: mostly its own iterator (a position), else a lookup of the
+      // coordinate of another iterator of its coordinate space (absent = 0).
+      if (is_sparse_root(ax) && !own.empty() && chance(0.7)) c = own;
       if (!c.empty()) {
         x.kind = Index::Iter;
         x.iter = pick_from(c);
@@ -1735,8 +1787,16 @@ inline RandomKernel make_data(const Kernel& k, const IrBuilder::Result& ir, Size
         break;
       }
       case ir::AxisKind::sparse_fixed: {
-        d.nnz_per_row = ax.fixed_npr >= 0 ? ax.fixed_npr : size == Size::edge ? range(0, 1) : range(0, 3);
-        d.length = d.nnz_per_row + (size == Size::large ? big(range(0, 1000)) : size == Size::edge ? 0 : range(0, 4));
+        if (ax.parent < 0) {  // a root sparse axis (a sparse vector): one fiber, thousands of entries when large
+          d.nnz_per_row = ax.fixed_npr >= 0 ? ax.fixed_npr
+                          : size == Size::edge ? range(0, 1)
+                          : size == Size::small ? range(0, 6)
+                                                : big(range(500, 3000));
+          d.length = d.nnz_per_row + (size == Size::large ? big(range(0, 3000)) : size == Size::edge ? range(0, 1) : range(0, 5));
+        } else {
+          d.nnz_per_row = ax.fixed_npr >= 0 ? ax.fixed_npr : size == Size::edge ? range(0, 1) : range(0, 3);
+          d.length = d.nnz_per_row + (size == Size::large ? big(range(0, 1000)) : size == Size::edge ? 0 : range(0, 4));
+        }
         for (std::int64_t p = 0; p < parents; ++p) {
           std::set<std::int64_t> picked;
           while (static_cast<std::int64_t>(picked.size()) < d.nnz_per_row) picked.insert(range(0, d.length - 1));
