@@ -153,6 +153,33 @@ sp::Csr<T> random_csr(std::int64_t rows, std::int64_t cols, double per_row, std:
 
 }  // namespace
 
+TEMPLATE_TEST_CASE("einsum: sparse vectors and DCSR operands (sparse roots) match the definition",
+                   "[correctness][einsum][sparse_vector][dcsr]", float, double) {
+  using T = TestType;
+  for (const auto& sh : matrix_shapes()) {
+    INFO(sh);
+    const auto a = random_csr<T>(sh.rows, sh.cols, sh.avg_nnz_per_row, 21, sh.empty_row_fraction);
+    const auto d = sp::Dcsr<T>::from_csr(random_csr<T>(sh.rows, sh.cols, 2, 22, 0.6));
+    std::vector<std::pair<std::int32_t, T>> e;
+    for (std::int64_t c = 0; c < sh.cols; c += 3) e.push_back({static_cast<std::int32_t>(c), T(1) + T(c % 5)});
+    const auto xs = sp::SparseVector<T>::from_entries(sh.cols, e, "xs");
+    const auto ys = sp::SparseVector<T>::from_entries(sh.cols, {}, "empty");
+    const auto x = sp::Tensor<T>::random({sh.cols}, 24, -1, 1);
+    const auto X = sp::Tensor<T>::random({sh.cols, 4}, 25, -1, 1);
+    check_einsum<T>("ij,j->i", a, xs);     // SpMV with a sparse x (A drives, x looked up)
+    check_einsum<T>("j,ij->i", xs, a);     // the same, operands swapped
+    check_einsum<T>("i,i->", xs, x);       // dot
+    check_einsum<T>("i,i->i", xs, x);      // x .* y into a dense vector
+    check_einsum<T>("i,i->", ys, x);       // an empty sparse vector
+    check_einsum<T>("j,jk->k", xs, X);     // x^T X
+    check_einsum<T>("i,j->ij", xs, x);     // outer product
+    check_einsum<T>("ij,jk->ik", d, X);    // DCSR SpMM
+    check_einsum<T>("ij,j->i", d, x);      // DCSR SpMV
+    check_einsum<T>("ij,j->i", d, xs);     // DCSR times a sparse vector
+    check_einsum<T>("ij->j", d);           // column sums of a DCSR
+  }
+}
+
 TEMPLATE_TEST_CASE("einsum: the Scorch suite's kernels match the definition on every test shape",
                    "[correctness][einsum]", float, double) {
   using T = TestType;

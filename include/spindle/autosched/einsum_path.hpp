@@ -90,7 +90,8 @@ inline double statement_cost(const std::vector<PathValue>& ins, std::string& out
       std::sort(b.begin(), b.end());
     }
     const auto& f = formats[static_cast<std::size_t>(d)];
-    if (a == b && f.levels.size() == 2 && f.levels[1] == LevelKind::sparse_variable) {
+    if (a == b && f.levels.size() == 2 && f.levels[0] == LevelKind::dense_fixed &&
+        f.levels[1] == LevelKind::sparse_variable) {  // einsum_sparse_output: a CSR driver
       sparse = true;
       out = ds;
     }
@@ -105,9 +106,8 @@ inline double statement_cost(const std::vector<PathValue>& ins, std::string& out
       visits *= static_cast<double>(std::max<std::int64_t>(extent.at(c), 1));
   double reads = 0;
   for (std::size_t o = 0; o < ins.size(); ++o) {
-    bool nested = ins[o].format.levels.size() > 1 &&
-                  std::any_of(ins[o].format.levels.begin() + 1, ins[o].format.levels.end(),
-                              [](LevelKind k) { return k != LevelKind::dense_fixed; });
+    bool nested = std::any_of(ins[o].format.levels.begin(), ins[o].format.levels.end(),
+                              [](LevelKind k) { return k != LevelKind::dense_fixed; });  // read by a search
     reads += (static_cast<int>(o) != d && nested) ? 8.0 : 1.0;
   }
   double out_size = 1;

@@ -127,22 +127,28 @@ inline EinsumSpec parse_einsum(std::string_view text, std::size_t operands) {
 }
 
 // The operand whose stored elements the kernel visits: the one with a compressed or ragged
-// level, no repeated subscript and the fewest stored elements; -1 when every operand is
-// dense (then every subscript is a dense loop). `kind_at(o, l)` is the kind of operand o's
+// level under a dense root, no repeated subscript and the fewest stored elements; failing
+// that, such an operand with a sparse root level (a SparseVector, a Dcsr); -1 when every
+// operand is dense (then every subscript is a dense loop). A CSR drives before a sparse
+// vector: `ij,j->i` visits A's entries and looks x up (O(nnz(A) log nnz(x))) rather than
+// x's entries times every row. `kind_at(o, l)` is the kind of operand o's
 // level l (one level per subscript), `stored(o)` its number of stored elements.
 template <class KindAt, class Stored>
 int choose_einsum_driver_by(const EinsumSpec& s, KindAt&& kind_at, Stored&& stored) {
   int best = -1;
-  for (std::size_t o = 0; o < s.inputs.size(); ++o) {
-    const std::string& in = s.inputs[o];
-    bool nested = false;
-    for (std::size_t l = 1; l < in.size(); ++l) nested = nested || kind_at(o, l) != LevelKind::dense_fixed;
-    if (!nested || kind_at(o, 0) != LevelKind::dense_fixed) continue;
-    bool repeated = false;
-    for (std::size_t l = 0; l < in.size(); ++l) repeated = repeated || in.find(in[l]) != l;
-    if (repeated) continue;
-    if (best < 0 || stored(o) < stored(static_cast<std::size_t>(best))) best = static_cast<int>(o);
-  }
+  for (int pass = 0; pass < 2 && best < 0; ++pass)
+    for (std::size_t o = 0; o < s.inputs.size(); ++o) {
+      const std::string& in = s.inputs[o];
+      bool nested = false;
+      for (std::size_t l = 1; l < in.size(); ++l) nested = nested || kind_at(o, l) != LevelKind::dense_fixed;
+      const bool fits = pass == 0 ? nested && kind_at(o, 0) == LevelKind::dense_fixed
+                                  : kind_at(o, 0) == LevelKind::sparse_fixed;
+      if (!fits) continue;
+      bool repeated = false;
+      for (std::size_t l = 0; l < in.size(); ++l) repeated = repeated || in.find(in[l]) != l;
+      if (repeated) continue;
+      if (best < 0 || stored(o) < stored(static_cast<std::size_t>(best))) best = static_cast<int>(o);
+    }
   return best;
 }
 
@@ -186,9 +192,11 @@ inline ir::Function build_einsum_function(const EinsumSpec& s, const std::vector
   auto level_axis = [&](std::size_t o, std::size_t l, const std::string& base, std::vector<ir::Axis>& chain) {
     LevelKind k = formats[o].levels[l];
     if (k == LevelKind::dense_fixed) return b.new_axis(base, ir::AxisKind::dense_fixed, nullptr, DType::i32);
-    SPINDLE_CHECK(l > 0, UserError, "einsum '", s.text, "': operand ", o, " (", formats[o].kind,
-                  ") has a ", level_kind_name(k), " outermost level; an outermost level must be dense");
-    return b.new_axis(base, axis_kind(k), chain[l - 1], formats[o].index_dtypes[l]);
+    // An outermost level is dense or a sparse root (sparse_fixed: a SparseVector, a Dcsr's rows).
+    SPINDLE_CHECK(l > 0 || k == LevelKind::sparse_fixed, UserError, "einsum '", s.text, "': operand ", o, " (",
+                  formats[o].kind, ") has a ", level_kind_name(k),
+                  " outermost level; an outermost level must be dense or a sparse root (sparse_fixed)");
+    return b.new_axis(base, axis_kind(k), l > 0 ? chain[l - 1] : ir::Axis(), formats[o].index_dtypes[l]);
   };
   if (driver >= 0) {
     auto d = static_cast<std::size_t>(driver);
