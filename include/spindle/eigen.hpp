@@ -5,6 +5,8 @@
 //                 with contiguous rows; compile-time vectors give a rank-1 view. A
 //                 column-major matrix with both dimensions > 1 throws ShapeError.
 //   to_eigen(csr), to_eigen(tensor), to_csr(sparse)  copying converters (mostly for tests)
+//   Eigen::SparseVector   a sparse vector argument (a sparse_root<> level), zero-copy;
+//                 to_eigen(sparse_vector), to_sparse_vector(v) copy
 //   arg_traits specialisations, so storage_of(x) accepts these Eigen types.
 // Views of temporaries that own their data are rejected at compile time.
 #pragma once
@@ -19,6 +21,7 @@
 
 #include "spindle/format/csr.hpp"
 #include "spindle/format/csr_view.hpp"
+#include "spindle/format/sparse_vector.hpp"
 #include "spindle/format/storage_of.hpp"
 #include "spindle/format/tensor.hpp"
 
@@ -27,8 +30,15 @@ namespace spindle {
 namespace detail {
 
 template <class D>
+struct is_sparse_vector : std::false_type {};
+template <class S, int O, class I>
+struct is_sparse_vector<Eigen::SparseVector<S, O, I>> : std::true_type {};
+
+// Compressed sparse matrices (SparseMatrix, Map, Ref); an Eigen::SparseVector is a sparse
+// vector argument instead (sparse_vector_storage below).
+template <class D>
 inline constexpr bool eigen_sparse_compressed =
-    std::is_base_of_v<Eigen::SparseCompressedBase<D>, D>;
+    std::is_base_of_v<Eigen::SparseCompressedBase<D>, D> && !is_sparse_vector<D>::value;
 
 template <class D>
 inline constexpr bool eigen_dense_direct =
@@ -138,6 +148,58 @@ Csr<S, Index> to_csr(const Eigen::SparseMatrix<S, O, I>& m) {
                        std::vector<Index>(rm.innerIndexPtr(), rm.innerIndexPtr() + nnz),
                        std::vector<S>(rm.valuePtr(), rm.valuePtr() + nnz), "Eigen::SparseMatrix");
 }
+
+// The StorageView of an Eigen::SparseVector (row or column): one sparse_root level over its
+// stored entries, zero-copy, the argument of a buffer over a spindle::sparse_root<> axis.
+// Validated on every call (indices in range and strictly ascending, as Eigen keeps them).
+template <class S, int O, class I>
+StorageView sparse_vector_storage(const Eigen::SparseVector<S, O, I>& v, bool writable) {
+  static_assert(std::is_same_v<I, std::int32_t> || std::is_same_v<I, std::int64_t>,
+                "spindle: an Eigen::SparseVector argument needs a 32- or 64-bit StorageIndex");
+  const std::int64_t n = v.size(), nnz = v.nonZeros();
+  const I* idx = v.innerIndexPtr();
+  for (std::int64_t q = 0; q < nnz; ++q) {
+    SPINDLE_CHECK(idx[q] >= 0 && idx[q] < n, FormatError, "Eigen::SparseVector of size ", n, ": index ", idx[q],
+                  " out of range at position ", q);
+    SPINDLE_CHECK(q == 0 || idx[q - 1] < idx[q], FormatError, "Eigen::SparseVector of size ", n,
+                  ": indices are not strictly ascending at position ", q);
+  }
+  StorageView s;
+  s.dtype = dtype_v<S>;
+  s.data = const_cast<S*>(v.valuePtr());
+  s.value_count = nnz;
+  s.writable = writable;
+  LevelView l;
+  l.kind = LevelKind::sparse_fixed;
+  l.length = n;
+  l.nnz_per_row = nnz;
+  l.indices = idx;
+  l.index_dtype = dtype_v<I>;
+  s.levels = {l};
+  s.kind = "Eigen::SparseVector";
+  return s;
+}
+
+// Copies between SparseVector and Eigen::SparseVector (column vectors).
+template <class T, class Index>
+Eigen::SparseVector<T, Eigen::ColMajor, Index> to_eigen(const SparseVector<T, Index>& x) {
+  Eigen::SparseVector<T, Eigen::ColMajor, Index> v(static_cast<Index>(x.length()));
+  v.reserve(static_cast<Index>(x.nnz()));
+  for (std::int64_t q = 0; q < x.nnz(); ++q) v.insertBack(x.indices()[q]) = x.values()[q];
+  return v;
+}
+template <class S, int O, class I>
+SparseVector<S, I> to_sparse_vector(const Eigen::SparseVector<S, O, I>& v) {
+  const auto nnz = static_cast<std::size_t>(v.nonZeros());
+  return SparseVector<S, I>(v.size(), std::vector<I>(v.innerIndexPtr(), v.innerIndexPtr() + nnz),
+                            std::vector<S>(v.valuePtr(), v.valuePtr() + nnz), "Eigen::SparseVector");
+}
+
+template <class S, int O, class I>
+struct arg_traits<Eigen::SparseVector<S, O, I>> {
+  static StorageView storage(Eigen::SparseVector<S, O, I>& x) { return sparse_vector_storage(x, true); }
+  static StorageView storage(const Eigen::SparseVector<S, O, I>& x) { return sparse_vector_storage(x, false); }
+};
 
 // storage_of() support for Eigen arguments (sparse: validated on every call; make a
 // view once and pass it instead to validate only once).

@@ -95,6 +95,33 @@ TEMPLATE_TEST_CASE("spmv with Eigen arguments matches Eigen's product", "[correc
                  std::span<const T>(y.data(), static_cast<std::size_t>(y.size())), "spmv eigen");
 }
 
+namespace {
+struct SvCols : sp::sparse_root<> {};
+struct SvRows : sp::dense_fixed {};
+struct SvJ : sp::sparse_variable<SvRows>, sp::coordinates_of<SvCols> {};
+}  // namespace
+
+TEMPLATE_TEST_CASE("SpMV with a sparse x given as an Eigen::SparseVector matches Eigen's product",
+                   "[correctness][spmv][eigen][sparse_vector]", float, double) {
+  using T = TestType;
+  const Shape s = GENERATE(from_range(matrix_shapes()));
+  INFO(s << " " << dtype_label<T>());
+  const auto a = random_csr<T>(s, 23);
+  const EigenCsr<T> ea = sp::to_eigen(a);
+  Eigen::SparseVector<T> x(s.cols);
+  for (std::int64_t c = 0; c < s.cols; c += 3) x.insert(c) = T(1) + T(c % 7);
+  Vec<T> y = Vec<T>::Constant(s.rows, poison<T>());
+  auto k = sp::kernel("spmv_eigen_sparse_x", [](sp::in<T, SvRows, SvJ> a, sp::in<T, SvCols> x, sp::out<T, SvRows> y,
+                                                sp::iter<SvRows> i, sp::iter<SvJ> j) { y(i) += a(i, j) * x(j); });
+  k(ea, x, y);
+  const Eigen::VectorXd expected = ea.template cast<double>() * Eigen::VectorXd(x.template cast<double>());
+  for (std::int64_t r = 0; r < s.rows; ++r) {
+    double mag = 0;
+    for (auto q = a.indptr()[r]; q < a.indptr()[r + 1]; ++q) mag += std::abs(double(a.values()[q])) * 7;
+    REQUIRE(std::abs(double(y(r)) - expected(r)) <= 1e-5 * (1 + mag));
+  }
+}
+
 TEMPLATE_TEST_CASE("spmm matches a CSR loop for every shape and feature size", "[correctness][spmm]",
                    float, double) {
   using T = TestType;

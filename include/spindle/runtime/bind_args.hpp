@@ -223,7 +223,8 @@ class ArgBinder {
     SPINDLE_CHECK(v.on_device == device_, UserError, "kernel '", kernel_, "': ", arg_name(fb), " (", v.description(),
                   ") is in ", v.on_device ? "GPU" : "host", " memory but this call runs on the ", device_ ? "GPU" : "CPU",
                   "; hint: pass every argument ",
-                  device_ ? "as a DeviceTensor/DeviceCsr (spindle::cuda::to_device)" : "in host memory (to_host())");
+                  device_ ? "in device memory (DeviceTensor<T>::from_host, DeviceCsr<T>::from_host)"
+                          : "in host memory (to_host())");
     SPINDLE_CHECK(v.dtype == b.dtype, DTypeError, "kernel '", kernel_, "': ", arg_name(fb), " holds ",
                   dtype_name(v.dtype), " values but the buffer is declared ", dtype_name(b.dtype));
     SPINDLE_CHECK(v.levels.size() == b.axes.size(), ShapeError, "kernel '", kernel_, "': ", arg_name(fb), " (",

@@ -143,3 +143,29 @@ TEST_CASE("Eigen converters round trip", "[format][eigen]") {
   CHECK(et(2, 4) == t(2, 4));
   CHECK_THROWS_AS(to_eigen(Tensor<float>::zeros({2, 2, 2})), ShapeError);
 }
+
+TEST_CASE("Eigen::SparseVector is a zero-copy sparse vector argument; converters round trip", "[format][eigen]") {
+  Eigen::SparseVector<float> v(10);
+  v.insert(7) = 2.0f;
+  v.insert(1) = -3.0f;  // Eigen keeps the indices sorted
+  v.insert(4) = 5.0f;
+  const StorageView s = storage_of(v);
+  REQUIRE(s.levels.size() == 1);
+  CHECK(s.levels[0].kind == LevelKind::sparse_fixed);
+  CHECK(s.levels[0].length == 10);
+  CHECK(s.levels[0].nnz_per_row == 3);
+  CHECK(s.data == v.valuePtr());  // zero-copy
+  CHECK(s.writable);
+  const auto& cv = v;
+  CHECK_FALSE(storage_of(cv).writable);
+  const SparseVector<float> x = to_sparse_vector(v);
+  CHECK(std::vector<std::int32_t>(x.indices().begin(), x.indices().end()) == std::vector<std::int32_t>{1, 4, 7});
+  CHECK(x.at(4) == 5.0f);
+  const auto back = to_eigen(x);
+  CHECK(back.nonZeros() == 3);
+  CHECK(back.coeff(7) == 2.0f);
+  CHECK(back.coeff(0) == 0.0f);
+  Eigen::SparseVector<double, Eigen::RowMajor, std::int64_t> row(5);
+  row.insert(2) = 1.0;
+  CHECK(storage_of(row).levels[0].index_dtype == DType::i64);
+}
