@@ -111,7 +111,7 @@ TEMPLATE_TEST_CASE("DCSR SpMV and SpMM match the CSR loop, on hypersparse, empty
   check_dcsr<T>(random_csr<T>(Shape{"hypersparse", 20011, 3001, 5, 0.97}, 62), 16, "hypersparse");
 }
 
-TEST_CASE("DCSR on real graphs, against the interpreter and the CUDA build; structure errors",
+TEST_CASE("DCSR on real graphs, against the interpreter and the CUDA build, structure errors",
           "[correctness][formats][dcsr][interpreter][cuda]") {
   for (const char* file : {"gnn/cora.mtx.gz", "matrices/bcsstk25.mtx.gz"}) {
     auto a = load_graph<float>(file);

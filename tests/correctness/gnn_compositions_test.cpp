@@ -597,7 +597,7 @@ TEST_CASE("gnn kernels: forward and backward primitives agree with the reference
   }
 }
 
-TEST_CASE("gnn layers: RGCNConv sums per-relation compositions; forward and backward match the reference",
+TEST_CASE("gnn layers: RGCNConv sums per-relation compositions, forward and backward match the reference",
           "[gnn][backward]") {
   const std::int64_t n = 90;
   for (auto [kin, kout] : {std::pair<std::int64_t, std::int64_t>{7, 3}, {3, 7}}) {

@@ -312,7 +312,7 @@ namespace {
 struct N : sp::dense_fixed {};  // rows of a feature table gathered by index
 }  // namespace
 
-TEST_CASE("indices loaded from another buffer and affine indices; out-of-range reads give 0",
+TEST_CASE("indices loaded from another buffer and affine indices, out-of-range reads give 0",
           "[correctness][inline][indirect]") {
   // y(i, k) = x(idx(i), k) + x(i + 1, k): the first index comes from a buffer (an edge list,
   // a permutation), the second is affine; coordinates outside [0, extent) read the default 0.

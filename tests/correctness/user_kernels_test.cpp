@@ -355,7 +355,7 @@ TEST_CASE("literals: C++ constants next to Values convert as static_cast does, 6
                   sp::UserError);
 }
 
-TEST_CASE("a Value is evaluated where it is used; a local keeps a value", "[correctness][user][values]") {
+TEST_CASE("a Value is evaluated where it is used, a local keeps a value", "[correctness][user][values]") {
   auto k = sp::kernel("value_vs_local", [](sp::in<float, I> a, sp::out<float, I> y, sp::out<float, I> z, sp::iter<I> i) {
     sp::local<float> t(a(i));
     sp::Value<float> expr = t;  // an expression: reads t where it is used
@@ -608,7 +608,7 @@ struct Lane : sp::dense_fixed_n<8> {};
 struct Xs : sp::dense_fixed {};
 }  // namespace
 
-TEST_CASE("a sliced-ELL SpMV written with gathered reads matches the CSR loop; padding reads outside x read 0",
+TEST_CASE("a sliced-ELL SpMV written with gathered reads matches the CSR loop, padding reads outside x read 0",
           "[correctness][user][gather]") {
   // SELL-8 as a user writes it: slice s holds rows 8s..8s+7 as lanes, each slice as wide as
   // its longest row; slot (s, w, l) sits at (ptr[s] + w) * 8 + l. Padding slots name a column
@@ -738,7 +738,7 @@ TEST_CASE("loop order: SpMM, SDDMM, A^T B and X^T dC written in every order matc
   }
 }
 
-TEST_CASE("loop order: a body that reads what it reduces into keeps its reduction order; an outer local keeps "
+TEST_CASE("loop order: a body that reads what it reduces into keeps its reduction order, an outer local keeps "
           "the whole order",
           "[correctness][user][loop_order]") {
   struct L : sp::dense_fixed {};

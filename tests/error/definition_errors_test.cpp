@@ -111,7 +111,7 @@ TEST_CASE("§1.4 a write outside a sparse output's pattern is rejected at defini
                        sp::UserError, "sparsity pattern");
 }
 
-TEST_CASE("§1.8 a computed index on a written buffer is accepted only where its bounds can be proved; other "
+TEST_CASE("§1.8 a computed index on a written buffer is accepted only where its bounds can be proved, other "
           "indices are a UserError, not an InternalError",
           "[error][definition][rules][computed]") {
   // Accepted (docs/language.md §4.1): the lower bound is proved here, the upper at call time.

@@ -204,7 +204,7 @@ TEST_CASE("SPINDLE_CUDA_DEVICE that is not an ordinal is a UserError", "[error][
   SPINDLE_EXPECT_ERROR(sp::cuda::CudaOptions::from_env(), sp::UserError, "SPINDLE_CUDA_DEVICE='-1'");
 }
 
-TEST_CASE("SPINDLE_CUDA_SDDMM is 'nonzeros' or 'rows'; anything else is a UserError", "[error][env]") {
+TEST_CASE("SPINDLE_CUDA_SDDMM is 'nonzeros' or 'rows', anything else is a UserError", "[error][env]") {
   {
     EnvGuard env{{"SPINDLE_CUDA_SDDMM", "warps"}};
     SPINDLE_EXPECT_ERROR(sp::cuda::CudaOptions::from_env(), sp::UserError, "SPINDLE_CUDA_SDDMM='warps'");
@@ -217,7 +217,7 @@ TEST_CASE("SPINDLE_CUDA_SDDMM is 'nonzeros' or 'rows'; anything else is a UserEr
   CHECK_FALSE(sp::cuda::CudaOptions::from_env().sddmm_by_rows);
 }
 
-TEST_CASE("SPINDLE_CUDA_SPMM is 'rows' or 'nonzeros'; anything else is a UserError", "[error][env]") {
+TEST_CASE("SPINDLE_CUDA_SPMM is 'rows' or 'nonzeros', anything else is a UserError", "[error][env]") {
   {
     EnvGuard env{{"SPINDLE_CUDA_SPMM", "merge"}};
     SPINDLE_EXPECT_ERROR(sp::cuda::CudaOptions::from_env(), sp::UserError, "SPINDLE_CUDA_SPMM='merge'");

@@ -67,7 +67,7 @@ TEST_CASE("order_iterations: SDDMM puts the feature loop innermost", "[autosched
   CHECK(iterations(ordered(ikj)) == "sddmm([I, J, K], \"SSR\")\n");
 }
 
-TEST_CASE("order_iterations: dense GEMM runs i, k, n; the dot-product form stays", "[autosched][order_iterations]") {
+TEST_CASE("order_iterations: dense GEMM runs i, k, n, the dot-product form stays", "[autosched][order_iterations]") {
   auto ink = sp::define_kernel("gemm", [](sp::in<float, I, K> a, sp::in<float, K, N> b, sp::out<float, I, N> c,
                                           sp::iter<I> i, sp::iter<N> n, sp::iter<K> k) { c(i, n) += a(i, k) * b(k, n); });
   CHECK(iterations(ordered(ink)) == "gemm([I, K, N], \"SRS\")\n");

@@ -150,7 +150,7 @@ TEST_CASE("nvrtc: a compile error quotes the bad line, the log and the options",
   }
 }
 
-TEST_CASE("nvrtc: identity names the version, library, target and options; artifacts are deterministic",
+TEST_CASE("nvrtc: identity names the version, library, target and options, artifacts are deterministic",
           "[cuda]") {
   if (!spindle::cuda::test::nvrtc_ready()) return;
   NvrtcEngine a(CudaOptions::from_env(), 80), b(CudaOptions::from_env(), 90);

@@ -83,7 +83,7 @@ TEST_CASE("Csf validation", "[format]") {
                        Contains("entry 0 has coordinate 5 on axis 2, out of range [0, 5)"));
 }
 
-TEST_CASE("Csf of order 2 matches Csr; order 4 round-trips", "[format]") {
+TEST_CASE("Csf of order 2 matches Csr, order 4 round-trips", "[format]") {
   auto csr = Csr<double>::random(30, 20, 4.0, 8);
   std::vector<std::int64_t> coords;
   std::vector<double> vals;

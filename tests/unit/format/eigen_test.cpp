@@ -144,7 +144,7 @@ TEST_CASE("Eigen converters round trip", "[format][eigen]") {
   CHECK_THROWS_AS(to_eigen(Tensor<float>::zeros({2, 2, 2})), ShapeError);
 }
 
-TEST_CASE("Eigen::SparseVector is a zero-copy sparse vector argument; converters round trip", "[format][eigen]") {
+TEST_CASE("Eigen::SparseVector is a zero-copy sparse vector argument, converters round trip", "[format][eigen]") {
   Eigen::SparseVector<float> v(10);
   v.insert(7) = 2.0f;
   v.insert(1) = -3.0f;  // Eigen keeps the indices sorted

@@ -70,7 +70,7 @@ TEST_CASE("frontend: init only for the first reduction into an out buffer", "[fr
   CHECK(sp::ir::to_string(g).find("init:") == std::string::npos);
 }
 
-TEST_CASE("frontend: parameters are named a, b, c...; iterators avoid those names", "[frontend]") {
+TEST_CASE("frontend: parameters are named a, b, c..., iterators avoid those names", "[frontend]") {
   auto f = sp::define_kernel("names", [](sp::in<float, Bt, K> a, sp::param<float> s, sp::out<float, Bt, K> o,
                                          sp::iter<Bt> b, sp::iter<K> k) { o(b, k) = a(b, k) * s; });
   auto text = sp::ir::to_string(f);

@@ -117,7 +117,7 @@ TEST_CASE("gnn association trees: primitive rules", "[gnn]") {
   }
 }
 
-TEST_CASE("gnn compositions: common sub-expressions are computed once; available values cost nothing", "[gnn]") {
+TEST_CASE("gnn compositions: common sub-expressions are computed once, available values cost nothing", "[gnn]") {
   SECTION("SGC: the second D·A·D reuses the first") {
     auto all = gnn::enumerate_compositions(gnn::layers::sgc(2).expr);
     const auto& c = by_text(all, "([D·A·D]·([D·A·D]·(H·W)))");

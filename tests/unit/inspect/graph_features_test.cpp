@@ -66,7 +66,7 @@ TEST_CASE("graph_features: exact values on a hand-made matrix", "[inspect]") {
   CHECK_THAT(f.describe(), Catch::Contains("gini 0.417") && Catch::Contains("unweighted"));
 }
 
-TEST_CASE("graph_features: no NaN on empty shapes; the Gini coefficient matches its definition", "[inspect]") {
+TEST_CASE("graph_features: no NaN on empty shapes, the Gini coefficient matches its definition", "[inspect]") {
   for (auto [rows, cols, avg] : {std::tuple{0, 0, 0.0}, {0, 13, 0.0}, {9, 0, 0.0}, {1, 1, 1.0}, {130, 130, 6.0},
                                  {7, 130, 40.0}, {257, 190, 9.0}, {50, 50, 0.0}}) {
     INFO(rows << "x" << cols);

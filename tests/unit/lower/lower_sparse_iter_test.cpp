@@ -106,7 +106,7 @@ TEST_CASE("lower_sparse_iter: CSF child of a sparse axis indexes indptr by the p
 )");
 }
 
-TEST_CASE("lower_sparse_iter: nested iteration sees the outer iterator; inout has no init",
+TEST_CASE("lower_sparse_iter: nested iteration sees the outer iterator, inout has no init",
           "[lower][lower_sparse_iter]") {
   auto f = sp::define_kernel("nested", [](sp::in<float, I, J> a, sp::inout<float, I> y, sp::iter<I> i) {
     sp::for_each<J>([&](sp::iter<J> j) { y(i) += a(i, j); });

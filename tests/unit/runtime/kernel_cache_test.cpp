@@ -111,7 +111,7 @@ void poke64(std::vector<char>& bytes, std::size_t offset, std::uint64_t v) { std
 
 }  // namespace
 
-TEST_CASE("Hasher: an empty view with a null pointer hashes like any empty string; boundaries count",
+TEST_CASE("Hasher: an empty view with a null pointer hashes like any empty string, boundaries count",
           "[runtime]") {
   // A null empty view (an empty std::vector's data()) must not reach memcpy (UBSan: null
   // pointer argument), and must hash like "".
@@ -590,7 +590,7 @@ TEST_CASE("cache security: a directory owned by someone else is refused", "[runt
   CHECK(cache.stats().disk_write_failures == 0);
 }
 
-TEST_CASE("cache security: a missing directory is created private; a private one is used", "[runtime][cache]") {
+TEST_CASE("cache security: a missing directory is created private, a private one is used", "[runtime][cache]") {
   ScratchDir dir;
   auto engine = make_system_engine(Options{});
   std::string cache_dir = dir / "new";

@@ -45,7 +45,7 @@ TEST_CASE("cache_write: SpMM sums an output element in a register, folding the i
   CHECK(body(s).find("          d[J_indptr[i] + j] = d_local\n") != std::string::npos);
 }
 
-TEST_CASE("cache_write: a constant tile becomes a local array; guards cover its load and write-back",
+TEST_CASE("cache_write: a constant tile becomes a local array, guards cover its load and write-back",
           "[schedule][cache_write]") {
   // Inout output (no init): the local starts from the stored values.
   auto f = sch::cache_write(sch::reorder(sch::split(spmm_acc(), "k", 4), {"k_o", "j"}), "k_o", "c");

@@ -22,7 +22,7 @@ TEST_CASE("accumulate_locally: SpMV sums a row in a local, folding the init", "[
 )");
 }
 
-TEST_CASE("accumulate_locally: inout starts from the stored value; targets varying in the loop stay", "[schedule]") {
+TEST_CASE("accumulate_locally: inout starts from the stored value, targets varying in the loop stay", "[schedule]") {
   auto f = sp::define_kernel("acc", [](sp::in<float, I, J> a, sp::inout<float, I> y, sp::iter<I> i, sp::iter<J> j) {
     y(i) += a(i, j);
   });
@@ -226,7 +226,7 @@ TEST_CASE("register_tile: two-dimensional tiles share each load of W between six
   CHECK_THAT(sp::ir::to_string(sp::schedule::register_tile(sched_test::spmm().body, 256)), !Catch::Contains("i_rows"));
 }
 
-TEST_CASE("partition_indirect_writes: a scatter runs one block per thread with ownership tests; other writes keep "
+TEST_CASE("partition_indirect_writes: a scatter runs one block per thread with ownership tests, other writes keep "
           "the nest serial",
           "[schedule][autosched]") {
   auto f = sp::define_kernel("scatter", [](sp::in<float, I, K> x, sp::in<std::int32_t, I> dst, sp::out<float, Bt, K> y,
