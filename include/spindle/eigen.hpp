@@ -15,6 +15,8 @@
 #include <Eigen/SparseCore>
 
 #include <cstdint>
+#include <span>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -156,27 +158,11 @@ template <class S, int O, class I>
 StorageView sparse_vector_storage(const Eigen::SparseVector<S, O, I>& v, bool writable) {
   static_assert(std::is_same_v<I, std::int32_t> || std::is_same_v<I, std::int64_t>,
                 "spindle: an Eigen::SparseVector argument needs a 32- or 64-bit StorageIndex");
-  const std::int64_t n = v.size(), nnz = v.nonZeros();
-  const I* idx = v.innerIndexPtr();
-  for (std::int64_t q = 0; q < nnz; ++q) {
-    SPINDLE_CHECK(idx[q] >= 0 && idx[q] < n, FormatError, "Eigen::SparseVector of size ", n, ": index ", idx[q],
-                  " out of range at position ", q);
-    SPINDLE_CHECK(q == 0 || idx[q - 1] < idx[q], FormatError, "Eigen::SparseVector of size ", n,
-                  ": indices are not strictly ascending at position ", q);
-  }
-  StorageView s;
-  s.dtype = dtype_v<S>;
-  s.data = const_cast<S*>(v.valuePtr());
-  s.value_count = nnz;
-  s.writable = writable;
-  LevelView l;
-  l.kind = LevelKind::sparse_fixed;
-  l.length = n;
-  l.nnz_per_row = nnz;
-  l.indices = idx;
-  l.index_dtype = dtype_v<I>;
-  s.levels = {l};
-  s.kind = "Eigen::SparseVector";
+  const std::int64_t n = v.size();
+  const std::span<const I> idx(v.innerIndexPtr(), static_cast<std::size_t>(v.nonZeros()));
+  detail::validate_sparse_vector<I>("Eigen::SparseVector of size " + std::to_string(n), n, idx, idx.size());
+  StorageView s = detail::values_storage(v.valuePtr(), idx.size(), "Eigen::SparseVector", {}, writable);
+  s.levels = {detail::sparse_root_level<I>(n, idx)};
   return s;
 }
 

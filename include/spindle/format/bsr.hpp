@@ -214,11 +214,7 @@ class Bsr {
 
   template <class U>
   StorageView make_storage(U* data) const {
-    StorageView s;
-    s.dtype = dtype_v<T>;
-    s.data = const_cast<T*>(data);
-    s.value_count = static_cast<std::int64_t>(values_.size());
-    s.writable = !std::is_const_v<U>;
+    StorageView s = detail::values_storage(data, values_.size(), "Bsr", name_);
     LevelView outer;
     outer.kind = LevelKind::dense_fixed;
     outer.length = mb_;
@@ -237,8 +233,6 @@ class Bsr {
     inner_cols.kind = LevelKind::dense_fixed;
     inner_cols.length = bc_;
     s.levels = {outer, blocks, inner_rows, inner_cols};
-    s.kind = "Bsr";
-    s.name = name_;
     return s;
   }
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "spindle/format/csr.hpp"
+#include "spindle/format/sparse_vector.hpp"
 #include "spindle/format/storage.hpp"
 #include "spindle/format/validate.hpp"
 
@@ -49,14 +50,9 @@ class Dcsr {
     const std::string what = detail::structure_name("Dcsr", name_);
     detail::check_extent<Index>(what, "row", rows_, " count");
     detail::check_extent<Index>(what, "column", cols_, " count");
-    for (std::size_t q = 0; q < row_ids_.size(); ++q) {
-      const std::int64_t r = row_ids_[q];
-      SPINDLE_CHECK(r >= 0 && r < rows_, FormatError, what, ": row id ", r, " out of range [0, ", rows_,
-                    ") at stored row ", q);
-      SPINDLE_CHECK(q == 0 || row_ids_[q - 1] < row_ids_[q], FormatError, what,
-                    ": row ids are not strictly ascending at stored row ", q, " (row_ids[", q - 1, "]=",
-                    row_ids_[q - 1], " >= row_ids[", q, "]=", r, ")");
-    }
+    detail::check_sparse_coordinates<Index>(
+        what, rows_, row_ids_,
+        {.coordinate = "row id", .coordinates = "row ids", .array = "row_ids", .position = "stored row"});
     SPINDLE_CHECK(values_.size() == indices_.size(), FormatError, what, ": values has ", values_.size(),
                   " entries but indices has ", indices_.size());
     sorted_ = validate_compressed<Index>(what, static_cast<std::int64_t>(row_ids_.size()), cols_,
@@ -114,18 +110,8 @@ class Dcsr {
  private:
   template <class U>
   StorageView make_storage(U* data) const {
-    StorageView s;
-    s.dtype = dtype_v<T>;
-    s.data = const_cast<T*>(data);
-    s.value_count = static_cast<std::int64_t>(values_.size());
-    s.writable = !std::is_const_v<U>;
-    LevelView rows;
-    rows.kind = LevelKind::sparse_fixed;
-    rows.length = rows_;
-    rows.nnz_per_row = static_cast<std::int64_t>(row_ids_.size());
-    rows.indices = row_ids_.data();
-    rows.index_dtype = dtype_v<Index>;
-    rows.sorted = true;
+    StorageView s = detail::values_storage(data, values_.size(), "Dcsr", name_);
+    const LevelView rows = detail::sparse_root_level<Index>(rows_, row_ids_);
     LevelView cols;
     cols.kind = LevelKind::sparse_variable;
     cols.length = cols_;
@@ -135,8 +121,6 @@ class Dcsr {
     cols.index_dtype = dtype_v<Index>;
     cols.sorted = sorted_;
     s.levels = {rows, cols};
-    s.kind = "Dcsr";
-    s.name = name_;
     return s;
   }
 

@@ -200,11 +200,7 @@ class Ell {
 
   template <class U>
   StorageView make_storage(U* data) const {
-    StorageView s;
-    s.dtype = dtype_v<T>;
-    s.data = const_cast<T*>(data);
-    s.value_count = static_cast<std::int64_t>(values_.size());
-    s.writable = !std::is_const_v<U>;
+    StorageView s = detail::values_storage(data, values_.size(), "Ell", name_);
     LevelView outer;
     outer.kind = LevelKind::dense_fixed;
     outer.length = rows_;
@@ -216,8 +212,6 @@ class Ell {
     slots.index_dtype = dtype_v<Index>;
     slots.sorted = sorted_;
     s.levels = {outer, slots};
-    s.kind = "Ell";
-    s.name = name_;
     return s;
   }
 

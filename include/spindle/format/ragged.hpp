@@ -143,11 +143,7 @@ class Ragged {
 
   template <class U>
   StorageView make_storage(U* data) const {
-    StorageView s;
-    s.dtype = dtype_v<T>;
-    s.data = const_cast<T*>(data);
-    s.value_count = static_cast<std::int64_t>(values_.size());
-    s.writable = !std::is_const_v<U>;
+    StorageView s = detail::values_storage(data, values_.size(), "Ragged", name_);
     LevelView outer;
     outer.kind = LevelKind::dense_fixed;
     outer.length = batch();
@@ -164,8 +160,6 @@ class Ragged {
       l.length = d;
       s.levels.push_back(l);
     }
-    s.kind = "Ragged";
-    s.name = name_;
     return s;
   }
 

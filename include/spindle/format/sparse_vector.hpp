@@ -26,6 +26,66 @@
 
 namespace spindle {
 
+namespace detail {
+
+// What the messages of check_sparse_coordinates call things. SparseVector: "index 5 out of
+// range [0, 5) at position 1", "indices are not strictly ascending at position 2 (indices[1]=3
+// >= indices[2]=2)"; Dcsr's row ids: "row id 5 ... at stored row 0", "row ids ... (row_ids[0]=1 ...)".
+struct CoordinateNames {
+  const char* coordinate = "index";     // one coordinate
+  const char* coordinates = "indices";  // all of them
+  const char* array = "indices";        // the array, as subscripted in the message
+  const char* position = "position";    // what a position in the array is
+  const char* hint = "";                // appended to the not-ascending message
+};
+
+// The coordinates of a sparse root level (one fiber): each in [0, length) and strictly
+// ascending. FormatError naming `what`, the coordinate and its position.
+template <class Index>
+void check_sparse_coordinates(const std::string& what, std::int64_t length, std::span<const Index> indices,
+                              const CoordinateNames& names = {}) {
+  for (std::size_t q = 0; q < indices.size(); ++q) {
+    const std::int64_t c = indices[q];
+    SPINDLE_CHECK(c >= 0 && c < length, FormatError, what, ": ", names.coordinate, " ", c, " out of range [0, ",
+                  length, ") at ", names.position, " ", q);
+    SPINDLE_CHECK(q == 0 || indices[q - 1] < indices[q], FormatError, what, ": ", names.coordinates,
+                  " are not strictly ascending at ", names.position, " ", q, " (", names.array, "[", q - 1, "]=",
+                  indices[q - 1], " >= ", names.array, "[", q, "]=", c, ")", names.hint);
+  }
+}
+
+// A sparse vector of `length` with stored coordinates `indices` and `value_count` values:
+// extents that fit Index, as many values as indices, coordinates in range and strictly
+// ascending (`hint` is appended to the not-ascending message). SparseVector and
+// Eigen::SparseVector arguments.
+template <class Index>
+void validate_sparse_vector(const std::string& what, std::int64_t length, std::span<const Index> indices,
+                            std::size_t value_count, const char* hint = "") {
+  check_extent<Index>(what, "length", length);
+  check_extent<Index>(what, "nnz", static_cast<std::int64_t>(indices.size()));
+  SPINDLE_CHECK(value_count == indices.size(), FormatError, what, ": values has ", value_count,
+                " entries but indices has ", indices.size());
+  CoordinateNames names;
+  names.hint = hint;
+  check_sparse_coordinates<Index>(what, length, indices, names);
+}
+
+// The sparse_root level over `indices` (strictly ascending coordinates in [0, length)): one
+// fiber, sparse_fixed with no parent (nnz_per_row = the number of indices).
+template <class Index>
+LevelView sparse_root_level(std::int64_t length, std::span<const Index> indices) {
+  LevelView l;
+  l.kind = LevelKind::sparse_fixed;
+  l.length = length;
+  l.nnz_per_row = static_cast<std::int64_t>(indices.size());
+  l.indices = indices.data();
+  l.index_dtype = dtype_v<Index>;
+  l.sorted = true;
+  return l;
+}
+
+}  // namespace detail
+
 template <class T, class Index = std::int32_t>
 class SparseVector {
  public:
@@ -38,20 +98,9 @@ class SparseVector {
       : length_(length), indices_(std::move(indices)), values_(std::move(values)), name_(std::move(name)) {
     detail::static_check_value<T>();
     detail::static_check_index<Index>();
-    const std::string what = detail::structure_name("SparseVector", name_);
-    detail::check_extent<Index>(what, "length", length_);
-    detail::check_extent<Index>(what, "nnz", static_cast<std::int64_t>(indices_.size()));
-    SPINDLE_CHECK(values_.size() == indices_.size(), FormatError, what, ": values has ", values_.size(),
-                  " entries but indices has ", indices_.size());
-    for (std::size_t q = 0; q < indices_.size(); ++q) {
-      const std::int64_t c = indices_[q];
-      SPINDLE_CHECK(c >= 0 && c < length_, FormatError, what, ": index ", c, " out of range [0, ", length_,
-                    ") at position ", q);
-      SPINDLE_CHECK(q == 0 || indices_[q - 1] < indices_[q], FormatError, what,
-                    ": indices are not strictly ascending at position ", q, " (indices[", q - 1, "]=",
-                    indices_[q - 1], " >= indices[", q, "]=", c,
-                    "); hint: build it with SparseVector::from_entries(), which sorts and sums duplicates");
-    }
+    detail::validate_sparse_vector<Index>(
+        detail::structure_name("SparseVector", name_), length_, indices_, values_.size(),
+        "; hint: build it with SparseVector::from_entries(), which sorts and sums duplicates");
   }
 
   // From (coordinate, value) pairs in any order; a coordinate given twice holds the sum.
@@ -111,21 +160,8 @@ class SparseVector {
  private:
   template <class U>
   StorageView make_storage(U* data) const {
-    StorageView s;
-    s.dtype = dtype_v<T>;
-    s.data = const_cast<T*>(data);
-    s.value_count = static_cast<std::int64_t>(values_.size());
-    s.writable = !std::is_const_v<U>;
-    LevelView l;
-    l.kind = LevelKind::sparse_fixed;
-    l.length = length_;
-    l.nnz_per_row = static_cast<std::int64_t>(indices_.size());
-    l.indices = indices_.data();
-    l.index_dtype = dtype_v<Index>;
-    l.sorted = true;
-    s.levels = {l};
-    s.kind = "SparseVector";
-    s.name = name_;
+    StorageView s = detail::values_storage(data, values_.size(), "SparseVector", name_);
+    s.levels = {detail::sparse_root_level<Index>(length_, indices_)};
     return s;
   }
 

@@ -12,8 +12,10 @@
 // Values are stored in position order; trailing dense_fixed levels are row-major.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "spindle/ir/dtype.hpp"
 #include "spindle/support/inline_vector.hpp"
@@ -94,5 +96,24 @@ struct StorageView {
     return s;
   }
 };
+
+namespace detail {
+
+// The values entry of a container's StorageView: `count` elements at `data` (T may be const;
+// a view of const data is read-only), the container kind and name. The caller adds the levels.
+template <class T>
+StorageView values_storage(T* data, std::size_t count, const char* kind, const std::string& name,
+                           bool writable = !std::is_const_v<T>) {
+  StorageView s;
+  s.dtype = dtype_v<T>;
+  s.data = const_cast<std::remove_const_t<T>*>(data);
+  s.value_count = static_cast<std::int64_t>(count);
+  s.writable = writable;
+  s.kind = kind;
+  s.name = name;
+  return s;
+}
+
+}  // namespace detail
 
 }  // namespace spindle
