@@ -1,6 +1,7 @@
 // The default CPU schedule, applied when the user gives none (stage III):
 //  0. register_tile: reductions over a dense spatial inner loop (SpMM's feature loop) keep
-//     tiles of the output row in registers across the reduction;
+//     tiles of the output row in registers across the reduction (inside the ownership tests
+//     of step 2 when they fit there: see the comment in schedule_cpu_default);
 //  1. accumulate_locally: reductions whose target is invariant in a loop sum in a local;
 //  2. the outermost loop of every iteration nest runs in parallel on the runtime pool when
 //     it is spatial (rows of SpMM/SpMV/SDDMM/softmax); a nest that is a reduction only
@@ -56,9 +57,20 @@ struct InnermostLoops : ir::IRVisitor {
 inline ir::Function schedule_cpu_default(const ir::Function& f, const lower::LowerContext& ctx) {
   SPINDLE_INTERNAL_CHECK(f.stage == ir::Stage::flat, "schedule_cpu_default", "expects stage III");
   ir::Function out = f;
-  out.body = schedule::register_tile(f.body, ctx.vector_bits);
-  out.body = schedule::accumulate_locally(out.body);
-  out = schedule::partition_indirect_writes(out);
+  // Ownership first, when the tiles stay inside the ownership tests: register_tile and
+  // accumulate_locally read the output and store it back, which the partition allows only to
+  // the element's owner — run before it, they leave such a nest serial (hyb parts, BSR with
+  // computed indices); run after it, they may move the read and the store-back out of a test
+  // that cannot leave its loop. ownership_kept decides; otherwise the tiles come first.
+  ir::Function partitioned = schedule::partition_indirect_writes(out);
+  partitioned.body = schedule::accumulate_locally(schedule::register_tile(partitioned.body, ctx.vector_bits));
+  if (schedule::ownership_kept(partitioned)) {
+    out = std::move(partitioned);
+  } else {
+    out.body = schedule::register_tile(f.body, ctx.vector_bits);
+    out.body = schedule::accumulate_locally(out.body);
+    out = schedule::partition_indirect_writes(out);
+  }
 
   std::map<std::string, ir::AxisKind> axis_kind;
   for (auto& a : f.axes) axis_kind[a->name] = a->kind;

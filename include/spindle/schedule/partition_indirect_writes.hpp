@@ -97,6 +97,16 @@ inline std::map<const ir::BufferNode*, std::size_t> owner_slots(const ir::Stmt& 
   return slots;
 }
 
+// `block * extent / threads <= index < (block + 1) * extent / threads`: whether `block` owns
+// the element at `index` of a slot of that extent.
+inline ir::Expr owner_test(const ir::Var& block, const ir::Var& threads, const ir::Expr& extent,
+                           const ir::Expr& index) {
+  ir::Expr v = ir::cast(DType::i64, index);
+  ir::Expr lo = ir::Expr(block) * extent / ir::Expr(threads);
+  ir::Expr hi = (ir::Expr(block) + ir::int_imm(1)) * extent / ir::Expr(threads);
+  return lo <= v && v < hi;
+}
+
 class OwnerGuards : public ir::IRMutator {
  public:
   OwnerGuards(ir::Var block, ir::Var threads, std::map<const ir::BufferNode*, std::size_t> slots)
@@ -112,11 +122,7 @@ class OwnerGuards : public ir::IRMutator {
     if (inside.count(n->buffer.get())) return self;
     if (auto it = slots_.find(n->buffer.get()); it != slots_.end()) {
       const std::size_t q = it->second;
-      ir::Expr v = ir::cast(DType::i64, n->indices[q]);
-      ir::Expr extent = n->buffer->shape[q];
-      ir::Expr lo = ir::Expr(block_) * extent / ir::Expr(threads_);
-      ir::Expr hi = (ir::Expr(block_) + ir::int_imm(1)) * extent / ir::Expr(threads_);
-      ir::Expr cond = lo <= v && v < hi;
+      ir::Expr cond = owner_test(block_, threads_, n->buffer->shape[q], n->indices[q]);
       guards_.insert(cond.get());
       return ir::if_then_else(cond, self, ir::Stmt(), n->loc);
     }
@@ -174,6 +180,107 @@ class PartitionIndirect : public ir::IRMutator {
 };
 
 }  // namespace detail
+
+// Every read and write of a buffer that a partitioned nest writes (and does not allocate) lies
+// inside an ownership test of that very access — the test of one of its indices, for that
+// buffer's extent, with no loop or let between the test and the access rebinding a variable
+// of the index. Passes that run after the partition (register_tile, accumulate_locally) may
+// move the read and the store-back of an element out of its test; then two blocks would touch
+// one element, and schedule_cpu_default must not use that result.
+inline bool ownership_kept(const ir::Function& f) {
+  ir::Var threads_var;
+  for (auto& sc : f.scalars)
+    if (sc.origin.kind == ir::ParamOrigin::threads) threads_var = sc.var;
+  if (!threads_var.defined()) return true;  // nothing partitioned
+  struct Check : ir::IRVisitor {
+    ir::Var threads, block;
+    std::set<const ir::BufferNode*> inside, written;
+    struct Guard {
+      ir::Expr cond;
+      std::set<const ir::ExprNode*> bound;  // variables bound between the test and here
+    };
+    std::vector<Guard> guards;
+    bool ok = true;
+
+    void bind(const ir::ExprNode* v) {
+      for (auto& g : guards) g.bound.insert(v);
+    }
+    void unbind(const ir::ExprNode* v) {
+      for (auto& g : guards) g.bound.erase(v);
+    }
+    void access(const ir::Buffer& b, const std::vector<ir::Expr>& indices) {
+      if (!block.defined() || inside.count(b.get()) || !written.count(b.get())) return;
+      for (auto g = guards.rbegin(); g != guards.rend(); ++g)
+        for (std::size_t q = 0; q < indices.size(); ++q)
+          if (!detail::uses_any(indices[q], g->bound) &&
+              ir::equal(g->cond, detail::owner_test(block, threads, b->shape[q], indices[q])))
+            return;
+      ok = false;
+    }
+    void visit_For(const ir::ForNode* n) override {
+      if (!block.defined() && n->for_kind == ir::ForKind::parallel && n->extent.same_as(ir::Expr(threads))) {
+        // a partitioned nest: the buffers it writes
+        struct Writes : ir::IRVisitor {
+          std::set<const ir::BufferNode*> inside, written;
+          void visit_Block(const ir::BlockNode* b) override {
+            for (auto& a : b->allocs) inside.insert(a.get());
+            ir::IRVisitor::visit_Block(b);
+          }
+          void visit_Store(const ir::StoreNode* s) override {
+            written.insert(s->buffer.get());
+            ir::IRVisitor::visit_Store(s);
+          }
+          void visit_Reduce(const ir::ReduceNode* r) override {
+            written.insert(r->buffer.get());
+            ir::IRVisitor::visit_Reduce(r);
+          }
+        } w;
+        w.visit(n->body);
+        inside = w.inside, written = w.written, block = n->var;
+        visit(n->body);
+        block = ir::Var(), inside.clear(), written.clear();
+        return;
+      }
+      visit(n->min);
+      visit(n->extent);
+      bind(n->var.get());
+      visit(n->body);
+      unbind(n->var.get());
+    }
+    void visit_LetStmt(const ir::LetStmtNode* n) override {
+      visit(n->value);
+      bind(n->var.get());
+      visit(n->body);
+      unbind(n->var.get());
+    }
+    void visit_IfThenElse(const ir::IfThenElseNode* n) override {
+      visit(n->cond);
+      if (block.defined() && detail::uses_any(n->cond, {block.get()})) {
+        guards.push_back({n->cond, {}});
+        visit(n->then_case);
+        guards.pop_back();
+      } else {
+        visit(n->then_case);
+      }
+      if (n->else_case.defined()) visit(n->else_case);
+    }
+    void visit_Load(const ir::LoadNode* n) override {
+      access(n->buffer, n->indices);
+      ir::IRVisitor::visit_Load(n);
+    }
+    void visit_Store(const ir::StoreNode* n) override {
+      access(n->buffer, n->indices);
+      ir::IRVisitor::visit_Store(n);
+    }
+    void visit_Reduce(const ir::ReduceNode* n) override {
+      access(n->buffer, n->indices);
+      ir::IRVisitor::visit_Reduce(n);
+    }
+  } check;
+  check.threads = threads_var;
+  check.visit(f.body);
+  return check.ok;
+}
 
 inline ir::Function partition_indirect_writes(const ir::Function& f) {
   SPINDLE_INTERNAL_CHECK(f.stage == ir::Stage::flat, "partition_indirect_writes", "expects stage III");

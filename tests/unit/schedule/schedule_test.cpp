@@ -284,3 +284,41 @@ TEST_CASE("partition_indirect_writes: a scatter runs one block per thread with o
     ++guards;
   CHECK(guards == 2);
 }
+
+TEST_CASE("schedule_cpu_default: a scatter with a reduction inside is partitioned and register-tiled inside the "
+          "ownership tests, unless a tile would leave its test",
+          "[schedule][autosched]") {
+  // An ELL part scattered into output rows (hyb SpMM): the tile of row dst(i) is read and
+  // stored back inside the owner's test, so the nest runs one block per thread.
+  auto f = sp::define_kernel("ell_scatter",
+                             [](sp::in<float, I, E> a, sp::in<std::int32_t, I> dst, sp::in<float, sp::dense<E>, K> x,
+                                sp::inout<float, Bt, K> y, sp::iter<I> i, sp::iter<E> e,
+                                sp::iter<K> k) { y(dst(i), k) += a(i, e) * x(e, k); });
+  auto s = sp::autosched::schedule_cpu_default(sp::lower::hoist_loop_invariants(stage3(f), ctx(f)), ctx(f));
+  const std::string b = body(s);
+  INFO(b);
+  CHECK(sp::schedule::ownership_kept(s));
+  CHECK(b.find("for spindle_block in [0, spindle_threads) parallel:") != std::string::npos);
+  CHECK(b.find("d_register_tile") != std::string::npos);
+  const auto guard = b.find("if spindle_block * Bt_len / spindle_threads <= i64(b[i])");
+  REQUIRE(guard != std::string::npos);
+  CHECK(b.find("d_tile[k] = d[b[i], ") > guard);  // the tile's read is inside the test
+
+  // The same partition with the tile outside the test: ownership_kept says no. (A register
+  // tile moved above the test, as accumulate_locally did for spindle-kernel-fuzz seed
+  // 712002242, would let two blocks read and store back one element.)
+  auto p = sp::schedule::partition_indirect_writes(stage3(f));
+  CHECK(sp::schedule::ownership_kept(p));
+  struct HoistGuard : sp::ir::IRMutator {  // drop the ownership test, keep the block loop
+    sp::ir::Stmt mutate_IfThenElse(const sp::ir::IfThenElseNode* n, const sp::ir::Stmt& self) override {
+      if (sp::ir::to_string(n->cond).find("spindle_block") != std::string::npos) return mutate(n->then_case);
+      return sp::ir::IRMutator::mutate_IfThenElse(n, self);
+    }
+  } hoist;
+  auto broken = p;
+  broken.body = hoist.mutate(p.body);
+  CHECK(body(broken).find("spindle_block * Bt_len") == std::string::npos);
+  CHECK_FALSE(sp::schedule::ownership_kept(broken));
+  // Without a partition there is nothing to keep.
+  CHECK(sp::schedule::ownership_kept(stage3(f)));
+}
