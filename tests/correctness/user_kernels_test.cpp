@@ -933,6 +933,64 @@ TEST_CASE("indirect writes: COO SpMM, segment max, i64 indices and an edge permu
   }
 }
 
+TEST_CASE("scatter by sparse coordinates: Aᵀ X and column sums of a CSR (CSC SpMM) run one block per thread and "
+          "match plain loops on every engine, the interpreter and the CUDA build",
+          "[correctness][user][indirect][cuda]") {
+  using namespace ind;
+  // y(c, f) += a(r, c) * x(r, f): the row loop is a reduction (two rows meet in column c), so
+  // the CPU schedule runs one block per thread, each applying the updates of its columns.
+  auto at_x = sp::kernel("at_x", [](sp::in<float, R, C> a, sp::in<float, R, F> x, sp::out<float, sp::dense<C>, F> y,
+                                    sp::iter<R> r, sp::iter<C> c, sp::iter<F> f) { y(c, f) += a(r, c) * x(r, f); });
+  auto colsum = sp::kernel("colsum", [](sp::in<double, R, C> a, sp::out<double, sp::dense<C>> s, sp::iter<R> r,
+                                        sp::iter<C> c) { s(c) += a(r, c); });
+  CHECK_THAT(at_x.explain(), Catch::Contains("for spindle_block in [0, spindle_threads) parallel:"));
+  CHECK_THAT(colsum.explain(), Catch::Contains("for spindle_block in [0, spindle_threads) parallel:"));
+  auto shapes = matrix_shapes();
+  shapes.push_back(Shape{"large", 3001, 2003, 9, 0.1});
+  for (const Shape& s : shapes) {
+    {
+      INFO(s);
+      const std::int64_t k = 7;
+      const auto a = random_csr<float>(s, 13);
+      const auto ad = random_csr<double>(s, 13);
+      const auto x = sp::Tensor<float>::random({a.rows(), k}, 14, -1, 1);
+      auto y = sp::Tensor<float>::zeros({a.cols(), k});
+      auto cs = sp::Tensor<double>::zeros({a.cols()});
+      std::vector<Ref> want(static_cast<std::size_t>(a.cols() * k));
+      std::vector<Ref> want_cs(static_cast<std::size_t>(a.cols()));
+      for (std::int64_t r = 0; r < a.rows(); ++r)
+        for (std::int64_t p = a.indptr()[r]; p < a.indptr()[r + 1]; ++p) {
+          const std::int64_t c = a.indices()[static_cast<std::size_t>(p)];
+          for (std::int64_t f = 0; f < k; ++f) {
+            const double t = double(a.values()[static_cast<std::size_t>(p)]) * x(r, f);
+            Ref& w = want[static_cast<std::size_t>(c * k + f)];
+            w.value += t, w.abs_sum += std::abs(t), ++w.terms;
+          }
+          Ref& w = want_cs[static_cast<std::size_t>(c)];
+          w.value += ad.values()[static_cast<std::size_t>(p)], w.abs_sum += std::abs(ad.values()[static_cast<std::size_t>(p)]), ++w.terms;
+        }
+      check_everywhere(
+          at_x,
+          [&] {
+            std::vector<sp::runtime::CallArg> args(3);
+            args[0].view = sp::storage_of(a), args[1].view = sp::storage_of(x), args[2].view = sp::storage_of(y);
+            return args;
+          },
+          [&] { std::fill(y.values().begin(), y.values().end(), std::nanf("")); },
+          [&] { check_close<float>(want, y.values(), "Aᵀ X"); });
+      check_everywhere(
+          colsum,
+          [&] {
+            std::vector<sp::runtime::CallArg> args(2);
+            args[0].view = sp::storage_of(ad), args[1].view = sp::storage_of(cs);
+            return args;
+          },
+          [&] { std::fill(cs.values().begin(), cs.values().end(), std::nan("")); },
+          [&] { check_close<double>(want_cs, cs.values(), "column sums"); });
+    }
+  }
+}
+
 TEST_CASE("indirect writes: an index outside the written axis raises a FormatError before anything is written",
           "[correctness][user][indirect][errors]") {
   using namespace ind;

@@ -44,7 +44,7 @@ namespace {
 
 struct Stats {
   long generated = 0, rejected = 0, skipped = 0, compared = 0, failures = 0, large = 0, indirect = 0, computed = 0,
-       shared = 0, sparse_roots = 0, row_tiles = 0;
+       shared = 0, sparse_roots = 0, row_tiles = 0, owned_tiles = 0, partitioned = 0;
   std::map<std::string, long> runs;
   std::map<std::string, std::string> first_reject;
 };
@@ -445,7 +445,16 @@ int main(int argc, char** argv) {
         } else {
           sp::runtime::CompiledKernel ck(completed, *runtimes.at(e));
           // The CPU schedule's two-dimensional register tiles (register_tile: "x_rows" loops).
-          if (!row_tiles_counted && ck.explain().find("_rows in [") != std::string::npos) ++st.row_tiles;
+          if (!row_tiles_counted) {
+            const std::string text = ck.explain();
+            if (text.find("_rows in [") != std::string::npos) ++st.row_tiles;
+            // Scatters partitioned by ownership with register tiles or local sums inside the
+            // tests (schedule_cpu_default, ownership_kept).
+            if (text.find("spindle_block") != std::string::npos) ++st.partitioned;
+            if (text.find("spindle_block") != std::string::npos &&
+                (text.find("_register_tile") != std::string::npos || text.find("_accumulate") != std::string::npos))
+              ++st.owned_tiles;
+          }
           row_tiles_counted = true;
           ck.call(args);
         }
@@ -471,7 +480,9 @@ int main(int argc, char** argv) {
             << " rejected at definition (UserError), " << st.skipped << " skipped, " << st.compared
             << " compared with the interpreter (" << st.large << " also on large inputs with 1 and 3 threads; "
             << st.indirect << " with indirect writes, " << st.computed << " with computed write indices, " << st.shared << " indexing another axis's slot by a coordinates_of iterator, " << st.sparse_roots << " iterating a root sparse axis, " << st.row_tiles
-            << " run with two-dimensional register tiles);";
+            << " run with two-dimensional register tiles, " << st.partitioned
+            << " scattering one block per thread (ownership), " << st.owned_tiles
+            << " of them with tiles or local sums inside the ownership tests);";
   for (auto& [e, n] : st.runs) std::cout << " " << e << " " << n << " runs;";
   std::cout << " " << nvrtc.compiled << " CUDA modules compiled to sm_80 cubins by NVRTC; " << st.failures
             << " disagreements; " << secs << " s\n";

@@ -40,11 +40,18 @@ namespace spindle::schedule {
 
 namespace detail {
 
-// Whether a write index is an indirect index (a load of an index buffer) or a computed one
+// Whether a write index is an indirect index (a load of an index buffer), a computed one
 // (iterators and constants, ir/affine_index.hpp: at stage III an expression of loop variables
-// without loads that is not a bare variable).
-inline bool is_scattered_index(const ir::Expr& e) {
-  return ir::indirect_index_load(e) || ir::is_computed_index(e, [](const ir::VarNode*) { return true; });
+// without loads that is not a bare variable), or the coordinate of a sparse iterator (a load of
+// an axis's `indices`, one of `coordinates`: CSC SpMM's `y[Rw_indices[p], k]`, Aᵀ X from a
+// CSR). All three lie in [0, extent) of the slot they index: the binder checks indirect index
+// values and sparse indices at call time, and computed indices are proved in bounds.
+inline bool is_scattered_index(const ir::Expr& e, const std::set<const ir::BufferNode*>& coordinates) {
+  if (ir::indirect_index_load(e) || ir::is_computed_index(e, [](const ir::VarNode*) { return true; })) return true;
+  ir::Expr inner = e;
+  if (const ir::CastNode* c = e.as<ir::CastNode>()) inner = c->value;
+  const ir::LoadNode* l = inner.as<ir::LoadNode>();
+  return l && coordinates.count(l->buffer.get());
 }
 
 // The slot each buffer written by `nest` (and not allocated inside it) is partitioned on, when
@@ -55,8 +62,10 @@ inline bool is_scattered_index(const ir::Expr& e) {
 // would let two blocks update one element at the same time. The slot is the first one
 // scattered in every write of the buffer, else the one scattered in the most writes (any
 // slot keeps ownership sound; a scattered one spreads the work).
-inline std::map<const ir::BufferNode*, std::size_t> owner_slots(const ir::Stmt& nest) {
+inline std::map<const ir::BufferNode*, std::size_t> owner_slots(const ir::Stmt& nest,
+                                                                const std::set<const ir::BufferNode*>& coordinates) {
   struct Scan : ir::IRVisitor {
+    const std::set<const ir::BufferNode*>* coordinates = nullptr;
     std::set<const ir::BufferNode*> inside, read;
     std::map<const ir::BufferNode*, std::vector<int>> written;  // per slot: writes scattered in it
     bool ok = true;
@@ -78,7 +87,7 @@ inline std::map<const ir::BufferNode*, std::size_t> owner_slots(const ir::Stmt& 
         scattered.resize(n->indices.size(), 0);
         bool any = false;
         for (std::size_t q = 0; q < n->indices.size(); ++q)
-          if (is_scattered_index(n->indices[q])) {
+          if (is_scattered_index(n->indices[q], *coordinates)) {
             ++scattered[q];
             any = true;
           }
@@ -87,6 +96,7 @@ inline std::map<const ir::BufferNode*, std::size_t> owner_slots(const ir::Stmt& 
       ir::IRVisitor::visit_Reduce(n);
     }
   } scan;
+  scan.coordinates = &coordinates;
   scan.visit(nest);
   std::map<const ir::BufferNode*, std::size_t> slots;
   for (auto& [b, scattered] : scan.written) {
@@ -158,14 +168,15 @@ class OwnerGuards : public ir::IRMutator {
 
 class PartitionIndirect : public ir::IRMutator {
  public:
-  explicit PartitionIndirect(ir::Var threads) : threads_(std::move(threads)) {}
+  PartitionIndirect(ir::Var threads, std::set<const ir::BufferNode*> coordinates)
+      : threads_(std::move(threads)), coordinates_(std::move(coordinates)) {}
   bool changed = false;
 
  protected:
   ir::Stmt mutate_For(const ir::ForNode* n, const ir::Stmt& self) override {
     // Outermost loops only: this mutator does not descend into loops.
     if (n->for_kind != ir::ForKind::serial || n->iter_kind != ir::IterKind::reduction) return self;
-    auto slots = owner_slots(self);
+    auto slots = owner_slots(self, coordinates_);
     if (slots.empty()) return self;
     ir::Var block("spindle_block", DType::i64);
     OwnerGuards g(block, threads_, std::move(slots));
@@ -177,6 +188,7 @@ class PartitionIndirect : public ir::IRMutator {
 
  private:
   ir::Var threads_;
+  std::set<const ir::BufferNode*> coordinates_;
 };
 
 }  // namespace detail
@@ -285,7 +297,10 @@ inline bool ownership_kept(const ir::Function& f) {
 inline ir::Function partition_indirect_writes(const ir::Function& f) {
   SPINDLE_INTERNAL_CHECK(f.stage == ir::Stage::flat, "partition_indirect_writes", "expects stage III");
   ir::Var threads("spindle_threads", DType::i64);
-  detail::PartitionIndirect p(threads);
+  std::set<const ir::BufferNode*> coordinates;  // the `indices` arrays of sparse axes
+  for (auto& b : f.buffers)
+    if (b.origin.kind == ir::ParamOrigin::indices) coordinates.insert(b.buffer.get());
+  detail::PartitionIndirect p(threads, std::move(coordinates));
   ir::Function out = f;
   out.body = p.mutate(f.body);
   if (p.changed) out.scalars.push_back({threads, {ir::ParamOrigin::threads, -1, nullptr}});

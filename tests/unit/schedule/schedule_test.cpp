@@ -322,3 +322,21 @@ TEST_CASE("schedule_cpu_default: a scatter with a reduction inside is partitione
   // Without a partition there is nothing to keep.
   CHECK(sp::schedule::ownership_kept(stage3(f)));
 }
+
+TEST_CASE("partition_indirect_writes: writes at a sparse iterator's coordinate (Aᵀ X from a CSR) are owned by "
+          "coordinate",
+          "[schedule][autosched]") {
+  auto f = sp::define_kernel("at_x", [](sp::in<float, I, J> a, sp::in<float, I, K> x, sp::out<float, sp::dense<J>, K> y,
+                                        sp::iter<I> i, sp::iter<J> j, sp::iter<K> k) { y(j, k) += a(i, j) * x(i, k); });
+  auto s = sp::schedule::partition_indirect_writes(stage3(f));
+  const std::string b = body(s);
+  INFO(b);
+  CHECK(b.find("for spindle_block in [0, spindle_threads) parallel:\n      for i in [0, I_len) reduction:") !=
+        std::string::npos);
+  CHECK(b.find("if spindle_block * J_len / spindle_threads <= i64(J_indices[J_indptr[i] + j]) &&") !=
+        std::string::npos);
+  // A row-parallel kernel is untouched (its outer loop is spatial).
+  auto g = sp::define_kernel("spmv", [](sp::in<float, I, J> a, sp::in<float, sp::dense<J>> x, sp::out<float, I> y,
+                                        sp::iter<I> i, sp::iter<J> j) { y(i) += a(i, j) * x(j); });
+  CHECK(body(sp::schedule::partition_indirect_writes(stage3(g))) == body(stage3(g)));
+}
