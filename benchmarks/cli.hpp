@@ -37,6 +37,8 @@ struct Config {
   int warmup = 2;
   std::string dtype = "f32";
   int block = 4;  // bsr_spmm: block size (square blocks; 2, 3, 4 or 8)
+  int hyb_partitions = 1;  // hyb_spmm: column partitions c
+  int hyb_width = 32;      // hyb_spmm: largest bucket width k (a power of two)
   std::string tuning_file;  // tuned_spmm: tuning records to reuse and extend ("" = none)
   int kron_block = 1;       // every matrix becomes (A + I) (x) a dense D x D block (D > 1)
   double tolerance = -1;  // < 0: per dtype (1e-4 for f32, 1e-10 for f64)
@@ -66,13 +68,15 @@ inline const char* kUsage = R"(spindle-bench: Spindle vs Eigen (and SuiteSparse:
 usage: spindle-bench [options]
   --backend cpu|cuda   cpu: Spindle vs Eigen/GraphBLAS/MKL on this CPU; cuda: Spindle's GPU build
                        vs cuSPARSE (see "CUDA backend" below)                 [cpu]
-  --op LIST            spmm, spmv, sddmm, bsr_spmm, ell_spmm, tuned_spmm (comma list,
-                       repeatable). bsr_spmm/ell_spmm: Spindle's BSR (--block) or ELL
-                       SpMM; tuned_spmm: the format spindle::tune::tune_spmm picks for the
+  --op LIST            spmm, spmv, sddmm, bsr_spmm, ell_spmm, hyb_spmm, tuned_spmm (comma
+                       list, repeatable). bsr_spmm/ell_spmm/hyb_spmm: Spindle's BSR
+                       (--block), ELL or hyb(c, k) (--hyb) SpMM; tuned_spmm: the format spindle::tune::tune_spmm picks for the
                        matrix, K and thread count (tuned before timing; its report goes to
                        stderr); each with Spindle's CSR SpMM and the peers' CSR SpMM
                                                           [spmm; cuda: spmm,sddmm]
   --block B            bsr_spmm block size B x B: 2, 3, 4 or 8                [4]
+  --hyb C,K            hyb_spmm: C column partitions, buckets up to width K (a power
+                       of two, <= 1024)                                        [1,32]
   --tuning-file PATH   tuned_spmm: reuse and append tuning records (JSON Lines)
   --kron-block D       replace each matrix A by (A + I) (x) a dense D x D block: the operator
                        of a D-component finite-element problem on A's mesh (exact aligned
@@ -182,15 +186,21 @@ inline bool parse_args(int argc, char** argv, Config& c) {
     } else if (a == "--op") {
       for (auto& op : split_list(value())) {
         if (op != "spmm" && op != "spmv" && op != "sddmm" && op != "bsr_spmm" && op != "ell_spmm" &&
-            op != "tuned_spmm")
+            op != "hyb_spmm" && op != "tuned_spmm")
           throw std::invalid_argument("--op: unknown operator '" + op +
-                                      "' (spmm, spmv, sddmm, bsr_spmm, ell_spmm, tuned_spmm)");
+                                      "' (spmm, spmv, sddmm, bsr_spmm, ell_spmm, hyb_spmm, tuned_spmm)");
         c.ops.push_back(op);
       }
     } else if (a == "--block") {
       c.block = static_cast<int>(parse_int(a, value(), 2, 8));
       if (c.block != 2 && c.block != 3 && c.block != 4 && c.block != 8)
         throw std::invalid_argument("--block: 2, 3, 4 or 8");
+    } else if (a == "--hyb") {
+      const auto parts = split_list(value());
+      if (parts.size() != 2) throw std::invalid_argument("--hyb: C,K (column partitions, largest bucket width)");
+      c.hyb_partitions = static_cast<int>(parse_int(a, parts[0], 1, 1 << 20));
+      c.hyb_width = static_cast<int>(parse_int(a, parts[1], 1, 1024));
+      if ((c.hyb_width & (c.hyb_width - 1)) != 0) throw std::invalid_argument("--hyb: K must be a power of two");
     } else if (a == "--tuning-file") {
       c.tuning_file = value();
     } else if (a == "--kron-block") {

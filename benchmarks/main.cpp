@@ -41,6 +41,7 @@ struct Kernels {
   decltype(spindle::ops::spmv<T>()) spmv = spindle::ops::spmv<T>();
   decltype(spindle::ops::sddmm<T>()) sddmm = spindle::ops::sddmm<T>();
   decltype(spindle::ops::ell_spmm<T>()) ell_spmm = spindle::ops::ell_spmm<T>();
+  spindle::ops::HybSpmm<T> hyb_spmm;
   spindle::ops::BsrSpmm<T, 2, 2> bsr2;
   spindle::ops::BsrSpmm<T, 3, 3> bsr3;
   spindle::ops::BsrSpmm<T, 4, 4> bsr4;
@@ -101,13 +102,14 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
       std::unique_ptr<spindle::CsrView<T>> cview;
       std::unique_ptr<spindle::Bsr<T>> bsr;
       std::unique_ptr<spindle::Ell<T>> ell;
+      std::unique_ptr<spindle::Hyb<T>> hyb;
       std::unique_ptr<spindle::tune::TunedSpmm<T>> tuned;
       DenseRM<T> yc, ym;
       DenseVec<T> yvm;
       OpCase<T> c;
       c.op = op;
       c.feat = feat;
-      const bool format_case = op == "bsr_spmm" || op == "ell_spmm" || op == "tuned_spmm";
+      const bool format_case = op == "bsr_spmm" || op == "ell_spmm" || op == "hyb_spmm" || op == "tuned_spmm";
       if (op == "spmm" || format_case) {
         // Y = A X: Eigen's result is the reference; the peers run on A in CSR.
         x = random_dense<T>(cols, feat, seed);
@@ -143,6 +145,15 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
           c.format = buf;
           c.spindle = [&] {
             k.bsr_spmm(*bsr, spindle::TensorView<const T>(x.data(), {cols, feat}),
+                       spindle::TensorView<T>(ys.data(), {rows, feat}));
+          };
+        } else if (op == "hyb_spmm") {
+          hyb = std::make_unique<spindle::Hyb<T>>(spindle::Hyb<T>::from_csr(a, cfg.hyb_partitions, cfg.hyb_width));
+          char buf[200];
+          std::snprintf(buf, sizeof buf, "%s, from CSR in %.1f ms", hyb->description().c_str(), conv.seconds() * 1e3);
+          c.format = buf;
+          c.spindle = [&] {
+            k.hyb_spmm(*hyb, spindle::TensorView<const T>(x.data(), {cols, feat}),
                        spindle::TensorView<T>(ys.data(), {rows, feat}));
           };
         } else if (op == "tuned_spmm") {
@@ -330,6 +341,8 @@ int run(const Config& cfg) {
       if (op == "spmv") ck = &k.spmv.compile(), text = cfg.explain ? k.spmv.explain() : "";
       if (op == "sddmm") ck = &k.sddmm.compile(), text = cfg.explain ? k.sddmm.explain() : "";
       if (op == "ell_spmm") ck = &k.ell_spmm.compile(), text = cfg.explain ? k.ell_spmm.explain() : "";
+      if (op == "hyb_spmm")  // the width-8 part kernel stands for the others (one per bucket width)
+        ck = &k.hyb_spmm.compile(8), text = cfg.explain ? k.hyb_spmm.explain(8) : "";
       if (op == "tuned_spmm") ck = &k.spmm.compile(), text = "";  // its candidates compile while it tunes
       if (op == "bsr_spmm") {
         auto use = [&](const auto& kb) { ck = &kb.compile(), text = cfg.explain ? kb.explain() : ""; };

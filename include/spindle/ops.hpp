@@ -7,13 +7,16 @@
 //   spmm(A, X, Y);            // Y = A X
 #pragma once
 
+#include <bit>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "spindle/format/bsr.hpp"
+#include "spindle/format/csc.hpp"
 #include "spindle/format/ell.hpp"
+#include "spindle/format/hyb.hpp"
 #include "spindle/kernel.hpp"
 
 namespace spindle::ops {
@@ -223,6 +226,109 @@ auto ell_spmm() {
                                    sp::iter<I> i, sp::iter<Je> j, sp::iter<K> k) { c(i, k) += a(i, j) * b(j, k); });
 }
 
+// hyb(c, k) (Hyb<T, Index>, format/hyb.hpp): each part is an ELL block of pieces of rows
+// (HR) with W slots each (HS; W a compile-time constant, or bound at call time for
+// sp::dynamic) and a row map into the output.
+struct HR : sp::dense_fixed {
+  static constexpr const char* axis_name = "R";
+};
+template <std::int64_t W, class Index>
+struct HS : sp::sparse_fixed<HR, W, Index> {
+  static constexpr const char* axis_name = "S";
+};
+
+// The sub-kernel of hyb SpMM for one part: C(rows(r), k) += A(r, s) * B(s, k). C is inout:
+// the parts add up into it. A row cut into several pieces appears several times in `rows`
+// (an indirect write, docs/language.md §4.1: race-free on the CPU by row ownership).
+template <class T, std::int64_t W, class Index = std::int32_t>
+auto hyb_part_spmm() {
+  using S = HS<W, Index>;
+  return sp::kernel(W == sp::dynamic ? std::string("hyb_part_spmm") : "hyb_part_spmm_w" + std::to_string(W),
+                    [](sp::in<T, HR, S> a, sp::in<Index, HR> rows, sp::in<T, sp::dense<S>, K> b,
+                       sp::inout<T, I, K> c, sp::iter<HR> r, sp::iter<S> s,
+                       sp::iter<K> k) { c(rows(r), k) += a(r, s) * b(s, k); });
+}
+
+// C = 0 (the start of a sum of parts).
+template <class T>
+auto zero_matrix() {
+  return sp::kernel("zero_matrix", [](sp::out<T, I, K> c, sp::iter<I> i, sp::iter<K> k) { c(i, k) = T(0); });
+}
+
+// Y = A X for A in hyb(c, k) (SparseTIR's composed format), X [A.cols(), K], Y [A.rows(), K]
+// row-major: Y is zeroed once (rows that no part touches stay 0), then each part runs its
+// sub-kernel, whose slot loop has the bucket width as a compile-time constant (widths up to
+// max_fixed_width; wider ones, and parts narrower than their bucket because the matrix has
+// fewer columns, use the call-time-width kernel). One kernel per width, compiled on first use
+// and cached like every kernel. Not yet: the parts as one horizontally fused kernel.
+template <class T, class Index = std::int32_t>
+class HybSpmm {
+ public:
+  static constexpr std::int64_t max_fixed_width = 256;
+
+  void operator()(const Hyb<T, Index>& a, TensorView<const T> x, TensorView<T> y) const {
+    const std::string what = "hyb_spmm";
+    SPINDLE_CHECK(x.rank() == 2 && y.rank() == 2, ShapeError, what, ": X and Y must be matrices, got ranks ",
+                  x.rank(), " and ", y.rank());
+    SPINDLE_CHECK(x.dim(0) == a.cols(), ShapeError, what, ": X has ", x.dim(0), " rows but A (", a.description(),
+                  ") has ", a.cols(), " columns");
+    SPINDLE_CHECK(y.dim(0) == a.rows(), ShapeError, what, ": Y has ", y.dim(0), " rows but A (", a.description(),
+                  ") has ", a.rows(), " rows");
+    SPINDLE_CHECK(x.dim(1) == y.dim(1), ShapeError, what, ": X has ", x.dim(1), " columns but Y has ", y.dim(1));
+    zero_(y);
+    for (const auto& part : a.parts()) {
+      const TensorView<const Index> rows(part.rows.data(), {static_cast<std::int64_t>(part.rows.size())});
+      const std::int64_t w = part.ell.width();
+      if (!run_fixed(w, part.ell, rows, x, y, std::make_index_sequence<fixed_kernels>{})) any_(part.ell, rows, x, y);
+    }
+  }
+  void operator()(const Hyb<T, Index>& a, const Tensor<T>& x, Tensor<T>& y) const { (*this)(a, x.view(), y.view()); }
+
+  // The sub-kernel that runs parts of ELL width w: explain() and compile() it.
+  std::string explain(std::int64_t w) const {
+    return with_kernel(w, [](const auto& k) { return k.explain(); });
+  }
+  const runtime::CompiledKernel& compile(std::int64_t w) const {
+    return with_kernel(w, [](const auto& k) -> const runtime::CompiledKernel& { return k.compile(); });
+  }
+  // Every kernel through `rt` (tests run the engines and thread counts).
+  HybSpmm with_runtime(runtime::Runtime& rt) const {
+    HybSpmm h(*this);
+    h.zero_ = h.zero_.with_runtime(rt);
+    h.any_ = h.any_.with_runtime(rt);
+    std::apply([&](auto&... k) { ((k = k.with_runtime(rt)), ...); }, h.fixed_);
+    return h;
+  }
+
+ private:
+  static constexpr std::size_t fixed_kernels = std::countr_zero(static_cast<std::uint64_t>(max_fixed_width)) + 1;
+  template <std::size_t... B>
+  static auto make_fixed(std::index_sequence<B...>) {
+    return std::make_tuple(hyb_part_spmm<T, std::int64_t{1} << B, Index>()...);
+  }
+  template <std::size_t... B>
+  bool run_fixed(std::int64_t w, const Ell<T, Index>& ell, TensorView<const Index> rows, TensorView<const T> x,
+                 TensorView<T> y, std::index_sequence<B...>) const {
+    return ((w == (std::int64_t{1} << B) ? (std::get<B>(fixed_)(ell, rows, x, y), true) : false) || ...);
+  }
+  template <class F>
+  decltype(auto) with_kernel(std::int64_t w, F&& f) const {
+    if (std::has_single_bit(static_cast<std::uint64_t>(w)) && w <= max_fixed_width)
+      return visit_fixed(static_cast<std::size_t>(std::countr_zero(static_cast<std::uint64_t>(w))), f,
+                         std::make_index_sequence<fixed_kernels>{});
+    return f(any_);
+  }
+  template <class F, std::size_t B0, std::size_t... B>
+  decltype(auto) visit_fixed(std::size_t b, F& f, std::index_sequence<B0, B...>) const {
+    if constexpr (sizeof...(B) == 0) return f(std::get<B0>(fixed_));
+    else return b == B0 ? f(std::get<B0>(fixed_)) : visit_fixed(b, f, std::index_sequence<B...>{});
+  }
+
+  decltype(make_fixed(std::make_index_sequence<fixed_kernels>{})) fixed_ = make_fixed(std::make_index_sequence<fixed_kernels>{});
+  decltype(hyb_part_spmm<T, sp::dynamic, Index>()) any_ = hyb_part_spmm<T, sp::dynamic, Index>();
+  decltype(zero_matrix<T>()) zero_ = zero_matrix<T>();
+};
+
 // Indirect writes (docs/language.md §4.1): E entries (COO triplets, edges, segment members)
 // scattered into rows of the output by an index array checked at call time.
 struct E : sp::dense_fixed {};
@@ -249,6 +355,33 @@ template <class T, class Index = std::int32_t>
 auto segment_sum() {
   return sp::kernel("segment_sum", [](sp::in<T, E, K> x, sp::in<Index, E> seg, sp::out<T, I, K> out, sp::iter<E> e,
                                       sp::iter<K> k) { out(seg(e), k) += x(e, k); });
+}
+
+// CSC (Csc<T, Index>): a dense column level over a compressed row level. y = A x and
+// C = A B iterate A by columns and add each entry's product into its row: the column loop is
+// a reduction (two columns meet in a row), which the CPU schedule runs one block per thread,
+// each applying the updates of its share of the rows (partition_indirect_writes, owned by the
+// row coordinate); on the GPU with atomic updates.
+struct CC : sp::dense_fixed {
+  static constexpr const char* axis_name = "C";
+};
+template <class Index>
+struct RC : sp::sparse_variable<CC, Index> {
+  static constexpr const char* axis_name = "R";
+};
+
+template <class T, class Index = std::int32_t>
+auto csc_spmv() {
+  using R_ = RC<Index>;
+  return sp::kernel("csc_spmv", [](sp::in<T, CC, R_> a, sp::in<T, CC> x, sp::out<T, sp::dense<R_>> y, sp::iter<CC> c,
+                                   sp::iter<R_> r) { y(r) += a(c, r) * x(c); });
+}
+
+template <class T, class Index = std::int32_t>
+auto csc_spmm() {
+  using R_ = RC<Index>;
+  return sp::kernel("csc_spmm", [](sp::in<T, CC, R_> a, sp::in<T, CC, K> b, sp::out<T, sp::dense<R_>, K> y,
+                                   sp::iter<CC> c, sp::iter<R_> r, sp::iter<K> k) { y(r, k) += a(c, r) * b(c, k); });
 }
 
 // DCSR (Dcsr<T, Index>): the stored rows are a root sparse axis, their columns a compressed

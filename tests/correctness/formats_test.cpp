@@ -1,11 +1,12 @@
 // Block and padded formats as kernel arguments: BSR SpMM with compile-time block extents
-// (dense_fixed_n<N>) and ELL SpMM (ops.hpp), against the plain CSR loop of the matrix they
+// (dense_fixed_n<N>), ELL SpMM, hyb(c, k) SpMM and CSC SpMV/SpMM (ops.hpp), against the plain CSR loop of the matrix they
 // were built from, on every test shape, several block shapes and feature sizes, the real
 // matrices, with 1 and 3 threads; the kernels' IR against the reference interpreter; the
 // CUDA builds through NVRTC and the emulator; and the call-time errors of compile-time
 // extents.
 #include <catch2/catch.hpp>
 
+#include <bit>
 #include <limits>
 
 #include "correctness/correctness_support.hpp"
@@ -96,6 +97,64 @@ void check_dcsr(const sp::Csr<T>& a, std::int64_t k, const std::string& what) {
       auto y1 = poisoned<T>({a.rows()});
       sp::ops::dcsr_spmv<T>().with_runtime(rt)(d, x1, y1);
       check_close<T>(ref1, y1.values(), what + " dcsr_spmv");
+    }
+}
+
+// hyb(c, k): the parts sum to the matrix (exactly: every entry lands in one slot), each
+// part's structure follows the definition (format/hyb.hpp), and HybSpmm matches the CSR loop
+// on every CPU engine with 1 and 3 threads (Y starts poisoned: rows no part touches are 0).
+template <class T>
+void check_hyb(const sp::Csr<T>& a, std::int64_t c, std::int64_t k, std::int64_t feat, const std::string& what) {
+  c = std::min<std::int64_t>(c, std::max<std::int64_t>(1, a.cols()));
+  INFO(what << " hyb(" << c << ", " << k << ") K=" << feat);
+  const auto h = sp::Hyb<T>::from_csr(a, c, k);
+  REQUIRE(h.rows() == a.rows());
+  REQUIRE(h.cols() == a.cols());
+  REQUIRE(h.stored_nonzeros() == a.canonical().nnz());
+  const auto dense = a.to_dense(), sum = h.to_dense();
+  REQUIRE(std::ranges::equal(sum.values(), dense.values()));
+  std::int64_t slots = 0, entries = 0;
+  std::int64_t last_partition = -1, last_width = 0;
+  for (const auto& part : h.parts()) {
+    INFO("part: partition " << part.partition << " bucket " << part.bucket_width);
+    REQUIRE(part.ell.rows() > 0);
+    REQUIRE(static_cast<std::int64_t>(part.rows.size()) == part.ell.rows());
+    REQUIRE(std::is_sorted(part.rows.begin(), part.rows.end()));
+    REQUIRE(part.bucket_width <= k);
+    REQUIRE(std::has_single_bit(static_cast<std::uint64_t>(part.bucket_width)));
+    REQUIRE(part.ell.width() == std::min(part.bucket_width, a.cols()));
+    REQUIRE(part.column_begin == part.partition * a.cols() / c);
+    REQUIRE(part.column_end == (part.partition + 1) * a.cols() / c);
+    REQUIRE((part.partition > last_partition || part.bucket_width > last_width));  // by partition, then width
+    last_partition = part.partition, last_width = part.bucket_width;
+    for (std::int64_t r = 0; r < part.ell.rows(); ++r) {
+      std::int64_t held = 0;  // the piece's entries: nonzero slots, inside the partition
+      for (std::int64_t s = 0; s < part.ell.width(); ++s) {
+        const std::int64_t col = part.ell.row_indices(r)[static_cast<std::size_t>(s)];
+        if (part.ell.row_values(r)[static_cast<std::size_t>(s)] != T(0)) {
+          REQUIRE(col >= part.column_begin);
+          REQUIRE(col < part.column_end);
+          ++held;
+        }
+      }
+      REQUIRE(held <= part.bucket_width);
+      REQUIRE((part.bucket_width == 1 || held > part.bucket_width / 2));  // the smallest bucket that fits
+      entries += held;
+    }
+    slots += part.ell.rows() * part.ell.width();
+  }
+  if (a.nnz() > 0)
+    REQUIRE(h.padding_ratio() == Approx(static_cast<double>(slots) / static_cast<double>(h.stored_nonzeros())));
+  REQUIRE(entries == h.stored_nonzeros());  // random values are nonzero
+  const auto x = sp::Tensor<T>::random({a.cols(), feat}, 8, -1, 1);
+  const auto ref = ref_spmm(a, x.values(), feat);
+  const sp::ops::HybSpmm<T> spmm;
+  for (const auto& engine : spindle::test::cpu_engines())
+    for (int threads : {1, 3}) {
+      INFO("engine " << engine << " threads " << threads);
+      auto y = poisoned<T>({a.rows(), feat});
+      spmm.with_runtime(spindle::test::engine_runtime(engine, threads))(h, x, y);
+      check_close<T>(ref, y.values(), what + " hyb_spmm");
     }
 }
 
@@ -273,6 +332,197 @@ TEST_CASE("BSR and ELL SpMM agree with the reference interpreter, and their CUDA
       REQUIRE(emulated.values()[q] == Approx(want.values()[q]).margin(1e-5));
     }
   }
+}
+
+TEMPLATE_TEST_CASE("hyb(c, k): parts sum to the matrix, each row piece in the smallest bucket, SpMM matches the CSR loop",
+                   "[correctness][formats][hyb]", float, double) {
+  using T = TestType;
+  const Shape s = GENERATE(from_range(matrix_shapes()));
+  INFO(s << " " << dtype_label<T>());
+  const auto a = random_csr<T>(s, 51);
+  check_hyb<T>(a, 1, 32, 7, s.name);
+  check_hyb<T>(a, 1, 1, 1, s.name);    // every entry its own piece of width 1
+  check_hyb<T>(a, 2, 4, 33, s.name);   // long rows cut into pieces of 4
+  check_hyb<T>(a, 3, 8, 16, s.name);
+  check_hyb<T>(a, 1, 512, 5, s.name);  // buckets wider than the columns: call-time-width parts
+}
+
+TEST_CASE("hyb(c, k) on real graphs (long rows cut into pieces), an unsorted CSR with duplicates, errors",
+          "[correctness][formats][hyb][graphs]") {
+  for (const char* file : {"gnn/cora.mtx.gz", "matrices/wiki-Vote.mtx.gz"}) {
+    auto a = load_graph<float>(file);
+    if (!a) {
+      WARN("skipping " << file << ": not found under " << data_dir());
+      continue;
+    }
+    check_hyb<float>(*a, 1, 32, 32, file);
+    check_hyb<float>(*a, 4, 16, 8, file);
+    const auto h = sp::Hyb<float>::from_csr(*a, 1, 32);
+    std::int64_t longest = 0, longest_row = 0;
+    for (std::int64_t r = 0; r < a->rows(); ++r)
+      if (a->indptr()[r + 1] - a->indptr()[r] > longest) longest = a->indptr()[r + 1] - a->indptr()[r], longest_row = r;
+    std::int64_t pieces = 0;  // the longest row is ceil(longest / 32) pieces
+    for (const auto& part : h.parts())
+      pieces += std::count(part.rows.begin(), part.rows.end(), static_cast<std::int32_t>(longest_row));
+    CHECK(pieces == (longest + 31) / 32);
+    CHECK_THAT(h.description(), Catch::Contains("hyb(1, 32)") && Catch::Contains("parts"));
+  }
+  // unsorted, column 2 of row 0 stored twice: one entry holding the sum
+  const sp::Csr<double> u(2, 4, {0, 3, 4}, {2, 0, 2, 3}, {1.0, 2.0, 4.0, 8.0});
+  const auto h = sp::Hyb<double>::from_csr(u, 2, 2);
+  REQUIRE(h.stored_nonzeros() == 3);
+  const auto d = h.to_dense();
+  CHECK(d.values()[0] == 2.0);
+  CHECK(d.values()[2] == 5.0);
+  CHECK(d.values()[7] == 8.0);
+  REQUIRE(h.parts().size() == 2);  // partition 0: (0, 0); partition 1: (0, 2) and (1, 3); all width 1
+  CHECK(h.parts()[1].rows == std::vector<std::int32_t>{0, 1});
+  const auto a = random_csr<float>({"small", 5, 6, 2}, 4);
+  CHECK_THROWS_WITH(sp::Hyb<float>::from_csr(a, 1, 12), Catch::Contains("power of two") && Catch::Contains("12"));
+  CHECK_THROWS_AS(sp::Hyb<float>::from_csr(a, 1, 0), sp::ShapeError);
+  CHECK_THROWS_WITH(sp::Hyb<float>::from_csr(a, 0, 4), Catch::Contains("column partition count"));
+  CHECK_THROWS_AS(sp::Hyb<float>::from_csr(a, 7, 4), sp::ShapeError);  // more partitions than columns
+  const auto h2 = sp::Hyb<float>::from_csr(a, 2, 4);
+  const sp::ops::HybSpmm<float> spmm;
+  auto x = sp::Tensor<float>::zeros({6, 3});
+  auto y = sp::Tensor<float>::zeros({5, 4});
+  CHECK_THROWS_WITH(spmm(h2, x, y), Catch::Contains("X has 3 columns but Y has 4"));
+  auto x5 = sp::Tensor<float>::zeros({5, 3});
+  auto y3 = sp::Tensor<float>::zeros({5, 3});
+  CHECK_THROWS_WITH(spmm(h2, x5, y3), Catch::Contains("X has 5 rows but A") && Catch::Contains("6 columns"));
+}
+
+TEST_CASE("hyb part kernels agree with the reference interpreter, and their CUDA builds compile and run emulated",
+          "[correctness][formats][hyb][interpreter][cuda]") {
+  const Shape s{"irregular", 61, 29, 6, 0.2};
+  const auto a = random_csr<float>(s, 43);
+  const std::int64_t k = 5;
+  const auto x = sp::Tensor<float>::random({a.cols(), k}, 44, -1, 1);
+  const auto h = sp::Hyb<float>::from_csr(a, 2, 4);
+  spindle::test::NvrtcCheck nvrtc;
+  auto check_part = [&](const auto& kernel, const sp::Hyb<float>::Part& part) {
+    INFO("part: partition " << part.partition << " width " << part.ell.width());
+    const sp::TensorView<const std::int32_t> rows(part.rows.data(), {static_cast<std::int64_t>(part.rows.size())});
+    auto run = [&](auto&& how) {
+      auto y = sp::Tensor<float>::full({a.rows(), k}, 0.5f);  // inout: the part adds to it
+      std::vector<sp::runtime::CallArg> args(4);
+      args[0].view = sp::storage_of(part.ell);
+      args[1].view = sp::storage_of(rows);
+      args[2].view = sp::storage_of(x);
+      args[3].view = sp::storage_of(y);
+      how(args);
+      return y;
+    };
+    auto want = run([&](auto& args) { spindle::test::Interpreter(kernel.ir(), args).run(); });
+    auto got = run([&](auto& args) { kernel.compile().call(args); });
+    auto emulated = run([&](auto& args) { spindle::test::run_cuda_build(kernel.ir(), args, &nvrtc); });
+    std::vector<Ref> ref(static_cast<std::size_t>(a.rows() * k), Ref{0.5, 0.5, 0});  // the part's own math
+    for (std::int64_t r = 0; r < part.ell.rows(); ++r)
+      for (std::int64_t q = 0; q < part.ell.width(); ++q)
+        for (std::int64_t f = 0; f < k; ++f) {
+          Ref& e = ref[static_cast<std::size_t>(part.rows[static_cast<std::size_t>(r)] * k + f)];
+          const double t =
+              static_cast<double>(part.ell.row_values(r)[static_cast<std::size_t>(q)]) *
+              x.values()[static_cast<std::size_t>(part.ell.row_indices(r)[static_cast<std::size_t>(q)] * k + f)];
+          e.value += t, e.abs_sum += std::abs(t), ++e.terms;
+        }
+    check_close<float>(ref, want.values(), "hyb part: interpreter vs its definition");
+    for (std::int64_t q = 0; q < want.size(); ++q) {
+      INFO("element " << q);
+      REQUIRE(got.values()[q] == Approx(want.values()[q]).margin(1e-5));
+      REQUIRE(emulated.values()[q] == Approx(want.values()[q]).margin(1e-5));
+    }
+  };
+  int fixed = 0, any = 0;
+  for (const auto& part : h.parts()) {
+    if (part.ell.width() == 4) check_part(sp::ops::hyb_part_spmm<float, 4>(), part), ++fixed;
+    if (part.ell.width() == 2) check_part(sp::ops::hyb_part_spmm<float, 2>(), part), ++fixed;
+    check_part(sp::ops::hyb_part_spmm<float, sp::dynamic>(), part), ++any;
+  }
+  CHECK(fixed >= 2);
+  CHECK(any == static_cast<int>(h.parts().size()));
+  CHECK_THAT((sp::ops::hyb_part_spmm<float, 4>().explain()), Catch::Contains("s < 4"));  // the width is a constant
+}
+
+TEMPLATE_TEST_CASE("CSC: round trips through CSR, SpMV and SpMM by columns match the CSR loop on every engine",
+                   "[correctness][formats][csc]", float, double) {
+  using T = TestType;
+  const Shape s = GENERATE(from_range(matrix_shapes()));
+  INFO(s << " " << dtype_label<T>());
+  const auto a = random_csr<T>(s, 61);
+  const auto c = sp::Csc<T>::from_csr(a);
+  REQUIRE(c.rows() == a.rows());
+  REQUIRE(c.cols() == a.cols());
+  REQUIRE(c.nnz() == a.nnz());
+  REQUIRE(c.sorted());
+  REQUIRE(std::ranges::equal(c.to_dense().values(), a.to_dense().values()));
+  const auto back = c.to_csr();
+  REQUIRE(std::ranges::equal(back.to_dense().values(), a.to_dense().values()));
+  const sp::Csc<T> copy(c.rows(), c.cols(), {c.colptr().begin(), c.colptr().end()},
+                        {c.row_indices().begin(), c.row_indices().end()}, {c.values().begin(), c.values().end()});
+  REQUIRE(std::ranges::equal(copy.to_dense().values(), a.to_dense().values()));
+  for (std::int64_t k : {1, 7, 33}) {
+    const auto x = sp::Tensor<T>::random({a.cols(), k}, 62, -1, 1);
+    const auto x1 = sp::Tensor<T>::random({a.cols()}, 63, -1, 1);
+    const auto ref = ref_spmm(a, x.values(), k);
+    const auto ref1 = ref_spmv(a, x1.values());
+    for (const auto& engine : spindle::test::cpu_engines())
+      for (int threads : {1, 3}) {
+        INFO("engine " << engine << " threads " << threads << " k=" << k);
+        auto& rt = spindle::test::engine_runtime(engine, threads);
+        auto y = poisoned<T>({a.rows(), k});
+        sp::ops::csc_spmm<T>().with_runtime(rt)(c, x, y);
+        check_close<T>(ref, y.values(), "csc_spmm");
+        auto y1 = poisoned<T>({a.rows()});
+        sp::ops::csc_spmv<T>().with_runtime(rt)(c, x1, y1);
+        check_close<T>(ref1, y1.values(), "csc_spmv");
+      }
+  }
+}
+
+TEST_CASE("CSC on real graphs against the interpreter and the CUDA build, structure errors",
+          "[correctness][formats][csc][interpreter][cuda]") {
+  spindle::test::NvrtcCheck nvrtc;
+  for (const char* file : {"gnn/cora.mtx.gz", "matrices/wiki-Vote.mtx.gz"}) {
+    auto a = load_graph<float>(file);
+    if (!a) {
+      WARN("skipping " << file << ": not found under " << data_dir());
+      continue;
+    }
+    const auto c = sp::Csc<float>::from_csr(*a);
+    const std::int64_t k = 16;
+    const auto x = sp::Tensor<float>::random({a->cols(), k}, 64, -1, 1);
+    const auto ref = ref_spmm(*a, x.values(), k);
+    const auto kernel = sp::ops::csc_spmm<float>();
+    CHECK_THAT(kernel.explain(), Catch::Contains("spindle_block"));  // parallel by row ownership
+    auto run = [&](auto&& how) {
+      auto y = sp::Tensor<float>::full({a->rows(), k}, 99.0f);
+      std::vector<sp::runtime::CallArg> args(3);
+      args[0].view = sp::storage_of(c);
+      args[1].view = sp::storage_of(x);
+      args[2].view = sp::storage_of(y);
+      how(args);
+      return y;
+    };
+    INFO(file);
+    check_close<float>(ref, run([&](auto& args) { spindle::test::Interpreter(kernel.ir(), args).run(); }).values(),
+                       "csc interpreter");
+    for (int threads : {1, 2, 3})
+      check_close<float>(ref, run([&](auto& args) { kernel.with_runtime(runtime_with_threads(threads)).compile().call(args); }).values(),
+                         "csc compiled, " + std::to_string(threads) + " threads");
+    check_close<float>(ref, run([&](auto& args) { spindle::test::run_cuda_build(kernel.ir(), args, &nvrtc); }).values(),
+                       "csc CUDA build");
+  }
+  // structure errors name the column
+  CHECK_THROWS_WITH((sp::Csc<float>(3, 2, {0, 2, 1}, {0, 1}, {1.0f, 2.0f})), Catch::Contains("Csc") && Catch::Contains("column"));
+  CHECK_THROWS_WITH((sp::Csc<float>(3, 2, {0, 1, 2}, {0, 3}, {1.0f, 2.0f})),
+                    Catch::Contains("Csc") && Catch::Contains("3") && Catch::Contains("out of range"));
+  CHECK_THROWS_AS((sp::Csc<float>(3, 2, {0, 1, 2}, {0, 1}, {1.0f})), sp::FormatError);
+  // a CSC where the kernel expects A by rows: X's extent is checked against the columns
+  const auto a = random_csr<float>({"small", 5, 4, 2}, 4);
+  auto x = sp::Tensor<float>::zeros({5, 3});
+  auto y = sp::Tensor<float>::zeros({5, 3});
+  CHECK_THROWS_AS(sp::ops::csc_spmm<float>()(sp::Csc<float>::from_csr(a), x, y), sp::ShapeError);
 }
 
 TEST_CASE("a compile-time extent is a constant in the generated code and checked at call time",

@@ -6,6 +6,8 @@
 // the tests check that the choice is consistent with what was measured.
 #include <catch2/catch.hpp>
 
+#include <bit>
+
 #include <cstdio>
 #include <fstream>
 #include <limits>
@@ -54,9 +56,26 @@ void check_plan(const tune::TunedSpmm<T>& plan, const sp::Csr<T>& a, std::int64_
 }
 
 // Every candidate forced, then the free choice; the choice is the fastest measured one.
+// The candidates for `a`: all_candidates() and hyb(1, k) with the k the tuner derives from
+// a's degree distribution (a power of two in [4, 256]).
+template <class T>
+std::vector<std::string> candidates_for(const sp::Csr<T>& a, std::int64_t k) {
+  std::vector<std::string> names = all_candidates();
+  std::string hyb;
+  for (const auto& c : tune::detail::spmm_candidates(a, k))
+    if (c.name.rfind("hyb(1,", 0) == 0) hyb = c.name;
+  if (a.rows() > 0 && a.cols() > 0 && a.nnz() > 0) {
+    REQUIRE(!hyb.empty());
+    const std::int64_t width = std::stoll(hyb.substr(6));
+    CHECK((width >= 4 && width <= 256 && std::has_single_bit(static_cast<std::uint64_t>(width))));
+  }
+  names.push_back(hyb.empty() ? "hyb(1,32)" : hyb);
+  return names;
+}
+
 template <class T>
 void check_all_candidates(const sp::Csr<T>& a, std::int64_t k, const std::string& what) {
-  for (const auto& name : all_candidates()) {
+  for (const auto& name : candidates_for(a, k)) {
     auto o = quick();
     o.only = {name};
     if (a.rows() == 0 || a.cols() == 0 || a.nnz() == 0) {  // only CSR is a candidate then

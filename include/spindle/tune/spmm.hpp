@@ -10,7 +10,8 @@
 //
 // Candidates: CSR (ops::spmm, always measured: it is the default the choice must beat), BSR
 // with square blocks b = 2, 3, 4, 5, 6, 8 (ops::bsr_spmm with compile-time block sizes, so
-// the block loops unroll and vectorise) and ELL (ops::ell_spmm, width = the longest row).
+// the block loops unroll and vectorise), ELL (ops::ell_spmm, width = the longest row) and
+// hyb(1, k) (ops::HybSpmm, k from the degree distribution: hyb_candidate).
 // A cost model estimates each candidate's memory traffic and multiply-adds from statistics
 // of A's structure computed in O(nnz) without building the format (stored blocks per block
 // size; the longest row); candidates predicted slower than CSR by more than
@@ -25,6 +26,7 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -39,6 +41,7 @@
 #include "spindle/format/bsr.hpp"
 #include "spindle/format/csr.hpp"
 #include "spindle/format/ell.hpp"
+#include "spindle/format/hyb.hpp"
 #include "spindle/format/tensor.hpp"
 #include "spindle/ops.hpp"
 #include "spindle/runtime/runtime.hpp"
@@ -112,6 +115,12 @@ struct TrafficModel {
            rows * k * value_bytes + (padded ? 2 * (rows + cols) * k * value_bytes : 0);
   }
   double ell(double rows, double width) const { return csr(rows, rows * width); }
+  // hyb(c, k) (ops::HybSpmm): its slots like a block format's, a row map entry per piece, Y
+  // zeroed once and read and written back by every piece (the parts add into it).
+  double hyb(double rows, double slots, double pieces) const {
+    return slots * (index_bytes + value_bytes) + 0.9 * slots * k * value_bytes + pieces * index_bytes +
+           rows * k * value_bytes + 2 * pieces * k * value_bytes;
+  }
 };
 
 class ProgressBar {
@@ -227,6 +236,38 @@ SpmmCandidate<T> bsr_candidate(const Csr<T, std::int32_t>& a, const TrafficModel
   return c;
 }
 
+// hyb(1, k) with k from A's degree distribution: the power of two in [4, 256] whose slots
+// (a row of n entries is n / k pieces of k and a piece of the rest, padded to a power of
+// two) and pieces cost the least in the model; O(rows) per k, without building the format.
+// One column partition: on a CPU a partition re-reads and re-writes Y (the model's 2 * pieces
+// term) and saves nothing the cache does not already give.
+template <class T>
+SpmmCandidate<T> hyb_candidate(const Csr<T, std::int32_t>& a, const TrafficModel& m) {
+  const auto ptr = a.indptr();
+  double best_cost = 0, best_slots = 0;
+  std::int64_t best_k = 0;
+  for (std::int64_t k = 4; k <= 256; k *= 2) {
+    double slots = 0, pieces = 0;
+    for (std::int64_t r = 0; r < a.rows(); ++r) {
+      const std::int64_t n = ptr[r + 1] - ptr[r], rest = n % k;
+      slots += static_cast<double>(n / k * k + (rest ? static_cast<std::int64_t>(std::bit_ceil(static_cast<std::uint64_t>(rest))) : 0));
+      pieces += static_cast<double>(n / k + (rest ? 1 : 0));
+    }
+    const double cost = m.hyb(static_cast<double>(a.rows()), slots, pieces);
+    if (best_k == 0 || cost < best_cost) best_cost = cost, best_k = k, best_slots = slots;
+  }
+  SpmmCandidate<T> c;
+  c.name = "hyb(1," + std::to_string(best_k) + ")";
+  c.cost = best_cost;
+  c.padding = best_slots / std::max(1.0, static_cast<double>(a.nnz()));
+  c.build = [&a, best_k]() -> typename TunedSpmm<T>::Run {
+    auto h = std::make_shared<Hyb<T, std::int32_t>>(Hyb<T, std::int32_t>::from_csr(a, 1, best_k));
+    ops::HybSpmm<T, std::int32_t> kernel;
+    return [h, kernel](TensorView<const T> x, TensorView<T> y) { kernel(*h, x, y); };
+  };
+  return c;
+}
+
 template <class T>
 std::vector<SpmmCandidate<T>> spmm_candidates(const Csr<T, std::int32_t>& a, std::int64_t feature) {
   const TrafficModel m{static_cast<double>(sizeof(T)), 4.0, static_cast<double>(std::max<std::int64_t>(1, feature))};
@@ -261,6 +302,7 @@ std::vector<SpmmCandidate<T>> spmm_candidates(const Csr<T, std::int32_t>& a, std
       return [e, kernel](TensorView<const T> x, TensorView<T> y) { kernel(*e, x, y); };
     };
     out.push_back(std::move(ell));
+    out.push_back(hyb_candidate<T>(a, m));
   }
   return out;
 }
