@@ -19,6 +19,8 @@
 // operands and runs. docs/einsum.md has the rules.
 #pragma once
 
+#include <cctype>
+
 #include <array>
 #include <memory>
 #include <mutex>
@@ -388,8 +390,34 @@ std::vector<StorageView> einsum_run_steps(runtime::Runtime& rt, EinsumPlans& pla
   return last;
 }
 
+// A Csc operand is stored by columns (a dense column level over compressed rows) but its
+// subscripts name the matrix's row, then column, as for any matrix: they are swapped here so
+// that everything after sees them in stored order. Only an operand of exactly two subscripts
+// is swapped; anything else is left for parse_einsum to report.
+inline std::string storage_order_subscripts(std::string_view text, const std::vector<StorageView>& views) {
+  std::string out(text);
+  const std::size_t arrow = out.find("->");
+  const std::size_t end = arrow == std::string::npos ? out.size() : arrow;
+  std::size_t operand = 0;
+  std::vector<std::size_t> letters;
+  auto finish = [&] {
+    if (operand < views.size() && std::string_view(views[operand].kind) == "Csc" && letters.size() == 2)
+      std::swap(out[letters[0]], out[letters[1]]);
+    letters.clear();
+    ++operand;
+  };
+  for (std::size_t q = 0; q < end; ++q) {
+    if (out[q] == ',') finish();
+    else if (std::isalpha(static_cast<unsigned char>(out[q]))) letters.push_back(q);
+  }
+  finish();
+  return out;
+}
+
 template <class T>
-EinsumResult<T> einsum_views(runtime::Runtime& rt, std::string_view subscripts, const std::vector<StorageView>& views) {
+EinsumResult<T> einsum_views(runtime::Runtime& rt, std::string_view written, const std::vector<StorageView>& views) {
+  const std::string stored = storage_order_subscripts(written, views);
+  const std::string_view subscripts = stored;
   auto& plans = einsum_plans(rt);
   auto s = einsum_parsed(plans, subscripts, views.size());
   einsum_check_operands(*s, views, dtype_v<T>);
@@ -403,8 +431,10 @@ EinsumResult<T> einsum_views(runtime::Runtime& rt, std::string_view subscripts, 
 }
 
 template <class T>
-void einsum_into_views(runtime::Runtime& rt, std::string_view subscripts, const std::vector<StorageView>& views,
+void einsum_into_views(runtime::Runtime& rt, std::string_view written, const std::vector<StorageView>& views,
                        StorageView out) {
+  const std::string stored = storage_order_subscripts(written, views);
+  const std::string_view subscripts = stored;
   auto& plans = einsum_plans(rt);
   auto s = einsum_parsed(plans, subscripts, views.size());
   einsum_check_operands(*s, views, views.front().dtype);
@@ -474,9 +504,11 @@ void einsum_into(std::string_view subscripts, Out&& out, Ops&&... ops) {
 // What einsum does for these operands: the factorisation, then per statement the plan's
 // choices and the kernel's explain().
 template <class... Ops>
-std::string einsum_explain(runtime::Runtime& rt, std::string_view subscripts, Ops&&... ops) {
+std::string einsum_explain(runtime::Runtime& rt, std::string_view written, Ops&&... ops) {
   static_assert(sizeof...(Ops) > 0, "spindle::einsum_explain: give at least one operand");
   std::vector<StorageView> views{storage_of(std::forward<Ops>(ops))...};
+  const std::string stored = detail::storage_order_subscripts(written, views);
+  const std::string_view subscripts = stored;
   const EinsumSpec s = parse_einsum(subscripts, views.size());
   detail::einsum_check_operands(s, views, views.front().dtype);
   const auto path = detail::einsum_path(s, views, rt);

@@ -599,3 +599,37 @@ TEMPLATE_TEST_CASE("einsum path: factored statements match the definition, and S
   sp::einsum_into("i,ij,j,jk,kl->il", out, d1, a, d2, x, w);
   CHECK(out == f);
 }
+
+// A Csc operand's subscripts are (row, column) as for any matrix, though it is stored by
+// columns: einsum with it must equal the definition evaluated on the same matrix as a Csr.
+TEMPLATE_TEST_CASE("einsum: CSC operands take their subscripts in (row, column) order and match the definition",
+                   "[correctness][einsum][csc]", float, double) {
+  using T = TestType;
+  for (const auto& sh : matrix_shapes()) {
+    INFO(sh);
+    const auto a = random_csr<T>(sh.rows, sh.cols, sh.avg_nnz_per_row, 81, sh.empty_row_fraction);
+    const auto b = random_csr<T>(sh.rows, sh.cols, sh.avg_nnz_per_row, 82, sh.empty_row_fraction);
+    const auto ac = sp::Csc<T>::from_csr(a), bc = sp::Csc<T>::from_csr(b);
+    const auto x = sp::Tensor<T>::random({sh.cols, 5}, 83, -1, 1);
+    const auto v = sp::Tensor<T>::random({sh.cols}, 84, -1, 1);
+    const auto u = sp::Tensor<T>::random({sh.rows}, 85, -1, 1);
+    // the reference runs the definition on the Csr forms; einsum gets the Csc ones
+    auto check = [&](const std::string& spec, auto refs, auto actual) {
+      INFO("einsum '" << spec << "'");
+      auto s = sp::parse_einsum(spec, std::tuple_size_v<decltype(refs)>);
+      std::vector<Dense> dense = std::apply([](const auto&... o) { return std::vector<Dense>{dense_of<T>(sp::storage_of(o))...}; }, refs);
+      const auto ref = reference(s, dense);
+      auto r = std::apply([&](const auto&... o) { return sp::einsum(spec, o...); }, actual);
+      check_result<T>(r, ref, dense.size(), spec + " with CSC");
+    };
+    check("ij,jk->ik", std::tie(a, x), std::tie(ac, x));  // CSC SpMM
+    check("ij,j->i", std::tie(a, v), std::tie(ac, v));    // CSC SpMV
+    check("ij,i->j", std::tie(a, u), std::tie(ac, u));    // Aᵀ u by columns
+    check("ij->j", std::tie(a), std::tie(ac));            // column sums
+    check("ij->i", std::tie(a), std::tie(ac));            // row sums
+    check("ij->ji", std::tie(a), std::tie(ac));           // transpose
+    check("ij,ij->ij", std::tie(a, b), std::tie(a, bc));  // CSR .* CSC (the CSC looked up)
+    check("ij,ij->", std::tie(a, b), std::tie(ac, bc));   // both CSC
+    check("ij,kj->ik", std::tie(a, b), std::tie(ac, b));  // A Bᵀ with A by columns
+  }
+}
