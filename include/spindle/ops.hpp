@@ -278,8 +278,7 @@ class HybSpmm {
     zero_(y);
     for (const auto& part : a.parts()) {
       const TensorView<const Index> rows(part.rows.data(), {static_cast<std::int64_t>(part.rows.size())});
-      const std::int64_t w = part.ell.width();
-      if (!run_fixed(w, part.ell, rows, x, y, std::make_index_sequence<fixed_kernels>{})) any_(part.ell, rows, x, y);
+      with_kernel(part.ell.width(), [&](const auto& k) { k(part.ell, rows, x, y); });
     }
   }
   void operator()(const Hyb<T, Index>& a, const Tensor<T>& x, Tensor<T>& y) const { (*this)(a, x.view(), y.view()); }
@@ -305,11 +304,6 @@ class HybSpmm {
   template <std::size_t... B>
   static auto make_fixed(std::index_sequence<B...>) {
     return std::make_tuple(hyb_part_spmm<T, std::int64_t{1} << B, Index>()...);
-  }
-  template <std::size_t... B>
-  bool run_fixed(std::int64_t w, const Ell<T, Index>& ell, TensorView<const Index> rows, TensorView<const T> x,
-                 TensorView<T> y, std::index_sequence<B...>) const {
-    return ((w == (std::int64_t{1} << B) ? (std::get<B>(fixed_)(ell, rows, x, y), true) : false) || ...);
   }
   template <class F>
   decltype(auto) with_kernel(std::int64_t w, F&& f) const {
