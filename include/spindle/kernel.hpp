@@ -22,8 +22,10 @@
 #include <utility>
 #include <vector>
 
+#include "spindle/format/csr.hpp"
 #include "spindle/format/storage_of.hpp"
 #include "spindle/frontend/define.hpp"
+#include "spindle/runtime/assembled_kernel.hpp"
 #include "spindle/runtime/compiled_kernel.hpp"
 #include "spindle/runtime/cuda/compiled_cuda_kernel.hpp"
 
@@ -37,6 +39,9 @@ struct KernelState {
   std::mutex mutex;
   std::shared_ptr<const runtime::CompiledKernel> compiled;
   std::atomic<const runtime::CompiledKernel*> ready{nullptr};
+  // A kernel that assembles a sparse output: its two phases (runtime/assembled_kernel.hpp).
+  std::shared_ptr<const runtime::AssembledKernel> assembled;
+  std::atomic<const runtime::AssembledKernel*> assembled_ready{nullptr};
   // The GPU side, built on the first call with device arguments.
   cuda::CudaRuntime* cuda_runtime = nullptr;
   std::shared_ptr<const cuda::CompiledCudaKernel> cuda_compiled;
@@ -84,6 +89,54 @@ struct call_params<P, Ps...> {
                                   decltype(std::tuple_cat(std::declval<std::tuple<P>>(), std::declval<rest>()))>;
 };
 
+// The call parameter that is an assembled output (out<T, P, C> with C = assembled<P, X>).
+template <class P>
+struct is_assembled_param : std::false_type {};
+template <class T, class... A>
+struct is_assembled_param<out<T, A...>> : std::bool_constant<(AssembledAxis<A> || ...)> {};
+
+template <class Tuple, std::size_t K = 0>
+constexpr int assembled_param_index() {
+  if constexpr (K == std::tuple_size_v<Tuple>)
+    return -1;
+  else if constexpr (is_assembled_param<std::tuple_element_t<K, Tuple>>::value)
+    return static_cast<int>(K);
+  else
+    return assembled_param_index<Tuple, K + 1>();
+}
+
+template <class P>
+struct last_axis;
+template <class T, class... A>
+struct last_axis<out<T, A...>> {
+  using type = std::tuple_element_t<sizeof...(A) - 1, std::tuple<A...>>;
+};
+
+// Receives an assembled output's arrays and hands them to the caller's Csr when the call
+// succeeded (the Csr is untouched before).
+template <class T, class Index>
+class CsrAssembly final : public runtime::AssemblyTarget {
+ public:
+  explicit CsrAssembly(Csr<T, Index>& out) : out_(out) {}
+  void allocate(std::int64_t nnz, const std::vector<std::int64_t>& row_ptr, void*& indices, void*& values) override {
+    indptr_.resize(row_ptr.size());
+    for (std::size_t r = 0; r < row_ptr.size(); ++r) indptr_[r] = static_cast<Index>(row_ptr[r]);
+    indices_.resize(static_cast<std::size_t>(nnz));
+    values_.resize(static_cast<std::size_t>(nnz));
+    indices = indices_.data();
+    values = values_.data();
+  }
+  void commit() override {
+    out_ = Csr<T, Index>::from_assembly(AssemblyToken{}, out_.rows(), out_.cols(), std::move(indptr_),
+                                        std::move(indices_), std::move(values_), out_.name());
+  }
+
+ private:
+  Csr<T, Index>& out_;
+  std::vector<Index> indptr_, indices_;
+  std::vector<T> values_;
+};
+
 template <class A>
 runtime::CallArg make_call_arg(A&& a) {
   runtime::CallArg c;
@@ -112,6 +165,9 @@ class Kernel {
     state_->stage1 = std::move(stage1);
   }
 
+  // The call argument that is an assembled output (docs/language.md §4.6), or -1.
+  static constexpr int assembled_arg = detail::assembled_param_index<CallParams>();
+
   template <class... Args>
   void operator()(Args&&... args) const {
     static_assert(sizeof...(Args) == arity,
@@ -121,6 +177,19 @@ class Kernel {
     std::vector<runtime::CallArg> call_args;
     call_args.reserve(arity);
     (call_args.push_back(detail::make_call_arg(std::forward<Args>(args))), ...);
+    if constexpr (assembled_arg >= 0) {
+      using P = std::tuple_element_t<assembled_arg, CallParams>;
+      using T = typename P::value_type;
+      using Index = typename detail::last_axis<P>::type::index_type;
+      using Arg = std::tuple_element_t<assembled_arg, std::tuple<Args...>>;
+      static_assert(std::is_same_v<Arg, Csr<T, Index>&>,
+                    "spindle: the assembled output of a kernel (out<T, P, C> with C = assembled<P, X, Index>) "
+                    "takes a non-const Csr<T, Index>& of the output's shape; the call replaces its pattern");
+      auto& c = std::get<assembled_arg>(std::forward_as_tuple(args...));
+      detail::CsrAssembly<T, Index> target(c);
+      compile_assembled().call(call_args, target);
+      return;
+    }
     // Device arguments (DeviceTensor, DeviceCsr) run the CUDA build of the same definition.
     bool device = false;
     for (auto& a : call_args) device = device || (!a.is_scalar && a.view.on_device);
@@ -143,6 +212,19 @@ class Kernel {
     return *state_->cuda_compiled;
   }
 
+  // A kernel that assembles a sparse output: both phases, lowered and compiled now.
+  const runtime::AssembledKernel& compile_assembled() const {
+    static_assert(assembled_arg >= 0, "spindle: compile_assembled(): this kernel has no assembled output");
+    if (auto* ready = state_->assembled_ready.load(std::memory_order_acquire)) return *ready;
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    if (!state_->assembled) {
+      runtime::Runtime& rt = state_->runtime ? *state_->runtime : runtime::default_runtime();
+      state_->assembled = std::make_shared<const runtime::AssembledKernel>(state_->stage1, rt);
+      state_->assembled_ready.store(state_->assembled.get(), std::memory_order_release);
+    }
+    return *state_->assembled;
+  }
+
   // Lowers and compiles now (a call does this on first use) and returns the result.
   const runtime::CompiledKernel& compile() const {
     if (auto* ready = state_->ready.load(std::memory_order_acquire)) return *ready;
@@ -157,7 +239,12 @@ class Kernel {
 
   const ir::Function& ir() const { return state_->stage1; }
   const std::string& name() const { return state_->stage1.name; }
-  std::string explain() const { return compile().explain(); }
+  std::string explain() const {
+    if constexpr (assembled_arg >= 0)
+      return compile_assembled().explain();
+    else
+      return compile().explain();
+  }
 
   // The same definition compiled and run with another runtime (cache, pool, engine).
   Kernel with_runtime(runtime::Runtime& rt) const {

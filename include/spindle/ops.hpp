@@ -406,4 +406,53 @@ auto dcsr_spmm() {
                                     sp::iter<R_> r, sp::iter<C_> j, sp::iter<K> k) { c(r, k) += a(r, j) * b(j, k); });
 }
 
+// Sparse outputs of unknown pattern (docs/language.md §4.6): the kernel assembles C's pattern
+// (a symbolic then a numeric phase, runtime/assembled_kernel.hpp). Call with a Csr of C's shape:
+//   Csr<float> C(A.rows(), B.cols());  ops::spgemm<float>()(A, B, C);
+template <class Index>
+using JI = std::conditional_t<std::is_same_v<Index, std::int64_t>, J64, J>;
+// B's columns: B's rows are A's columns (dense<J>), so row j of B is the fiber at A's column j.
+template <class Index>
+struct KB : sp::sparse_variable<sp::dense<JI<Index>>, Index> {
+  static constexpr const char* axis_name = "K";
+};
+template <class Index>
+struct CK : sp::assembled<I, KB<Index>, Index> {
+  static constexpr const char* axis_name = "Kc";
+};
+template <class Index>
+struct J2I : sp::sparse_variable<I, Index>, sp::coordinates_of<JI<Index>> {
+  static constexpr const char* axis_name = "J2";
+};
+template <class Index>
+struct CJ : sp::assembled<I, JI<Index>, Index> {
+  static constexpr const char* axis_name = "Jc";
+};
+
+// C = A B, both CSR (Gustavson: row i of C accumulates the rows of B at the columns of row i of A).
+template <class T, class Index = std::int32_t>
+auto spgemm() {
+  using J_ = JI<Index>;
+  using K_ = KB<Index>;
+  return sp::kernel("spgemm", sp::names{"A", "B", "C"},
+                    [](sp::in<T, I, J_> a, sp::in<T, sp::dense<J_>, K_> b, sp::out<T, I, CK<Index>> c, sp::iter<I> i) {
+                      sp::for_each<J_>([&](sp::iter<J_> j) {
+                        sp::for_each<K_>([&](sp::iter<K_> k) { c(i, k) += a(i, j) * b(j, k); });
+                      });
+                    });
+}
+
+// C = alpha A + beta B, both CSR of one shape; C's pattern is the union of theirs.
+template <class T, class Index = std::int32_t>
+auto sparse_add() {
+  using J_ = JI<Index>;
+  using J2_ = J2I<Index>;
+  return sp::kernel("sparse_add", sp::names{"A", "B", "alpha", "beta", "C"},
+                    [](sp::in<T, I, J_> a, sp::in<T, I, J2_> b, sp::param<T> alpha, sp::param<T> beta,
+                       sp::out<T, I, CJ<Index>> c, sp::iter<I> i) {
+                      sp::for_each<J_>([&](sp::iter<J_> j) { c(i, j) += alpha * a(i, j); });
+                      sp::for_each<J2_>([&](sp::iter<J2_> j) { c(i, j) += beta * b(i, j); });
+                    });
+}
+
 }  // namespace spindle::ops

@@ -55,15 +55,40 @@ class Interpreter {
   Interpreter(const ir::Function& f, std::vector<runtime::CallArg> args, long long max_steps = kMaxSteps)
       : f_(f), args_(std::move(args)), max_steps_(max_steps) {
     for (auto& fb : f_.buffers)
-      if (fb.origin.kind == ir::ParamOrigin::values) bind_buffer(fb);
-    for (auto& s : f_.scalars) bind_scalar(s);
+      if (fb.origin.kind == ir::ParamOrigin::values && !ir::is_assembled(*fb.buffer)) bind_buffer(fb);
+    for (auto& fb : f_.buffers)
+      if (ir::is_assembled(*fb.buffer)) {
+        assembled_[fb.buffer.get()];
+        bind_assembled_shape(fb);
+      }
+    for (auto& s : f_.scalars)
+      if (!(s.origin.axis && s.origin.axis->assembled)) bind_scalar(s);
   }
 
   void run() {
     check_computed_writes(f_.body, {});
     for (auto& fb : f_.buffers)
-      if (fb.buffer->role == ir::BufferRole::output) prefill(fb);
+      if (fb.buffer->role == ir::BufferRole::output && !ir::is_assembled(*fb.buffer)) prefill(fb);
     exec(f_.body);
+  }
+
+  // An assembled output (docs/language.md §4.6): the elements the kernel wrote, in row-major
+  // coordinate order. Each element starts at the identity of the reduction into it when it is
+  // first written; the pattern is exactly the coordinates written.
+  struct AssembledEntry {
+    std::int64_t row, col;
+    double f;
+    std::int64_t i;
+    double error_bound;  // as error_bound() for other buffers
+  };
+  std::vector<AssembledEntry> assembled(const std::string& buffer) const {
+    for (auto& [b, elems] : assembled_) {
+      if (b->name != buffer) continue;
+      std::vector<AssembledEntry> out;
+      for (auto& [rc, e] : elems) out.push_back({rc.first, rc.second, e.first.f, e.first.i, bound_of(b->dtype, e.second)});
+      return out;
+    }
+    throw InterpreterError("no assembled output named '" + buffer + "'");
   }
 
   long long statements_executed() const { return steps_ - points_; }
@@ -83,10 +108,7 @@ class Interpreter {
   double error_bound(const ir::BufferNode* b, std::int64_t pos) const {
     auto it = error_.find(b);
     if (it == error_.end() || pos < 0 || pos >= static_cast<std::int64_t>(it->second.size())) return 0;
-    const ErrorTrack& t = it->second[static_cast<std::size_t>(pos)];
-    const double eps = b->dtype == DType::f32 ? 0x1p-24 : 0x1p-53;
-    return 2.0 * (static_cast<double>(t.adds) + 2) * eps * t.abs_sum +
-           (t.muls ? 2.0 * (static_cast<double>(t.muls) + 2) * eps * t.abs_result : 0.0);
+    return bound_of(b->dtype, it->second[static_cast<std::size_t>(pos)]);
   }
 
  private:
@@ -167,6 +189,32 @@ class Interpreter {
       if (!axes_.count(a.get())) axes_[a.get()] = ad;
     }
     buffers_[fb.buffer.get()] = std::move(d);
+  }
+
+  // The output argument of an assembled c[P, C] (C = assembled<P, X>) is a CSR of the output's
+  // shape (docs/language.md §4.6): its rows are P's extent and its columns X's, so P (and X's
+  // coordinate space) may be bound by it alone, as the compiled kernel's binder does. A shape
+  // that disagrees with the other arguments is the call's error.
+  void bind_assembled_shape(const ir::FuncBuffer& fb) {
+    if (fb.origin.kind != ir::ParamOrigin::values || fb.origin.arg < 0 ||
+        static_cast<std::size_t>(fb.origin.arg) >= args_.size() || fb.buffer->axes.size() != 2)
+      return;
+    const StorageView& v = args_[static_cast<std::size_t>(fb.origin.arg)].view;
+    if (v.levels.size() != 2) return;
+    const ir::Axis& rows = fb.buffer->axes[0];
+    const std::pair<const ir::AxisNode*, std::int64_t> shape[2] = {
+        {ir::coordinate_space(rows), v.levels[0].length}, {ir::coordinate_space(fb.buffer->axes[1]), v.levels[1].length}};
+    for (auto& [space, length] : shape)
+      if (auto [it, fresh] = space_length_.emplace(space, length); !fresh && it->second != length)
+        throw InterpreterError("call error: the assembled output '" + fb.buffer->name + "' has extent " +
+                               std::to_string(length) + " over " + space->name + ", which has extent " +
+                               std::to_string(it->second) + " in another argument");
+    if (!axes_.count(rows.get())) {
+      AxisData ad;
+      ad.level.kind = LevelKind::dense_fixed;
+      ad.level.length = v.levels[0].length;
+      axes_[rows.get()] = ad;
+    }
   }
 
   void bind_scalar(const ir::FuncScalar& s) {
@@ -711,6 +759,17 @@ class Interpreter {
     }
     std::vector<std::int64_t> coords;
     for (auto& x : idx) coords.push_back(eval(x).i);
+    if (auto as = assembled_.find(b.get()); as != assembled_.end()) {
+      if (coords[0] < 0 || coords[0] >= length_of(b->axes[0].get()) || coords[1] < 0 ||
+          coords[1] >= length_of(space_of(b->axes[1].get())))
+        throw InterpreterError("write to assembled buffer '" + b->name + "' outside its extents");
+      auto [it, fresh] = as->second.try_emplace({coords[0], coords[1]});
+      auto& [value, track_of] = it->second;
+      RV old = fresh ? identity(op ? *op : ir::ReduceOp::add, b->dtype) : value;
+      value = op ? combine(*op, old, v) : convert(b->dtype, v);
+      if (is_float(b->dtype)) track(track_of, op, old, v, value);
+      return;
+    }
     std::int64_t k = locate(b.get(), coords);
     if (k < 0) {
       std::string c;
@@ -728,11 +787,18 @@ class Interpreter {
     double abs_sum = 0, abs_result = 0;
     long long adds = 0, muls = 0;
   };
+  static double bound_of(DType t, const ErrorTrack& e) {
+    const double eps = t == DType::f32 ? 0x1p-24 : 0x1p-53;
+    return 2.0 * (static_cast<double>(e.adds) + 2) * eps * e.abs_sum +
+           (e.muls ? 2.0 * (static_cast<double>(e.muls) + 2) * eps * e.abs_result : 0.0);
+  }
   void track_error(const ir::BufferNode* b, std::int64_t k, std::int64_t count, const ir::ReduceOp* op, const RV& old,
                    const RV& v, const RV& result) {
     auto& elems = error_[b];
     if (elems.empty()) elems.resize(static_cast<std::size_t>(count));
-    ErrorTrack& t = elems[static_cast<std::size_t>(k)];
+    track(elems[static_cast<std::size_t>(k)], op, old, v, result);
+  }
+  static void track(ErrorTrack& t, const ir::ReduceOp* op, const RV& old, const RV& v, const RV& result) {
     if (!op) {  // a plain store starts over
       t = ErrorTrack{};
       t.abs_sum = std::fabs(v.f);
@@ -766,6 +832,11 @@ class Interpreter {
       bool found = false;
       for (auto it = scope_.rbegin(); it != scope_.rend() && !found; ++it)
         if (it->axis == a->parent.get()) parent = it->pos, found = true;
+      // §3: a parent that is a root dense axis and is not iterated is at the coordinate of
+      // the innermost iterator over its coordinate space (its positions are its coordinates).
+      if (!found && !a->parent->parent && a->parent->kind == ir::AxisKind::dense_fixed)
+        for (auto it = scope_.rbegin(); it != scope_.rend() && !found; ++it)
+          if (space_of(it->axis) == space_of(a->parent.get())) parent = it->coord, found = true;
       if (!found) throw InterpreterError("axis " + a->name + " iterated without its parent");
     }
     auto visit = [&](std::int64_t coord, std::int64_t pos) {
@@ -817,6 +888,8 @@ class Interpreter {
   std::map<const ir::BufferNode*, RV> locals_;
   bool rounded_ = false;
   std::unordered_map<const ir::BufferNode*, std::vector<ErrorTrack>> error_;
+  std::map<const ir::BufferNode*, std::map<std::pair<std::int64_t, std::int64_t>, std::pair<RV, ErrorTrack>>>
+      assembled_;
   std::vector<Binding> scope_;
   long long steps_ = 0, points_ = 0;  // steps_ counts statements and iteration points
   long long max_steps_ = kMaxSteps;

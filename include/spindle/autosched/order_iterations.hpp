@@ -264,6 +264,13 @@ class OrderIterations : public ir::IRMutator {
     facts.finish();
     for (auto& a : facts.accesses) a.search = searches(a, var_axis_);
     if (facts.nested || facts.writes_outer_local) return written;
+    // An axis whose parent is named by the coordinate of another iterator (§3: the innermost
+    // one over the parent's coordinates) keeps the written order: reordering could change
+    // which iterator that is.
+    for (auto& a : n->axes)
+      if (ir::parent_by_coordinate(*a) && std::find(bound_.begin(), bound_.end(), a->parent.get()) == bound_.end() &&
+          std::find(n->axes.begin(), n->axes.end(), a->parent) == n->axes.end())
+        return written;
     bool reads_written = false;
     for (auto* b : facts.written) reads_written = reads_written || facts.read.count(b);
     std::set<const ir::AxisNode*> bound(bound_.begin(), bound_.end());

@@ -9,6 +9,7 @@
 //   simplify
 //   hoist_loop_invariants            searches and guards out of inner loops
 //   schedule_cpu_default             register tiles, local accumulation, parallel and vector loops
+//     (or assemble_rows, for one phase of a kernel that assembles a sparse output)
 //   simplify
 //   emit_c                           C source with the kernel ABI
 // The CUDA path (lower_for_cuda + schedule_and_emit_cuda) shares every pass up to
@@ -27,6 +28,7 @@
 #include "spindle/codegen/cuda_emitter.hpp"
 #include "spindle/ir/printer.hpp"
 #include "spindle/ir/verify.hpp"
+#include "spindle/lower/assemble_rows.hpp"
 #include "spindle/lower/hoist_loop_invariants.hpp"
 #include "spindle/lower/lower_sparse_buffer.hpp"
 #include "spindle/lower/lower_sparse_iter.hpp"
@@ -97,6 +99,11 @@ inline ir::Function simplify_pass(const ir::Function& g, const lower::LowerConte
 template <class Out>
 ir::Function lower_unscheduled(const ir::Function& stage1, const PipelineOptions& o, PassRunner& run, Out& out) {
   ir::verify(stage1, "frontend", /*user_input=*/true);
+  for (auto& fb : stage1.buffers)
+    SPINDLE_CHECK(!ir::is_assembled(*fb.buffer) || o.context.assembly.phase != lower::AssemblyContext::none,
+                  UserError, "kernel '", stage1.name, "': buffer '", fb.buffer->name, "' is an assembled output, "
+                  "which is built by a symbolic and a numeric phase on the CPU (runtime::AssembledKernel, what a "
+                  "call of spindle::kernel runs); it has no single-kernel (or CUDA) build");
   detail::dump(o, 0, "stage1", ir::to_string(stage1));
   out.written = stage1;
   out.stage1 = run.run("order_iterations", stage1, autosched::order_iterations);
@@ -113,7 +120,10 @@ inline Lowered lower_to_c(const ir::Function& stage1, const PipelineOptions& o) 
   Timer total;
   PassRunner run(o, out.passes);
   ir::Function f = lower_unscheduled(stage1, o, run, out);
-  f = run.run("schedule_cpu_default", f, autosched::schedule_cpu_default);
+  if (o.context.assembly.phase != lower::AssemblyContext::none)  // one phase of an assembling kernel
+    f = run.run("assemble_rows", f, lower::assemble_rows);
+  else
+    f = run.run("schedule_cpu_default", f, autosched::schedule_cpu_default);
   out.stage3 = run.run("simplify", f, simplify_pass);
   Timer t;
   out.source = codegen::emit_c(out.stage3);

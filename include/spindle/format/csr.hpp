@@ -27,6 +27,13 @@ struct RandomCsrOptions {
   bool shuffle_rows = false;        // leave the column indices of each row unsorted
 };
 
+namespace detail {
+// Proof that arrays come from an assembling kernel (Csr::from_assembly).
+struct AssemblyToken {
+  explicit AssemblyToken() = default;
+};
+}  // namespace detail
+
 template <class T, class Index = std::int32_t>
 class Csr {
  public:
@@ -34,6 +41,12 @@ class Csr {
   using index_type = Index;
 
   Csr() = default;  // 0x0
+
+  // An all-zero rows x cols matrix (no stored entries): e.g. the output of a kernel that
+  // assembles its pattern (docs/language.md §4.6).
+  Csr(std::int64_t rows, std::int64_t cols, std::string name = {})
+      : Csr(rows, cols, std::vector<Index>(static_cast<std::size_t>(std::max<std::int64_t>(rows, 0)) + 1, 0), {}, {},
+            std::move(name)) {}
 
   // Takes the arrays by value and validates them (FormatError on failure); the caller's
   // vectors are only moved from if the caller moved them in.
@@ -54,6 +67,14 @@ class Csr {
     sorted_ = validate_compressed<Index>(
                   what, rows_, cols_, static_cast<std::int64_t>(indices_.size()), indptr_, indices_)
                   .sorted;
+  }
+
+  // Arrays made by a kernel that assembles its output (runtime/assembled_kernel.hpp): row
+  // offsets from its prefix sums, columns in range and sorted per row by construction, so they
+  // are not validated again. The token is only made by spindle::Kernel.
+  static Csr from_assembly(detail::AssemblyToken, std::int64_t rows, std::int64_t cols, std::vector<Index> indptr,
+                           std::vector<Index> indices, std::vector<T> values, std::string name) {
+    return Csr(rows, cols, std::move(indptr), std::move(indices), std::move(values), std::move(name), true);
   }
 
   // A pattern-only matrix: every stored value is 1.

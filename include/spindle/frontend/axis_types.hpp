@@ -104,8 +104,21 @@ struct coordinates_of {
   using coordinates_axis = X;
 };
 
+// The columns of a sparse output whose pattern the kernel builds (docs/language.md §4.6):
+//   struct Jc : spindle::assembled<I, J> {};   // out<float, I, Jc> c: a CSR over I x J
+// A sparse_variable axis under P over X's coordinates. A call passes a Csr of the output's
+// shape; the kernel replaces its pattern with the coordinates it writes (SpGEMM, sparse add,
+// conversions): a symbolic phase counts each row, a numeric phase fills it.
+template <class Parent, class X, class Index = std::int32_t>
+struct assembled : sparse_variable<Parent, Index>, coordinates_of<X> {
+  static constexpr bool is_assembled_axis = true;
+};
+
 template <class A>
 inline constexpr bool is_axis_v = std::is_base_of_v<detail::axis_tag, A>;
+
+template <class A>
+concept AssembledAxis = requires { A::is_assembled_axis; };
 
 template <class A>
 concept AxisType = is_axis_v<A>;

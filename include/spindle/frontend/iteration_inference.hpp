@@ -62,7 +62,7 @@ class IterationInference : public ir::IRMutator {
     std::vector<ir::Stmt> fills;
     for (auto& fb : buffers_) {
       const ir::Buffer& b = fb.buffer;
-      if (b->role != ir::BufferRole::output) continue;
+      if (b->role != ir::BufferRole::output || ir::is_assembled(*b)) continue;  // assembly starts it empty
       auto op = a.reduce_op.find(b.get());
       ir::Expr fill = op != a.reduce_op.end() ? ir::reduce_identity(op->second, b->dtype) : ir::make_const(b->dtype, 0);
       auto first = a.first_write.find(b.get());
@@ -203,7 +203,7 @@ class IterationInference : public ir::IRMutator {
                         a->name, " inside an iteration that already iterates it; hint: use the enclosing "
                         "iterator, or iterate dense<", a->name, "> for a second pass over its coordinates");
         if (a->parent)
-          SPINDLE_CHECK(bound(a->parent.get()), UserError, "kernel '", kernel_, "': iteration '", n->name,
+          SPINDLE_CHECK(bound(a->parent.get()) || bound_by_coordinate(*a), UserError, "kernel '", kernel_, "': iteration '", n->name,
                         "' iterates axis ", a->name, " without its parent ", a->parent->name, "; hint: iterate ",
                         a->parent->name, " before ", a->name, " (in the same iteration or an enclosing one)");
         scope_.push_back({n->vars[k].node(), a, n});
@@ -228,6 +228,10 @@ class IterationInference : public ir::IRMutator {
     }
 
     void visit_Load(const ir::LoadNode* n) override {
+      SPINDLE_CHECK(!ir::is_assembled(*n->buffer), UserError, "kernel '", kernel_, "': buffer '", n->buffer->name,
+                    "' is read at (", ir::IRPrinter().list(n->indices), "), but its pattern is assembled by this "
+                    "kernel (axis ", n->buffer->axes.back()->name, " is assembled<...>): it is only written; hint: "
+                    "accumulate into a local, or read the result in another kernel");
       if (n->buffer->role == ir::BufferRole::output) loaded.insert(n->buffer.get());
       record(n->buffer, n->indices, false, kRead);
       ir::IRVisitor::visit_Load(n);
@@ -367,6 +371,14 @@ class IterationInference : public ir::IRMutator {
         if (b.axis.get() == a) return &b;
       return nullptr;
     }
+    // A parent that is a root dense axis is named by any enclosing iterator over its
+    // coordinates: `for_each<K>` under j iterates row j of b[dense<J>, K] (§3).
+    bool bound_by_coordinate(const ir::AxisNode& a) const {
+      if (!ir::parent_by_coordinate(a)) return false;
+      for (auto& b : scope_)
+        if (ir::coordinate_space(b.axis) == ir::coordinate_space(a.parent)) return true;
+      return false;
+    }
     const Binding* binding_of(const ir::Expr& e) const {
       const ir::VarNode* v = e.as<ir::VarNode>();
       for (auto& b : scope_)
@@ -385,6 +397,7 @@ class IterationInference : public ir::IRMutator {
                     "` into buffer '", buf->name, "', which is an `in` (read-only) buffer; hint: declare it "
                     "out (written) or inout (read and written)");
       const bool reduction = std::string(op) != "=";
+      if (ir::is_assembled(*buf)) return check_assembled_write(buf, idx, op);
       for (std::size_t s = 0; s < idx.size() && s < buf->axes.size(); ++s) {
         const ir::Axis& a = buf->axes[s];
         std::string where = message("kernel '", kernel_, "': `", op, "` into buffer '", buf->name, "' indexes axis ",
@@ -401,6 +414,33 @@ class IterationInference : public ir::IRMutator {
                       "; writes at other coordinates (outputs of unknown pattern) are not supported yet");
       }
     }
+
+    // A write into an assembled output c[P, C] (C = assembled<P, X>, docs/language.md §4.6):
+    // c(i, x) with i the first iterator of the top-level iteration, over P's coordinates (the
+    // rows are assembled one at a time, in parallel), and x an iterator over X's coordinates;
+    // every write of c in one top-level iteration.
+    void check_assembled_write(const ir::Buffer& buf, const std::vector<ir::Expr>& idx, const char* op) {
+      const ir::Axis& rows = buf->axes[0];
+      const ir::Axis& cols = buf->axes[1];
+      std::string where = message("kernel '", kernel_, "': `", op, "` into buffer '", buf->name, "' (assembled over [",
+                                  rows->name, ", ", cols->name, "]) at (", ir::IRPrinter().list(idx), ")");
+      const Binding* r = binding_of(idx[0]);
+      SPINDLE_CHECK(r && r == &scope_.front() && !r->axis->parent && r->axis->kind == ir::AxisKind::dense_fixed &&
+                        ir::coordinate_space(r->axis) == ir::coordinate_space(rows),
+                    UserError, where, ": the row index must be the first iterator of the top-level iteration, "
+                    "over the coordinates of ", rows->name, " (an assembled output is built one row at a time); "
+                    "hint: make iter<", rows->name, "> the first iterator of the kernel lambda and write c(i, ...)");
+      const Binding* c = binding_of(idx[1]);
+      SPINDLE_CHECK(c && ir::coordinate_space(c->axis) == ir::coordinate_space(cols), UserError, where,
+                    ": the column index must be an iterator over the coordinates of ",
+                    ir::coordinate_space(cols)->name, " (the X of assembled<P, X>); other indices could "
+                    "fall outside the output's columns");
+      auto [it, fresh] = assembled_top_.emplace(buf.get(), r->iteration);
+      SPINDLE_CHECK(fresh || it->second == r->iteration, UserError, where, ": the output is already written in "
+                    "another top-level iteration; an assembled output is written in one iteration over its rows "
+                    "(hint: put the two loops in for_each blocks inside one iteration over ", rows->name, ")");
+    }
+    std::map<const ir::BufferNode*, const ir::SparseIterationNode*> assembled_top_;
 
     // Why slot s of an access does not address a stored element by iterators ("" when it
     // does): a root slot takes an iterator of its coordinate space; a child slot the
@@ -597,6 +637,35 @@ class IterationInference : public ir::IRMutator {
 SPINDLE_DECL ir::Stmt infer_iteration_kinds(ir::Stmt body, const std::string& kernel,
                                             const std::vector<ir::FuncBuffer>& buffers) {
   return IterationInference(kernel, buffers).run(body);
+}
+
+SPINDLE_DECL void check_assembled_outputs(const std::string& kernel, const std::vector<ir::FuncBuffer>& buffers) {
+  const ir::BufferNode* assembled = nullptr;
+  for (auto& fb : buffers) {
+    const ir::BufferNode& b = *fb.buffer;
+    if (!ir::is_assembled(b)) continue;
+    const ir::Axis& c = b.axes.back();
+    SPINDLE_CHECK(b.axes.size() == 2 && c->assembled && b.axes[0] == c->parent, UserError, "kernel '", kernel,
+                  "': buffer '", b.name, "' lists an assembled axis but is not over exactly [P, C] with C = "
+                  "assembled<P, X> (a CSR output: rows P, assembled columns C); hint: declare out<T, P, C>");
+    SPINDLE_CHECK(b.role == ir::BufferRole::output, UserError, "kernel '", kernel, "': buffer '", b.name,
+                  "' is over the assembled axis ", c->name, " but is declared ", ir::buffer_role_name(b.role),
+                  "; the pattern of an assembled axis is built by the kernel that writes it, so only an `out` "
+                  "buffer may have one; hint: pass the result to the next kernel as a Csr over a sparse_variable "
+                  "axis");
+    SPINDLE_CHECK(!assembled, UserError, "kernel '", kernel, "': buffers '", assembled ? assembled->name : "",
+                  "' and '", b.name, "' are both assembled; a kernel assembles one sparse output");
+    assembled = &b;
+  }
+  if (!assembled) return;
+  for (auto& fb : buffers) {
+    const ir::BufferNode& b = *fb.buffer;
+    SPINDLE_CHECK(&b == assembled || (b.role != ir::BufferRole::output && b.role != ir::BufferRole::inout),
+                  UserError, "kernel '", kernel, "': buffer '", b.name, "' is written (", ir::buffer_role_name(b.role),
+                  ") in a kernel that assembles '", assembled->name, "'; such a kernel runs its body twice (a "
+                  "symbolic phase counts each row, a numeric phase fills it), so it writes nothing else; hint: "
+                  "compute '", b.name, "' in another kernel");
+  }
 }
 
 }  // namespace spindle::detail

@@ -15,4 +15,9 @@ namespace spindle::detail {
 SPINDLE_DECL ir::Stmt infer_iteration_kinds(ir::Stmt body, const std::string& kernel,
                                             const std::vector<ir::FuncBuffer>& buffers);
 
+// The declaration rules of assembled outputs (docs/language.md §4.6): a buffer over an
+// assembled<P, X> axis is an `out` buffer over exactly [P, C]; a kernel has at most one and
+// writes no other buffer (its two phases run the body twice). UserError otherwise.
+SPINDLE_DECL void check_assembled_outputs(const std::string& kernel, const std::vector<ir::FuncBuffer>& buffers);
+
 }  // namespace spindle::detail

@@ -4,6 +4,7 @@
 #ifndef SPINDLE_SEPARATE_COMPILATION
 #define SPINDLE_SEPARATE_COMPILATION 1
 #endif
+#include "spindle/runtime/assembled_kernel_impl.hpp"
 #include "spindle/runtime/compiled_kernel_impl.hpp"
 #include "spindle/runtime/cuda/compiled_cuda_kernel_impl.hpp"
 #include "spindle/runtime/runtime_impl.hpp"

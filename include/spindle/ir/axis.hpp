@@ -43,6 +43,8 @@ struct AxisNode {
   Axis coordinates_of;  // set for a sparse axis declared coordinates_of<X>: its coordinates
                         // are X's (same extent, checked at call time), so its iterator may
                         // index X's root slots (docs/language.md §1)
+  bool assembled = false;  // spindle::assembled<P, X>: a sparse_variable axis under P over X's
+                           // coordinates whose pattern the kernel builds (docs/language.md §4.6)
 
   bool is_dense() const { return kind == AxisKind::dense_fixed || kind == AxisKind::dense_variable; }
   bool is_sparse() const { return !is_dense(); }
@@ -61,11 +63,12 @@ inline std::vector<Axis> axis_chain(const Axis& a) {
 
 // The axis whose coordinate space `a` indexes: X for dense<X> and for an axis declared
 // coordinates_of<X> (recursively), else `a` itself.
-inline const AxisNode* coordinate_space(const Axis& a) {
-  if (a->dense_of) return coordinate_space(a->dense_of);
-  if (a->coordinates_of) return coordinate_space(a->coordinates_of);
-  return a.get();
+inline const AxisNode* coordinate_space(const AxisNode* a) {
+  if (a->dense_of) return coordinate_space(a->dense_of.get());
+  if (a->coordinates_of) return coordinate_space(a->coordinates_of.get());
+  return a;
 }
+inline const AxisNode* coordinate_space(const Axis& a) { return coordinate_space(a.get()); }
 
 // global: kernel parameter or device memory; local: per-thread (registers / C stack);
 // shared: one copy per GPU thread block (CUDA __shared__), written by cache_read.
@@ -108,6 +111,20 @@ inline Buffer local_buffer(std::string name, DType dtype, std::vector<Expr> shap
   n.scope = BufferScope::local;
   n.role = BufferRole::temp;
   return make_buffer(std::move(n));
+}
+
+// A buffer over [P, C] with C = assembled<P, X>: an output whose pattern the kernel builds.
+inline bool is_assembled(const BufferNode& b) {
+  for (auto& a : b.axes)
+    if (a->assembled) return true;
+  return false;
+}
+
+// Whether axis `a` may iterate the fiber of its parent under the coordinate of another
+// iterator (docs/language.md §3): its parent is a root dense axis (dense_fixed, dense<X>), whose
+// positions are its coordinates, so any iterator over the parent's coordinate space names a fiber.
+inline bool parent_by_coordinate(const AxisNode& a) {
+  return a.parent && !a.parent->parent && a.parent->kind == AxisKind::dense_fixed;
 }
 
 inline bool is_written(const BufferNode& b) {

@@ -6,11 +6,24 @@
 
 namespace spindle::lower {
 
+// A kernel that assembles a sparse output (docs/language.md §4.6) is compiled twice from
+// one stage-I function: lower/split_assembly.hpp makes the stage-I function of each phase and
+// names its buffers here; lower/assemble_rows.hpp rewrites the row loop at stage III.
+struct AssemblyContext {
+  enum Phase : unsigned char { none, symbolic, numeric };
+  Phase phase = none;
+  std::string output;                      // the placeholder over [P, dense<X>] the body writes
+  std::string bounds, mark, counts;        // both phases
+  std::string workspace, list, row_ptr;    // numeric
+  std::string out_indices, out_values;     // numeric
+};
+
 struct LowerContext {
   std::string kernel;       // for messages
   int num_threads = 1;      // of the target (CPU schedules)
   int vector_bits = 256;    // SIMD width of the target in bits (CPU schedules)
   bool keep_loop_order = false;  // order_iterations leaves every iteration as written
+  AssemblyContext assembly;      // phase none: an ordinary kernel
 };
 
 }  // namespace spindle::lower

@@ -65,7 +65,7 @@ class SparseIterLowering : public ir::IRMutator {
         SPINDLE_CHECK(n->axes[q] != a, UserError, "kernel '", ctx_.kernel, "': iteration '", n->name,
                       "' lists axis ", a->name, " twice");
       if (a->parent)
-        SPINDLE_CHECK(find_axis(a->parent.get()), UserError, "kernel '", ctx_.kernel, "': iteration '",
+        SPINDLE_CHECK(find_parent(*a), UserError, "kernel '", ctx_.kernel, "': iteration '",
                       n->name, "' iterates axis ", a->name, " without its parent ", a->parent->name,
                       "; hint: iterate ", a->parent->name, " before ", a->name,
                       " (in the same iteration or an enclosing one)");
@@ -103,7 +103,7 @@ class SparseIterLowering : public ir::IRMutator {
     for (std::size_t k = r + 1; k < n->axes.size(); ++k) {
       if (n->kinds[k] != ir::IterKind::spatial) continue;
       const ir::Axis& a = n->axes[k];
-      SPINDLE_CHECK(!a->parent || find_axis(a->parent.get()), UserError, "kernel '", ctx_.kernel,
+      SPINDLE_CHECK(!a->parent || find_parent(*a), UserError, "kernel '", ctx_.kernel,
                     "': cannot initialise the output of iteration '", n->name, "': spatial axis ", a->name,
                     " depends on reduction axis ", a->parent->name,
                     "; hint: declare the output inout and initialise it before the call");
@@ -210,14 +210,32 @@ class SparseIterLowering : public ir::IRMutator {
     return nullptr;
   }
 
-  // Loop positions of the bound ancestors of `a` (root first), excluding `a`.
+  // The innermost iterator over the coordinate space of root dense axis `a` (§3: a child of a
+  // root dense axis that is not iterated takes its fiber at such an iterator's coordinate).
+  const Bound* find_space(const ir::AxisNode* a) const {
+    if (a->parent || a->kind != ir::AxisKind::dense_fixed) return nullptr;
+    for (auto it = scope_.rbegin(); it != scope_.rend(); ++it)
+      if (ir::coordinate_space(it->axis) == ir::coordinate_space(a)) return &*it;
+    return nullptr;
+  }
+  bool find_parent(const ir::AxisNode& a) const {
+    return find_axis(a.parent.get()) || (ir::parent_by_coordinate(a) && find_space(a.parent.get()));
+  }
+
+  // Loop positions of the bound ancestors of `a` (root first), excluding `a`. A root dense
+  // ancestor that no loop iterates is at the coordinate of an iterator over its coordinates
+  // (the very expression translate() computes for that slot, so prefix_matches sees it).
   std::vector<ir::Expr> ancestor_positions(const ir::Axis& a) const {
     std::vector<ir::Expr> out;
     if (!a->parent) return out;
     for (auto& anc : ir::axis_chain(a->parent)) {
-      const Bound* b = find_axis(anc.get());
-      SPINDLE_INTERNAL_CHECK(b, "lower_sparse_iter", "ancestor ", anc->name, " of ", a->name, " is unbound");
-      out.push_back(b->pos);
+      if (const Bound* b = find_axis(anc.get())) {
+        out.push_back(b->pos);
+        continue;
+      }
+      const Bound* c = find_space(anc.get());
+      SPINDLE_INTERNAL_CHECK(c, "lower_sparse_iter", "ancestor ", anc->name, " of ", a->name, " is unbound");
+      out.push_back(c->coord);
     }
     return out;
   }

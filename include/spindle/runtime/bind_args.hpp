@@ -40,7 +40,8 @@ class ArgBinder {
   // (StorageView::on_device); device memory is never read here.
   ArgBinder(const ir::Function& stage1, const ir::Function& stage3, bool device = false)
       : kernel_(stage1.name), device_(device) {
-    for (auto& b : stage1.buffers) user_buffers_.push_back(b);
+    for (auto& b : stage1.buffers)  // (arg -1: the placeholder of an assembled output, lower/split_assembly.hpp)
+      if (!(b.origin.kind == ir::ParamOrigin::values && b.origin.arg < 0)) user_buffers_.push_back(b);
     for (auto& s : stage1.scalars)
       if (s.origin.kind == ir::ParamOrigin::scalar) user_scalars_.push_back(s);
     abi_buffers_ = stage3.buffers;

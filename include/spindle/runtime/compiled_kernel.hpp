@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "spindle/ir/function.hpp"
+#include "spindle/lower/context.hpp"
 #include "spindle/runtime/call_arg.hpp"
 #include "spindle/support/linkage.hpp"
 
@@ -45,6 +46,9 @@ struct CompileStats {
 class CompiledKernel {
  public:
   SPINDLE_DECL CompiledKernel(const ir::Function& stage1, Runtime& rt);
+  // One phase of a kernel that assembles a sparse output (runtime/assembled_kernel.hpp): the
+  // loops run in the written order and the row loop is rewritten by lower/assemble_rows.hpp.
+  SPINDLE_DECL CompiledKernel(const ir::Function& stage1, Runtime& rt, const lower::AssemblyContext& assembly);
   SPINDLE_DECL ~CompiledKernel();
   CompiledKernel(const CompiledKernel&) = delete;
   CompiledKernel& operator=(const CompiledKernel&) = delete;

@@ -15,15 +15,17 @@
 namespace spindle::runtime {
 
 struct CompiledKernel::Impl {
-  Impl(const ir::Function& stage1, Runtime& rt) : rt(&rt), binder(init(stage1, rt)) {}
+  Impl(const ir::Function& stage1, Runtime& rt, const lower::AssemblyContext& assembly)
+      : rt(&rt), binder(init(stage1, rt, assembly)) {}
 
-  ArgBinder init(const ir::Function& stage1, Runtime& r) {
+  ArgBinder init(const ir::Function& stage1, Runtime& r, const lower::AssemblyContext& assembly) {
     Timer t;
     driver::PipelineOptions o;
     o.context.kernel = stage1.name;
     o.context.num_threads = r.options().num_threads;
     o.context.vector_bits = host_vector_bits();
-    o.context.keep_loop_order = r.options().keep_loop_order;
+    o.context.keep_loop_order = r.options().keep_loop_order || assembly.phase != lower::AssemblyContext::none;
+    o.context.assembly = assembly;
     o.debug = r.options().debug;
     o.dump_dir = r.options().dump_dir;
     lowered = driver::lower_to_c(stage1, o);
@@ -51,7 +53,11 @@ struct CompiledKernel::Impl {
 };
 
 SPINDLE_DECL CompiledKernel::CompiledKernel(const ir::Function& stage1, Runtime& rt)
-    : impl_(std::make_unique<Impl>(stage1, rt)) {}
+    : impl_(std::make_unique<Impl>(stage1, rt, lower::AssemblyContext{})) {}
+
+SPINDLE_DECL CompiledKernel::CompiledKernel(const ir::Function& stage1, Runtime& rt,
+                                            const lower::AssemblyContext& assembly)
+    : impl_(std::make_unique<Impl>(stage1, rt, assembly)) {}
 
 SPINDLE_DECL CompiledKernel::~CompiledKernel() = default;
 

@@ -1,0 +1,160 @@
+// assemble_rows: the row loop of one phase of an assembling kernel (lower/split_assembly.hpp,
+// docs/language.md §4.6), at stage III. The body writes the placeholder c_row[i, x] inside the
+// loop over the output's rows i; that loop becomes T blocks of rows (T = the extent of the
+// scratch arrays' first dimension, bounds[] chosen by the runtime), run in parallel, each with
+// its own row of the scratch arrays:
+//
+//   for i in [0, P):                for blk in [0, T) parallel:
+//     ... c_row[i, x] op= v   ->      for i in [bounds[blk], bounds[blk + 1]):
+//                                       count = 0
+//                                       ... <write at x>
+//                                       <row epilogue>
+//
+// symbolic: <write at x> is `if mark[blk, x] != i: mark[blk, x] = i; count += 1` (the value is
+//           not computed), the epilogue `counts[i] = count`;
+// numeric:  <write at x> is `if mark[blk, x] != i: mark[blk, x] = i; ws[blk, x] = identity;
+//           list[blk, count] = x; count += 1` then `ws[blk, x] op= v` (or `= v`); the epilogue
+//           stores counts[i] and copies the listed columns and their workspace values to
+//           out_indices / out_values from row_ptr[i] (at most row_ptr[i + 1] - row_ptr[i]).
+// The marker starts at -1 (set by the runtime), so a row's first write of a column always
+// counts; rows are visited once per phase, so the two phases see the same pattern, which the
+// runtime checks by comparing the counts.
+// Pre: stage III, unscheduled (no parallel loops yet), a function made by split_assembly; every
+// write of the placeholder has the row loop's variable as its first index.
+// Post: stage III; the placeholder is gone; the row blocks are the only parallel loop.
+#pragma once
+
+#include <string>
+
+#include "spindle/ir/function.hpp"
+#include "spindle/ir/functor.hpp"
+#include "spindle/ir/ops.hpp"
+#include "spindle/lower/context.hpp"
+#include "spindle/support/error.hpp"
+
+namespace spindle::lower {
+
+namespace detail {
+
+class AssembleRows : public ir::IRMutator {
+ public:
+  AssembleRows(const ir::Function& f, const AssemblyContext& a) : a_(a) {
+    auto find = [&](const std::string& name) {
+      if (name.empty()) return ir::Buffer();
+      for (auto& fb : f.buffers)
+        if (fb.buffer->name == name) return fb.buffer;
+      throw InternalError(message("assemble_rows: kernel '", f.name, "' has no buffer '", name, "'"));
+    };
+    output_ = find(a.output);
+    bounds_ = find(a.bounds);
+    mark_ = find(a.mark);
+    counts_ = find(a.counts);
+    ws_ = find(a.workspace);
+    list_ = find(a.list);
+    row_ptr_ = find(a.row_ptr);
+    out_indices_ = find(a.out_indices);
+    out_values_ = find(a.out_values);
+  }
+
+  ir::Function run(const ir::Function& f) {
+    ir::Function out = f;
+    out.body = mutate(f.body);
+    std::erase_if(out.buffers, [&](const ir::FuncBuffer& b) { return b.buffer == output_; });
+    return out;
+  }
+
+ protected:
+  ir::Stmt mutate_For(const ir::ForNode* n, const ir::Stmt& self) override {
+    if (row_.defined()) return IRMutator::mutate_For(n, self);  // inside the row loop
+    if (!writes_output(self)) return self;
+    SPINDLE_INTERNAL_CHECK(n->for_kind == ir::ForKind::serial, "assemble_rows", "the row loop of '",
+                           output_->name, "' is already scheduled");
+    row_ = n->var;
+    block_ = ir::Var("spindle_block", DType::i64);
+    count_ = ir::local_buffer("spindle_count", DType::i64);
+    ir::Stmt body = mutate(n->body);
+    std::vector<ir::Stmt> row{ir::store(count_, {}, ir::int_imm(0), n->loc), body, epilogue(n->loc)};
+    ir::Stmt per_row = ir::block("spindle_row", {count_}, ir::seq(std::move(row), n->loc), n->loc);
+    ir::Expr lo = ir::load(bounds_, {block_}), hi = ir::load(bounds_, {ir::Expr(block_) + 1});
+    ir::Stmt rows = ir::for_loop(n->var, n->min + lo, hi - lo, ir::ForKind::serial, n->iter_kind, n->axis, per_row, n->loc);
+    ir::Stmt blocks = ir::for_loop(block_, ir::int_imm(0), mark_->shape[0], ir::ForKind::parallel, ir::IterKind::spatial,
+                                   "spindle_blocks", rows, n->loc);
+    row_ = ir::Var();
+    return blocks;
+  }
+
+  ir::Stmt mutate_Reduce(const ir::ReduceNode* n, const ir::Stmt& self) override {
+    if (n->buffer != output_) return IRMutator::mutate_Reduce(n, self);
+    return write(n->indices, mutate(n->value), &n->op, n->loc);
+  }
+  ir::Stmt mutate_Store(const ir::StoreNode* n, const ir::Stmt& self) override {
+    if (n->buffer != output_) return IRMutator::mutate_Store(n, self);
+    return write(n->indices, mutate(n->value), nullptr, n->loc);
+  }
+
+ private:
+  bool writes_output(const ir::Stmt& s) const {
+    struct Find : ir::IRVisitor {
+      const ir::BufferNode* b;
+      bool found = false;
+      void visit_Store(const ir::StoreNode* n) override { found = found || n->buffer.get() == b; }
+      void visit_Reduce(const ir::ReduceNode* n) override { found = found || n->buffer.get() == b; }
+    } f;
+    f.b = output_.get();
+    f.visit(s);
+    return f.found;
+  }
+
+  ir::Stmt write(const std::vector<ir::Expr>& idx, const ir::Expr& value, const ir::ReduceOp* op, ir::SourceLoc loc) {
+    SPINDLE_INTERNAL_CHECK(row_.defined() && idx.size() == 2 && idx[0].same_as(row_), "assemble_rows", "a write of '",
+                           output_->name, "' is not indexed by its row loop");
+    ir::Var x("spindle_col", DType::i64);
+    const ir::Expr blk = block_, col = x, i = row_;
+    ir::Expr count = ir::load(count_, {});
+    std::vector<ir::Stmt> first{ir::store(mark_, {blk, col}, i, loc)};
+    if (a_.phase == AssemblyContext::numeric) {
+      first.push_back(ir::store(ws_, {blk, col}, ir::reduce_identity(op ? *op : ir::ReduceOp::add, ws_->dtype), loc));
+      first.push_back(ir::store(list_, {blk, count}, col, loc));
+    }
+    first.push_back(ir::store(count_, {}, count + 1, loc));
+    std::vector<ir::Stmt> s{
+        ir::if_then_else(ir::binary(ir::BinOp::ne, ir::load(mark_, {blk, col}), i), ir::seq(std::move(first), loc),
+                         ir::Stmt(), loc)};
+    if (a_.phase == AssemblyContext::numeric)
+      s.push_back(op ? ir::reduce(ws_, {blk, col}, *op, value, loc) : ir::store(ws_, {blk, col}, value, loc));
+    return ir::let_stmt(x, ir::cast(DType::i64, idx[1]), ir::seq(std::move(s), loc), loc);
+  }
+
+  ir::Stmt epilogue(ir::SourceLoc loc) {
+    const ir::Expr i = row_, count = ir::load(count_, {});
+    ir::Stmt counts = ir::store(counts_, {i}, count, loc);
+    if (a_.phase != AssemblyContext::numeric) return counts;
+    ir::Var base("spindle_base", DType::i64), q("spindle_q", DType::i64), col("spindle_col", DType::i64);
+    const ir::Expr blk = block_, at = ir::Expr(base) + ir::Expr(q);
+    ir::Stmt copy = ir::let_stmt(
+        col, ir::load(list_, {blk, q}),
+        ir::seq({ir::store(out_indices_, {at}, ir::cast(out_indices_->dtype, col), loc),
+                 ir::store(out_values_, {at}, ir::load(ws_, {blk, col}), loc)},
+                loc),
+        loc);
+    ir::Expr room = ir::load(row_ptr_, {i + 1}) - ir::Expr(base);
+    ir::Stmt gather = ir::for_loop(q, ir::int_imm(0), ir::min(count, room), ir::ForKind::serial, ir::IterKind::spatial,
+                                   "spindle_gather", copy, loc);
+    return ir::seq({counts, ir::let_stmt(base, ir::load(row_ptr_, {i}), gather, loc)}, loc);
+  }
+
+  const AssemblyContext& a_;
+  ir::Buffer output_, bounds_, mark_, counts_, ws_, list_, row_ptr_, out_indices_, out_values_;
+  ir::Var row_, block_;
+  ir::Buffer count_;
+};
+
+}  // namespace detail
+
+inline ir::Function assemble_rows(const ir::Function& f, const LowerContext& ctx) {
+  if (ctx.assembly.phase == AssemblyContext::none) return f;
+  SPINDLE_INTERNAL_CHECK(f.stage == ir::Stage::flat, "assemble_rows", "expects stage III");
+  return detail::AssembleRows(f, ctx.assembly).run(f);
+}
+
+}  // namespace spindle::lower

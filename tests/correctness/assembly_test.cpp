@@ -1,0 +1,303 @@
+// Sparse outputs of unknown pattern (docs/language.md §4.6): kernels that assemble a CSR —
+// SpGEMM, sparse add, and user kernels with other reductions, assignments, index and value
+// types — checked against dense references and the reference interpreter on every CPU engine
+// with 1 and 3 threads, on every test shape and on real graphs; and the rules (definition
+// errors, call-time shape errors that leave the output untouched). Also the §3 rule these
+// kernels rely on: a child of a root dense axis iterates the fiber at another iterator's
+// coordinate (row j of B[dense<J>, K]).
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <tuple>
+
+#include "correctness/correctness_support.hpp"
+#include "spindle/ops.hpp"
+#include "support/engines.hpp"
+#include "support/reference_interpreter.hpp"
+
+namespace sp = spindle;
+using namespace spindle_test;
+
+namespace {
+
+struct I : sp::dense_fixed {};
+struct J : sp::sparse_variable<I> {};
+struct K : sp::sparse_variable<sp::dense<J>> {};
+struct CK : sp::assembled<I, K> {};
+struct J2 : sp::sparse_variable<I>, sp::coordinates_of<J> {};
+struct CJ : sp::assembled<I, J> {};
+struct F : sp::dense_fixed {};
+
+// (row, col) -> value of a Csr, checking that its rows are sorted and free of duplicates.
+template <class T, class Index>
+std::map<std::pair<std::int64_t, std::int64_t>, double> entries(const sp::Csr<T, Index>& c) {
+  std::map<std::pair<std::int64_t, std::int64_t>, double> m;
+  REQUIRE(c.sorted());
+  for (std::int64_t r = 0; r < c.rows(); ++r) {
+    auto idx = c.row_indices(r);
+    auto val = c.row_values(r);
+    for (std::size_t q = 0; q < idx.size(); ++q) {
+      if (q > 0) REQUIRE(idx[q - 1] < idx[q]);
+      REQUIRE(idx[q] >= 0);
+      REQUIRE(static_cast<std::int64_t>(idx[q]) < c.cols());
+      m[{r, static_cast<std::int64_t>(idx[q])}] = static_cast<double>(val[q]);
+    }
+  }
+  return m;
+}
+
+// The pattern and values of A B computed by a plain triple loop over the stored entries.
+template <class T, class Index>
+std::map<std::pair<std::int64_t, std::int64_t>, double> product_reference(const sp::Csr<T, Index>& a,
+                                                                          const sp::Csr<T, Index>& b) {
+  std::map<std::pair<std::int64_t, std::int64_t>, double> m;
+  for (std::int64_t r = 0; r < a.rows(); ++r) {
+    auto ai = a.row_indices(r);
+    auto av = a.row_values(r);
+    for (std::size_t p = 0; p < ai.size(); ++p) {
+      auto bi = b.row_indices(ai[p]);
+      auto bv = b.row_values(ai[p]);
+      for (std::size_t q = 0; q < bi.size(); ++q)
+        m[{r, static_cast<std::int64_t>(bi[q])}] += static_cast<double>(av[p]) * static_cast<double>(bv[q]);
+    }
+  }
+  return m;
+}
+
+template <class T, class Index>
+std::map<std::pair<std::int64_t, std::int64_t>, double> add_reference(const sp::Csr<T, Index>& a,
+                                                                      const sp::Csr<T, Index>& b, double alpha,
+                                                                      double beta) {
+  std::map<std::pair<std::int64_t, std::int64_t>, double> m;
+  for (std::int64_t r = 0; r < a.rows(); ++r) {
+    for (std::size_t q = 0; q < a.row_indices(r).size(); ++q)
+      m[{r, static_cast<std::int64_t>(a.row_indices(r)[q])}] += alpha * static_cast<double>(a.row_values(r)[q]);
+    for (std::size_t q = 0; q < b.row_indices(r).size(); ++q)
+      m[{r, static_cast<std::int64_t>(b.row_indices(r)[q])}] += beta * static_cast<double>(b.row_values(r)[q]);
+  }
+  return m;
+}
+
+// Same pattern exactly; values within a relative tolerance of the double reference.
+void check_same(const std::map<std::pair<std::int64_t, std::int64_t>, double>& got,
+                const std::map<std::pair<std::int64_t, std::int64_t>, double>& want, double tol) {
+  REQUIRE(got.size() == want.size());
+  auto g = got.begin();
+  for (auto w = want.begin(); w != want.end(); ++w, ++g) {
+    INFO("entry (" << w->first.first << ", " << w->first.second << ")");
+    REQUIRE(g->first == w->first);
+    REQUIRE(std::fabs(g->second - w->second) <= tol * (1 + std::fabs(w->second)));
+  }
+}
+
+template <class T>
+double tolerance() {
+  return std::is_same_v<T, float> ? 1e-4 : 1e-10;
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("SpGEMM and sparse add assemble the exact pattern and values on every shape, engine and thread count",
+                   "[correctness][assembly]", float, double) {
+  using T = TestType;
+  for (const Shape& s : matrix_shapes()) {
+    for (int variant = 0; variant < 2; ++variant) {
+      // A (rows x cols) times B (cols x n): n differs from rows so that C is rectangular.
+      const std::int64_t n = variant == 0 ? s.rows : s.rows / 2 + 3;
+      auto a = random_csr<T>(s, 11 + variant);
+      Shape sb{"b", s.cols, n, s.avg_nnz_per_row, 0.3};
+      auto b = random_csr<T>(sb, 23 + variant);
+      auto a2 = random_csr<T>(s, 31 + variant);
+      auto want_product = product_reference(a, b);
+      auto want_sum = add_reference(a, a2, 1.5, -0.5);
+      for (const auto& engine : spindle::test::cpu_engines())
+        for (int threads : {1, 3}) {
+          INFO(s << " variant " << variant << " engine " << engine << " threads " << threads);
+          auto& rt = spindle::test::engine_runtime(engine, threads);
+          sp::Csr<T> c(a.rows(), b.cols(), "c");
+          sp::ops::spgemm<T>().with_runtime(rt)(a, b, c);
+          CHECK(c.rows() == a.rows());
+          CHECK(c.cols() == b.cols());
+          CHECK(c.name() == "c");
+          check_same(entries(c), want_product, tolerance<T>());
+          sp::Csr<T> d(a.rows(), a.cols());
+          sp::ops::sparse_add<T>().with_runtime(rt)(a, a2, T(1.5), T(-0.5), d);
+          check_same(entries(d), want_sum, tolerance<T>());
+          // A second call replaces the pattern (the output's old entries do not matter).
+          sp::ops::sparse_add<T>().with_runtime(rt)(a, a, T(1), T(1), d);
+          check_same(entries(d), add_reference(a, a, 1, 1), tolerance<T>());
+        }
+    }
+  }
+}
+
+TEST_CASE("SpGEMM on real graphs matches Eigen's sparse product, with 64-bit indices too",
+          "[correctness][assembly][graphs]") {
+  for (const std::string& file : {std::string("gnn/cora.mtx.gz"), std::string("matrices/wiki-Vote.mtx.gz")}) {
+    auto loaded = load_graph<double>(file);
+    if (!loaded) {
+      WARN("skipping " << file << ": not in the shared data");
+      continue;
+    }
+    const auto& a = *loaded;
+    INFO(file << " " << a.rows() << "x" << a.cols() << " nnz " << a.nnz());
+    auto want = product_reference(a, a);
+    for (int threads : {1, 2}) {
+      auto& rt = spindle::test::engine_runtime(spindle::test::cpu_engines().front(), threads);
+      sp::Csr<double> c(a.rows(), a.cols());
+      sp::ops::spgemm<double>().with_runtime(rt)(a, a, c);
+      check_same(entries(c), want, 1e-12);
+      auto a64 = with_index<std::int64_t>(a);
+      sp::Csr<double, std::int64_t> c64(a.rows(), a.cols());
+      sp::ops::spgemm<double, std::int64_t>().with_runtime(rt)(a64, a64, c64);
+      check_same(entries(c64), want, 1e-12);
+    }
+  }
+}
+
+TEST_CASE("assembled outputs agree with the reference interpreter: +=, max_with, =, int values, a write-free kernel",
+          "[correctness][assembly]") {
+  // SpGEMM, a max-plus product, a scaled copy of A's pattern (=), counting paths of length two
+  // in int64, and a kernel whose writes never happen (B has no entries): the empty output.
+  auto spgemm = sp::kernel("spgemm", sp::names{"A", "B", "C"},
+                           [](sp::in<float, I, J> a, sp::in<float, sp::dense<J>, K> b, sp::out<float, I, CK> c,
+                              sp::iter<I> i) {
+                             sp::for_each<J>([&](sp::iter<J> j) {
+                               sp::for_each<K>([&](sp::iter<K> k) { c(i, k) += a(i, j) * b(j, k); });
+                             });
+                           });
+  auto maxplus = sp::kernel("maxplus", sp::names{"A", "B", "C"},
+                            [](sp::in<float, I, J> a, sp::in<float, sp::dense<J>, K> b, sp::out<float, I, CK> c,
+                               sp::iter<I> i, sp::iter<J> j) {
+                              sp::for_each<K>([&](sp::iter<K> k) { c(i, k).max_with(a(i, j) + b(j, k)); });
+                            });
+  auto scaled = sp::kernel("scaled_copy", sp::names{"A", "C"},
+                           [](sp::in<float, I, J> a, sp::out<float, I, CJ> c, sp::iter<I> i, sp::iter<J> j) {
+                             c(i, j) = a(i, j) * 2.0f;
+                           });
+  auto paths = sp::kernel("paths", sp::names{"A", "B", "C"},
+                          [](sp::in<std::int64_t, I, J> a, sp::in<std::int64_t, sp::dense<J>, K> b,
+                             sp::out<std::int64_t, I, CK> c, sp::iter<I> i, sp::iter<J> j, sp::iter<K> k) {
+                            c(i, k) += a(i, j) * b(j, k);
+                          });
+  const Shape shape{"irregular", 61, 47, 4, 0.2};
+  auto a = random_csr<float>(shape, 5);
+  auto b = random_csr<float>(Shape{"b", 47, 53, 3, 0.3}, 6);
+  auto ai = sp::Csr<std::int64_t>::pattern(a.rows(), a.cols(), {a.indptr().begin(), a.indptr().end()},
+                                           {a.indices().begin(), a.indices().end()});
+  auto bi = sp::Csr<std::int64_t>::pattern(b.rows(), b.cols(), {b.indptr().begin(), b.indptr().end()},
+                                           {b.indices().begin(), b.indices().end()});
+  sp::Csr<float> empty_b(47, 53);
+
+  // Runs `kernel` compiled and interpreted on the same inputs and compares the outputs.
+  auto check = [&](auto& kernel, auto make_out, auto&&... inputs) {
+    using Out = decltype(make_out());
+    auto out_name = kernel.ir().buffers.back().buffer->name;
+    for (const auto& engine : spindle::test::cpu_engines())
+      for (int threads : {1, 3}) {
+        INFO(kernel.name() << " engine " << engine << " threads " << threads);
+        Out got = make_out();
+        kernel.with_runtime(spindle::test::engine_runtime(engine, threads))(inputs..., got);
+        Out shell = make_out();
+        std::vector<sp::runtime::CallArg> args{sp::detail::make_call_arg(inputs)..., sp::detail::make_call_arg(shell)};
+        spindle::test::Interpreter interp(kernel.ir(), args);
+        interp.run();
+        auto want = interp.assembled(out_name);
+        auto have = entries(got);
+        REQUIRE(have.size() == want.size());
+        for (auto& w : want) {
+          auto it = have.find({w.row, w.col});
+          REQUIRE(it != have.end());
+          double expect = sp::is_float(sp::dtype_v<typename Out::value_type>) ? w.f : static_cast<double>(w.i);
+          CHECK(std::fabs(it->second - expect) <= w.error_bound + 1e-6 * std::fabs(expect));
+        }
+      }
+  };
+  check(spgemm, [] { return sp::Csr<float>(61, 53); }, a, b);
+  check(maxplus, [] { return sp::Csr<float>(61, 53); }, a, b);
+  check(scaled, [] { return sp::Csr<float>(61, 47); }, a);
+  check(paths, [] { return sp::Csr<std::int64_t>(61, 53); }, ai, bi);
+  check(spgemm, [] { return sp::Csr<float>(61, 53); }, a, empty_b);
+  sp::Csr<float> c(61, 53);
+  spgemm(a, empty_b, c);
+  CHECK(c.nnz() == 0);
+  CHECK(spgemm.explain().find("# assembled output 'C'") != std::string::npos);
+}
+
+TEST_CASE("a child of a root dense axis iterates the fiber at another iterator's coordinate (SpGEMM into a dense matrix)",
+          "[correctness][assembly][language]") {
+  // §3: for_each<K> under j iterates row j of b[dense<J>, K]; the dense product must equal A B.
+  struct KD : sp::dense_fixed {};
+  auto kernel = sp::kernel("spgemm_dense_out",
+                           [](sp::in<double, I, J> a, sp::in<double, sp::dense<J>, K> b, sp::out<double, I, sp::dense<K>> c,
+                              sp::iter<I> i, sp::iter<J> j) {
+                             sp::for_each<K>([&](sp::iter<K> k) { c(i, k) += a(i, j) * b(j, k); });
+                           });
+  for (const Shape& s : matrix_shapes()) {
+    auto a = random_csr<double>(s, 3);
+    auto b = random_csr<double>(Shape{"b", s.cols, 17, 3, 0.2}, 4);
+    auto want = product_reference(a, b);
+    for (const auto& engine : spindle::test::cpu_engines())
+      for (int threads : {1, 3}) {
+        INFO(s << " engine " << engine << " threads " << threads);
+        auto c = sp::Tensor<double>::zeros({a.rows(), b.cols()});
+        kernel.with_runtime(spindle::test::engine_runtime(engine, threads))(a, b, c);
+        for (std::int64_t r = 0; r < a.rows(); ++r)
+          for (std::int64_t q = 0; q < b.cols(); ++q) {
+            auto it = want.find({r, q});
+            double expect = it == want.end() ? 0.0 : it->second;
+            REQUIRE(std::fabs(c(r, q) - expect) <= 1e-12 * (1 + std::fabs(expect)));
+          }
+      }
+  }
+}
+
+TEST_CASE("assembled outputs: definition errors name the rule, call errors leave the output untouched",
+          "[correctness][assembly][errors]") {
+  using Catch::Matchers::Contains;
+  // Read of the assembled output.
+  CHECK_THROWS_WITH(sp::kernel("reads", [](sp::in<float, I, J> a, sp::out<float, I, CJ> c, sp::iter<I> i,
+                                           sp::iter<J> j) { c(i, j) += a(i, j) * c(i, j); }),
+                    Contains("its pattern is assembled by this kernel"));
+  // The row index is not the first iterator of the top-level iteration.
+  CHECK_THROWS_WITH(sp::kernel("rows", [](sp::in<float, I, J> a, sp::out<float, I, CJ> c, sp::iter<F> f, sp::iter<I> i,
+                                          sp::iter<J> j) { c(i, j) += a(i, j); }),
+                    Contains("the row index must be the first iterator of the top-level iteration"));
+  // (A column index over other coordinates is a compile-time error, as for any slot.)
+  // Written in two top-level iterations.
+  CHECK_THROWS_WITH(sp::kernel("twice", [](sp::in<float, I, J> a, sp::out<float, I, CJ> c) {
+                      sp::for_each<I, J>([&](sp::iter<I> i, sp::iter<J> j) { c(i, j) += a(i, j); });
+                      sp::for_each<I, J>([&](sp::iter<I> i, sp::iter<J> j) { c(i, j) += a(i, j); });
+                    }),
+                    Contains("already written in another top-level iteration"));
+  // Another written buffer in the same kernel.
+  CHECK_THROWS_WITH(sp::kernel("other", [](sp::in<float, I, J> a, sp::out<float, I, CJ> c, sp::out<float, I> y,
+                                           sp::iter<I> i, sp::iter<J> j) {
+                      c(i, j) += a(i, j);
+                      y(i) += a(i, j);
+                    }),
+                    Contains("runs its body twice"));
+  // An assembled axis in an `in` buffer.
+  CHECK_THROWS_WITH(sp::kernel("input", [](sp::in<float, I, CJ> a, sp::out<float, I> y, sp::iter<I> i) { y(i) += 1.0f; }),
+                    Contains("only an `out` buffer may have one"));
+
+  // Call time: an output whose shape differs from the inputs' extents, untouched by the error.
+  auto a = random_csr<float>(Shape{"a", 20, 30, 3}, 1);
+  auto b = random_csr<float>(Shape{"b", 30, 25, 3}, 2);
+  auto spgemm = sp::ops::spgemm<float>();
+  sp::Csr<float> wrong = random_csr<float>(Shape{"w", 20, 26, 2}, 3);
+  const auto before = entries(wrong);
+  CHECK_THROWS_AS(spgemm(a, b, wrong), sp::ShapeError);
+  CHECK_THROWS_WITH(spgemm(a, b, wrong), Contains("the assembled output 'C' was passed as 20 x 26"));
+  CHECK(entries(wrong) == before);
+  sp::Csr<float> rows_wrong(21, 25);
+  CHECK_THROWS_AS(spgemm(a, b, rows_wrong), sp::ShapeError);
+  CHECK(rows_wrong.nnz() == 0);
+  // Inner dimensions that differ are the inputs' error, found before anything is written.
+  auto b_bad = random_csr<float>(Shape{"b", 31, 25, 3}, 2);
+  sp::Csr<float> c(20, 25);
+  CHECK_THROWS_AS(spgemm(a, b_bad, c), sp::ShapeError);
+  // An assembled kernel has no single-kernel or CUDA build.
+  CHECK_THROWS_WITH(spgemm.compile(), Contains("is an assembled output"));
+  CHECK_THROWS_WITH(spgemm.compile_cuda(), Contains("is an assembled output"));
+}

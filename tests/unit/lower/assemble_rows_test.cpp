@@ -1,0 +1,109 @@
+// split_assembly + assemble_rows: the two phases of a kernel that assembles a sparse output
+// (docs/language.md §4.6, docs/passes/assemble_rows.md), printed at stage III.
+#include <catch2/catch.hpp>
+
+#include <spindle/lower/split_assembly.hpp>
+
+#include "unit/pass_test_util.hpp"
+
+using namespace pass_test;
+
+namespace {
+struct J2 : sp::sparse_variable<I>, sp::coordinates_of<J> {};
+struct Jc : sp::assembled<I, J> {};
+
+// The phase's stage-III function after assemble_rows (and the simplify that follows it).
+sp::ir::Function phase(const sp::ir::Function& f, sp::lower::AssemblyContext::Phase p) {
+  sp::lower::AssemblyPhase ph = sp::lower::split_assembly(f, p);
+  sp::lower::LowerContext c = ctx(ph.function);
+  c.assembly = ph.context;
+  c.keep_loop_order = true;
+  auto s3 = sp::lower::hoist_loop_invariants(stage3(ph.function), c);
+  return sp::lower::simplify(sp::lower::assemble_rows(s3, c), c);
+}
+}  // namespace
+
+TEST_CASE("split_assembly: the output argument leaves the call, the phase's scratch arrays join it",
+          "[lower][assembly]") {
+  // A scaled copy of a's pattern (`=`), with a scalar argument before the output.
+  auto f = sp::define_kernel(
+      "copy2", [](sp::in<float, I, J> a, sp::param<float> s, sp::out<float, I, Jc> c, sp::iter<I> i,
+                  sp::iter<J> j) { c(i, j) = a(i, j) * s; },
+      std::source_location::current(), {"a", "s", "c"});
+  auto sym = sp::lower::split_assembly(f, sp::lower::AssemblyContext::symbolic);
+  CHECK(sym.output_arg == 2);
+  CHECK(sym.user_args == 2);
+  std::vector<std::string> names;
+  for (auto& b : sym.function.buffers) names.push_back(b.buffer->name + ":" + std::to_string(b.origin.arg));
+  CHECK(names == std::vector<std::string>{"a:0", "spindle_block_rows:2", "c_columns:3", "c_rows:4", "c_row:-1"});
+  auto num = sp::lower::split_assembly(f, sp::lower::AssemblyContext::numeric);
+  names.clear();
+  for (auto& b : num.function.buffers) names.push_back(b.buffer->name + ":" + std::to_string(b.origin.arg));
+  CHECK(names == std::vector<std::string>{"a:0", "spindle_block_rows:2", "c_columns:3", "c_rows:4",
+                                          "spindle_workspace:5", "spindle_touched:6", "spindle_row_ptr:7",
+                                          "c_indices:8", "c_values:9", "c_row:-1"});
+  // The scalar parameter keeps its place before the output.
+  bool scalar_at_1 = false;
+  for (auto& s : num.function.scalars) scalar_at_1 = scalar_at_1 || (s.origin.kind == sp::ir::ParamOrigin::scalar && s.origin.arg == 1);
+  CHECK(scalar_at_1);
+}
+
+TEST_CASE("assemble_rows: row blocks in parallel, a column marker per block, workspace and gather in the numeric phase",
+          "[lower][assembly]") {
+  auto add = sp::define_kernel("add", [](sp::in<float, I, J> a, sp::in<float, I, J2> b, sp::out<float, I, Jc> c,
+                                          sp::iter<I> i) {
+    sp::for_each<J>([&](sp::iter<J> j) { c(i, j) += a(i, j); });
+    sp::for_each<J2>([&](sp::iter<J2> j) { c(i, j) += b(i, j); });
+  });
+  CHECK(body(phase(add, sp::lower::AssemblyContext::symbolic)) == R"(  block add:
+    for spindle_block in [0, spindle_blocks_len) parallel:  # axis spindle_blocks
+      for i in [spindle_block_rows[spindle_block], spindle_block_rows[spindle_block] + spindle_block_rows[spindle_block + 1] - spindle_block_rows[spindle_block]):  # axis I
+        block spindle_row:
+          alloc spindle_count: local i64[]
+          spindle_count = 0
+          block add1:
+            for j in [0, J_indptr[i + 1] - J_indptr[i]):  # axis J
+              let spindle_col: i64 = i64(J_indices[J_indptr[i] + j])
+              if c_columns[spindle_block, spindle_col] != i:
+                c_columns[spindle_block, spindle_col] = i
+                spindle_count = spindle_count + 1
+          block add2:
+            for j2 in [0, J2_indptr[i + 1] - J2_indptr[i]):  # axis J2
+              let spindle_col: i64 = i64(J2_indices[J2_indptr[i] + j2])
+              if c_columns[spindle_block, spindle_col] != i:
+                c_columns[spindle_block, spindle_col] = i
+                spindle_count = spindle_count + 1
+          c_rows[i] = spindle_count
+)");
+  CHECK(body(phase(add, sp::lower::AssemblyContext::numeric)) == R"(  block add:
+    for spindle_block in [0, spindle_blocks_len) parallel:  # axis spindle_blocks
+      for i in [spindle_block_rows[spindle_block], spindle_block_rows[spindle_block] + spindle_block_rows[spindle_block + 1] - spindle_block_rows[spindle_block]):  # axis I
+        block spindle_row:
+          alloc spindle_count: local i64[]
+          spindle_count = 0
+          block add1:
+            for j in [0, J_indptr[i + 1] - J_indptr[i]):  # axis J
+              let spindle_col: i64 = i64(J_indices[J_indptr[i] + j])
+              if c_columns[spindle_block, spindle_col] != i:
+                c_columns[spindle_block, spindle_col] = i
+                spindle_workspace[spindle_block, spindle_col] = 0.0f
+                spindle_touched[spindle_block, spindle_count] = spindle_col
+                spindle_count = spindle_count + 1
+              spindle_workspace[spindle_block, spindle_col] += a[J_indptr[i] + j]
+          block add2:
+            for j2 in [0, J2_indptr[i + 1] - J2_indptr[i]):  # axis J2
+              let spindle_col: i64 = i64(J2_indices[J2_indptr[i] + j2])
+              if c_columns[spindle_block, spindle_col] != i:
+                c_columns[spindle_block, spindle_col] = i
+                spindle_workspace[spindle_block, spindle_col] = 0.0f
+                spindle_touched[spindle_block, spindle_count] = spindle_col
+                spindle_count = spindle_count + 1
+              spindle_workspace[spindle_block, spindle_col] += b[J2_indptr[i] + j2]
+          c_rows[i] = spindle_count
+          let spindle_base: i64 = spindle_row_ptr[i]
+          for spindle_q in [0, min(spindle_count, spindle_row_ptr[i + 1] - spindle_base)):  # axis spindle_gather
+            let spindle_col: i64 = spindle_touched[spindle_block, spindle_q]
+            c_indices[spindle_base + spindle_q] = i32(spindle_col)
+            c_values[spindle_base + spindle_q] = spindle_workspace[spindle_block, spindle_col]
+)");
+}
