@@ -1,4 +1,4 @@
-// spindle-bench: runs sparse operators (spmm, spmv, sddmm) with Spindle and, in the same
+// spindle-bench: runs sparse operators (spmm, spmv, sddmm, spgemm, spadd) with Spindle and, in the same
 // run, with Eigen and SuiteSparse:GraphBLAS, on Matrix Market files or a generated R-MAT
 // graph, at the given feature sizes and thread counts. Prints median times, GFLOP/s,
 // effective GB/s, the fraction of a triad roofline measured on the spot and the time
@@ -40,6 +40,9 @@ struct Kernels {
   decltype(spindle::ops::spmm<T>()) spmm = spindle::ops::spmm<T>();
   decltype(spindle::ops::spmv<T>()) spmv = spindle::ops::spmv<T>();
   decltype(spindle::ops::sddmm<T>()) sddmm = spindle::ops::sddmm<T>();
+  // Kernels that assemble a sparse output (a symbolic and a numeric phase): compile_assembled().
+  decltype(spindle::ops::spgemm<T>()) spgemm = spindle::ops::spgemm<T>();
+  decltype(spindle::ops::sparse_add<T>()) spadd = spindle::ops::sparse_add<T>();
   decltype(spindle::ops::ell_spmm<T>()) ell_spmm = spindle::ops::ell_spmm<T>();
   spindle::ops::HybSpmm<T> hyb_spmm;
   spindle::ops::BsrSpmm<T, 2, 2> bsr2;
@@ -78,7 +81,14 @@ struct OpCase {
   std::function<void()> spindle_csr;
   std::function<double()> csr_error;
   std::string format;  // "bsr 4x4 (padding 1.31, 12.3 MB)", for the label
+  // spgemm / spadd: runs after Eigen's checked call (the reference); B's rows and entries,
+  // C's entries (from Eigen's result) and spgemm's multiply-adds, for the model.
+  std::function<void()> reference_done;
+  std::int64_t b_rows = 0, nnz_b = 0, nnz_out = 0, mult_adds = 0;
 };
+
+// Ops without a feature size K.
+inline bool op_has_no_feat(const std::string& op) { return op == "spmv" || op == "spgemm" || op == "spadd"; }
 
 template <class T>
 void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std::vector<TriadResult>& triads,
@@ -92,7 +102,7 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
   if (cfg.mkl && mkl_available()) mkl = std::make_unique<MklPeer<T>>(a);
   int threads_now = 1;
   for (const std::string& op : cfg.ops) {
-    std::vector<int> feats = op == "spmv" ? std::vector<int>{1} : cfg.feats;
+    std::vector<int> feats = op_has_no_feat(op) ? std::vector<int>{1} : cfg.feats;
     for (int feat : feats) {
       const std::uint64_t seed = cfg.seed * 1000003 + static_cast<std::uint64_t>(feat);
       // Operands shared by all systems (row-major Eigen storage that Spindle views directly).
@@ -106,6 +116,12 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
       std::unique_ptr<spindle::tune::TunedSpmm<T>> tuned;
       DenseRM<T> yc, ym;
       DenseVec<T> yvm;
+      // spgemm / spadd: B (A itself for spgemm; A^T for spadd when A is square, else A),
+      // Spindle's sparse result and Eigen's as the reference.
+      std::unique_ptr<spindle::Csr<T>> b_own;
+      const spindle::Csr<T>* b = &a;
+      std::unique_ptr<spindle::Csr<T>> csp;
+      CsrResult<T> cref;
       OpCase<T> c;
       c.op = op;
       c.feat = feat;
@@ -219,6 +235,65 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
           c.grb_error = [&] { return relative_error(grb->pattern_result().data(), ce.data(), nnz); };
         }
       }
+      if (op == "spgemm" || op == "spadd") {
+        if (op == "spadd" && rows == cols) {
+          // A^T, through Eigen (row-major storage of the transpose, sorted rows).
+          typename EigenPeer<T>::Sparse at = eigen.matrix().transpose();
+          at.makeCompressed();
+          b_own = std::make_unique<spindle::Csr<T>>(spindle::to_csr(at));
+          b = b_own.get();
+        }
+        if (op == "spgemm" && cols != rows) {
+          std::fprintf(stderr, "[bench] %s spgemm: skipped, C = A A needs a square A (%lld x %lld)\n",
+                       m.info.name.c_str(), static_cast<long long>(rows), static_cast<long long>(cols));
+          continue;
+        }
+        const std::int64_t bcols = b->cols();
+        csp = std::make_unique<spindle::Csr<T>>(rows, bcols, "C");
+        c.b_rows = b->rows();
+        c.nnz_b = b->nnz();
+        if (op == "spgemm") c.mult_adds = spgemm_mult_adds(a, *b);
+        eigen.set_b(*b);
+        if (op == "spgemm") {
+          c.spindle = [&] { k.spgemm(a, *b, *csp); };
+          c.eigen = [&] { eigen.spgemm(); };
+        } else {
+          c.spindle = [&] { k.spadd(a, *b, T(1), T(1), *csp); };
+          c.eigen = [&] { eigen.spadd(); };
+        }
+        // An empty C of the right shape: a call that writes nothing shows as a pattern mismatch.
+        c.poison = [&, bcols] { *csp = spindle::Csr<T>(rows, bcols, "C"); };
+        c.reference_done = [&] {
+          cref = csr_result(eigen.sparse_result());
+          sort_rows(cref);  // Eigen's rows come sorted; made sure of, as the reference
+          c.nnz_out = cref.nnz();
+        };
+        c.spindle_error = [&] { return sparse_result_error(csr_result(*csp), cref, "spindle " + m.info.name + " " + op); };
+        if (grb) {
+          grb->set_b(*b);
+          grb->prepare_sparse(bcols);
+          if (op == "spgemm")
+            c.graphblas = [&] { grb->spgemm(); };
+          else
+            c.graphblas = [&] { grb->spadd(); };
+          c.grb_error = [&] { return sparse_result_error(grb->sparse_result(), cref, "graphblas " + m.info.name + " " + op); };
+        }
+        if (mkl) {
+          mkl->set_b(*b);
+          c.mkl_prepare = [&] { mkl->prepare_sparse(); };
+          if (op == "spgemm")
+            c.mkl = [&] { mkl->spgemm(); };
+          else
+            c.mkl = [&] { mkl->spadd(); };
+          c.mkl_error = [&] {
+            std::int64_t unsorted = 0;
+            auto res = mkl->sparse_result(&unsorted);
+            std::fprintf(stderr, "[bench] mkl %s %s: %lld of %lld rows of the result unsorted before mkl_sparse_order\n",
+                         m.info.name.c_str(), op.c_str(), static_cast<long long>(unsorted), static_cast<long long>(rows));
+            return sparse_result_error(res, cref, "mkl " + m.info.name + " " + op);
+          };
+        }
+      }
       for (int t : cfg.threads) {
         threads_now = t;
         set_threads(t, grb != nullptr, mkl != nullptr);
@@ -230,9 +305,6 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
         r.matrix = m.info.name;
         r.op = op;
         r.rows = rows, r.cols = cols, r.nnz = nnz, r.feat = feat, r.threads = t;
-        CaseShape shape{c.spindle_csr ? std::string("spmm") : op, rows, cols, nnz, feat, static_cast<int>(sizeof(T)), 4};
-        r.flops = model_flops(shape);
-        r.bytes = model_bytes(shape);
         for (auto& tr : triads)
           if (tr.threads == t) r.triad_gbs = tr.best_gbs;
         // Correctness guard: Spindle (output poisoned first, so unwritten entries show) and
@@ -240,14 +312,28 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
         c.poison();
         c.spindle();
         c.eigen();
+        if (c.reference_done) c.reference_done();
+        CaseShape shape{c.spindle_csr ? std::string("spmm") : op, rows, cols, nnz, feat, static_cast<int>(sizeof(T)), 4};
+        shape.b_rows = c.b_rows, shape.nnz_b = c.nnz_b, shape.nnz_out = c.nnz_out, shape.mult_adds = c.mult_adds;
+        r.nnz_b = c.nnz_b, r.nnz_out = c.nnz_out, r.mult_adds = c.mult_adds;
+        r.flops = model_flops(shape);
+        r.bytes = model_bytes(shape);
         std::vector<Contender> cont{{"spindle", c.spindle, {}}, {"eigen", c.eigen, {}}};
         std::vector<double> errors{c.spindle_error(), 0.0};
+        const bool sparse_out = op == "spgemm" || op == "spadd";
         std::vector<std::string> labels{
             op == "tuned_spmm" ? "spindle::tune::tune_spmm (" + c.format + ", engine " + report.engine + ")"
             : c.spindle_csr   ? "spindle::ops::" + op + " (" + c.format + ", engine " + report.engine + ")"
+            : op == "spgemm"  ? "spindle::ops::spgemm (engine " + report.engine +
+                                   ", symbolic + numeric phases, rows sorted; C = A A)"
+            : op == "spadd"   ? "spindle::ops::sparse_add (engine " + report.engine +
+                                  ", symbolic + numeric phases, rows sorted; C = 1 A + 1 B, B = " +
+                                  (b_own ? "A^T" : "A") + ")"
                           : "spindle::ops::" + op + " (engine " + report.engine + ", default CPU schedule)",
-            op == "sddmm" ? std::string("eigen (row loop + .dot, OpenMP rows)")
-                          : std::string("eigen (SparseMatrix<RowMajor> * dense, noalias)")};
+            op == "sddmm"    ? std::string("eigen (row loop + .dot, OpenMP rows)")
+            : op == "spgemm" ? std::string("eigen (SparseMatrix<RowMajor> * SparseMatrix, single-threaded)")
+            : op == "spadd"  ? std::string("eigen (SparseMatrix<RowMajor> + SparseMatrix, single-threaded)")
+                             : std::string("eigen (SparseMatrix<RowMajor> * dense, noalias)")};
         if (c.spindle_csr) {
           c.spindle_csr();
           cont.push_back({"spindle-csr", c.spindle_csr, {}});
@@ -258,16 +344,30 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
           c.graphblas();
           cont.push_back({"graphblas", c.graphblas, {}});
           errors.push_back(c.grb_error());
-          labels.push_back("graphblas (" +
-                           std::string(op == "sddmm" ? "masked mxm X*Y' on A + eWiseMult A" : op == "spmv" ? "GrB_mxv" : "GrB_mxm") +
-                           ", PLUS_TIMES, wait)");
+          labels.push_back(op == "spadd" ? std::string("graphblas (GrB_eWiseAdd, PLUS, wait)")
+                           : "graphblas (" +
+                                 std::string(op == "sddmm" ? "masked mxm X*Y' on A + eWiseMult A"
+                                             : op == "spmv" ? "GrB_mxv"
+                                                            : "GrB_mxm") +
+                                 ", PLUS_TIMES, wait)");
         }
         if (c.mkl) {
           c.mkl();
           cont.push_back({"mkl", c.mkl, {}});
           errors.push_back(c.mkl_error());
-          labels.push_back(std::string(op == "spmv" ? "mkl_sparse_?_mv" : "mkl_sparse_?_mm, row-major") +
-                           " (inspector-executor, hinted + optimized)");
+          labels.push_back(sparse_out ? std::string(op == "spgemm" ? "mkl_sparse_spmm" : "mkl_sparse_?_add") +
+                                            " (previous result destroyed in the call; rows as MKL leaves them, "
+                                            "mkl_sparse_order before the check, untimed)"
+                                      : std::string(op == "spmv" ? "mkl_sparse_?_mv" : "mkl_sparse_?_mm, row-major") +
+                                            " (inspector-executor, hinted + optimized)");
+        }
+        if (c.mkl && op == "spgemm") {
+          // Like for like with the systems whose rows come sorted: the same call, then mkl_sparse_order.
+          std::function<void()> sorted = [&] { mkl->spgemm_sorted(); };
+          sorted();
+          cont.push_back({"mkl-sorted", sorted, {}});
+          errors.push_back(c.mkl_error());
+          labels.push_back("mkl_sparse_spmm + mkl_sparse_order (rows sorted in the timed call)");
         }
         std::vector<Contender*> ptrs;
         for (auto& x : cont) ptrs.push_back(&x);
@@ -327,6 +427,11 @@ int run(const Config& cfg) {
   if (!cfg.triad_only) {
     if (cfg.compile_latency)
       for (auto& op : cfg.ops) {
+        if (!compile_latency_measurable(op)) {
+          std::fprintf(stderr, "[bench] compile latency of %s: not measured (a kernel assembling a sparse output has "
+                               "two phases; see the kernel lines)\n", op.c_str());
+          continue;
+        }
         std::fprintf(stderr, "[bench] compile latency of %s\n", op.c_str());
         report.compile.push_back(measure_compile_latency<T>(op));
       }
@@ -344,6 +449,17 @@ int run(const Config& cfg) {
       if (op == "hyb_spmm")  // the width-8 part kernel stands for the others (one per bucket width)
         ck = &k.hyb_spmm.compile(8), text = cfg.explain ? k.hyb_spmm.explain(8) : "";
       if (op == "tuned_spmm") ck = &k.spmm.compile(), text = "";  // its candidates compile while it tunes
+      if (op == "spgemm" || op == "spadd") {
+        // compile() throws for a kernel that assembles its output: its two phases, one line each.
+        const spindle::runtime::AssembledKernel& ak =
+            op == "spgemm" ? k.spgemm.compile_assembled() : k.spadd.compile_assembled();
+        text = cfg.explain ? (op == "spgemm" ? k.spgemm.explain() : k.spadd.explain()) : "";
+        for (auto [phase, pk] : {std::pair{".symbolic", &ak.symbolic()}, std::pair{".numeric", &ak.numeric()}})
+          report.kernels.push_back({op + phase, spindle::runtime::code_source_name(pk->stats().source),
+                                    pk->stats().lower_micros, pk->stats().load_micros});
+        if (cfg.explain) std::fprintf(stderr, "%s\n", text.c_str());
+        continue;
+      }
       if (op == "bsr_spmm") {
         auto use = [&](const auto& kb) { ck = &kb.compile(), text = cfg.explain ? kb.explain() : ""; };
         if (cfg.block == 2) use(k.bsr2.kernel());

@@ -7,6 +7,11 @@
 //          .dot() of two contiguous rows). Its row loop runs with OpenMP like Eigen's own
 //          sparse x dense products (schedule(dynamic), same chunking), so it uses the
 //          thread count of the case. Labelled "eigen (row loop + .dot)".
+//   spgemm C = A * B              SparseMatrix<T, RowMajor, int> times the same (Eigen's
+//          conservative sparse product: no pruning, rows sorted); single-threaded, Eigen has
+//          no parallel sparse x sparse product
+//   spadd  C = A + B              sparse sum of two row-major matrices (union pattern);
+//          single-threaded
 // Eigen's sparse x dense products parallelise their row loop with OpenMP when the build
 // has OpenMP and Eigen::setNbThreads(t) > 1 (and the product has > 20000 nonzero-terms,
 // Eigen's own threshold).
@@ -18,6 +23,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include <spindle/eigen.hpp>
@@ -69,6 +77,15 @@ class EigenPeer {
   void spmm(const DenseRM<T>& x, DenseRM<T>& y) const { y.noalias() = a_ * x; }
   void spmv(const DenseVec<T>& x, DenseVec<T>& y) const { y.noalias() = a_ * x; }
 
+  // spgemm / spadd: B (a copy, compressed) and the sparse result C = A * B or C = A + B.
+  void set_b(const spindle::Csr<T>& b) {
+    b_ = spindle::to_eigen(b);
+    b_.makeCompressed();
+  }
+  void spgemm() { c_ = a_ * b_; }
+  void spadd() { c_ = a_ + b_; }
+  const Sparse& sparse_result() const { return c_; }
+
   // out[p] for the p-th stored entry of A (row-major order).
   void sddmm(const DenseRM<T>& x, const DenseRM<T>& y, T* out, int threads) const {
     const Eigen::Index m = a_.rows();
@@ -87,7 +104,7 @@ class EigenPeer {
   }
 
  private:
-  Sparse a_;
+  Sparse a_, b_, c_;
 };
 
 // max |got - want| / max |want| (NaN and shape mismatches give +inf): the normwise
@@ -103,6 +120,100 @@ double relative_error(const T* got, const T* want, std::int64_t n) {
   }
   if (scale == 0) return err == 0 ? 0 : INFINITY;
   return err / scale;
+}
+
+// A sparse result in CSR (row offsets from 0, column indices, values), copied out of a
+// system's own container for the correctness guard (untimed).
+template <class T>
+struct CsrResult {
+  std::int64_t rows = 0, cols = 0;
+  std::vector<std::int64_t> ptr{0}, idx;
+  std::vector<T> val;
+  std::int64_t nnz() const { return static_cast<std::int64_t>(idx.size()); }
+};
+
+template <class T, class P, class I, class V>
+CsrResult<T> csr_result(std::int64_t rows, std::int64_t cols, const P* ptr, const I* idx, const V* val) {
+  CsrResult<T> r;
+  r.rows = rows, r.cols = cols;
+  r.ptr.assign(ptr, ptr + rows + 1);
+  const std::int64_t base = r.ptr[0], n = r.ptr[static_cast<std::size_t>(rows)] - base;
+  for (auto& p : r.ptr) p -= base;
+  r.idx.assign(idx + base, idx + base + n);
+  r.val.assign(val + base, val + base + n);
+  return r;
+}
+
+template <class T, class I>
+CsrResult<T> csr_result(const spindle::Csr<T, I>& c) {
+  return csr_result<T>(c.rows(), c.cols(), c.indptr().data(), c.indices().data(), c.values().data());
+}
+
+template <class T>
+CsrResult<T> csr_result(const Eigen::SparseMatrix<T, Eigen::RowMajor, int>& c) {
+  Eigen::SparseMatrix<T, Eigen::RowMajor, int> m = c;
+  m.makeCompressed();
+  return csr_result<T>(m.rows(), m.cols(), m.outerIndexPtr(), m.innerIndexPtr(), m.valuePtr());
+}
+
+// Sorts every row by column (for peers whose rows may come unsorted: a pattern is a set).
+template <class T>
+void sort_rows(CsrResult<T>& r) {
+  std::vector<std::pair<std::int64_t, T>> tmp;
+  for (std::int64_t i = 0; i < r.rows; ++i) {
+    const std::size_t b = static_cast<std::size_t>(r.ptr[i]), e = static_cast<std::size_t>(r.ptr[i + 1]);
+    if (std::is_sorted(r.idx.begin() + b, r.idx.begin() + e)) continue;
+    tmp.clear();
+    for (std::size_t p = b; p < e; ++p) tmp.emplace_back(r.idx[p], r.val[p]);
+    std::sort(tmp.begin(), tmp.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+    for (std::size_t p = b; p < e; ++p) r.idx[p] = tmp[p - b].first, r.val[p] = tmp[p - b].second;
+  }
+}
+
+// The sparse guard: +inf when `got`'s shape, row offsets or column indices differ from
+// `want`'s (rows compared as stored: an unsorted row is a mismatch; what differs goes to
+// stderr, prefixed with `who`), else the normwise relative error of the values.
+template <class T>
+double sparse_result_error(const CsrResult<T>& got, const CsrResult<T>& want, const std::string& who) {
+  auto fail = [&](const std::string& why) {
+    std::fprintf(stderr, "[bench] %s: sparse result pattern differs from Eigen's: %s\n", who.c_str(), why.c_str());
+    return INFINITY;
+  };
+  if (got.rows != want.rows || got.cols != want.cols)
+    return fail("shape " + std::to_string(got.rows) + "x" + std::to_string(got.cols) + ", expected " +
+                std::to_string(want.rows) + "x" + std::to_string(want.cols));
+  if (got.ptr.size() != want.ptr.size()) return fail("row offsets of the wrong length");
+  if (got.nnz() != want.nnz() || got.ptr.back() != want.ptr.back())
+    return fail("nnz " + std::to_string(got.nnz()) + " (last row offset " + std::to_string(got.ptr.back()) +
+                "), expected " + std::to_string(want.nnz()));
+  std::int64_t bad_rows = 0, first = -1;
+  std::string first_why;
+  for (std::int64_t i = 0; i < want.rows; ++i) {
+    const auto gb = got.ptr[i], ge = got.ptr[i + 1], wb = want.ptr[i], we = want.ptr[i + 1];
+    std::string why;
+    if (ge - gb != we - wb) {
+      why = std::to_string(ge - gb) + " entries, expected " + std::to_string(we - wb);
+    } else if (!std::equal(got.idx.begin() + gb, got.idx.begin() + ge, want.idx.begin() + wb)) {
+      std::vector<std::int64_t> g(got.idx.begin() + gb, got.idx.begin() + ge);
+      std::sort(g.begin(), g.end());
+      why = std::equal(g.begin(), g.end(), want.idx.begin() + wb) ? "same columns, not sorted"
+                                                                   : "different column indices";
+    }
+    if (why.empty()) continue;
+    if (bad_rows++ == 0) first = i, first_why = why;
+  }
+  if (bad_rows)
+    return fail(std::to_string(bad_rows) + " row(s) differ, first row " + std::to_string(first) + ": " + first_why);
+  return relative_error(got.val.data(), want.val.data(), want.nnz());
+}
+
+// Multiply-adds of C = A B: the sum over A's entries a_ij of nnz(row j of B).
+template <class T>
+std::int64_t spgemm_mult_adds(const spindle::Csr<T>& a, const spindle::Csr<T>& b) {
+  std::int64_t n = 0;
+  const auto bp = b.indptr();
+  for (auto j : a.indices()) n += bp[j + 1] - bp[j];
+  return n;
 }
 
 }  // namespace bench

@@ -7,6 +7,8 @@
 //   spmv   GrB_mxv(y, -, -, PLUS_TIMES, A, x)
 //   sddmm  GrB_mxm(S<A, struct, replace>, PLUS_TIMES, X, Y')   (descriptor GrB_DESC_RST1:
 //          masked dot products on A's pattern) then GrB_eWiseMult(S, TIMES, S, A)
+//   spgemm GrB_mxm(C, -, -, PLUS_TIMES, A, B)     B imported once like A (CSR, by row)
+//   spadd  GrB_eWiseAdd(C, -, -, PLUS, A, B)      (alpha = beta = 1)
 // The thread count is the global GxB_NTHREADS. Without GraphBLAS the peer reports that it
 // is unavailable and the tool runs without it.
 #pragma once
@@ -28,6 +30,8 @@ extern "C" {
 #endif
 
 #include <spindle/format/csr.hpp>
+
+#include "peers_eigen.hpp"  // CsrResult
 
 namespace bench {
 
@@ -76,6 +80,7 @@ struct GrbT<float> {
   static GrB_Type type() { return GrB_FP32; }
   static GrB_Semiring plus_times() { return GrB_PLUS_TIMES_SEMIRING_FP32; }
   static GrB_BinaryOp times() { return GrB_TIMES_FP32; }
+  static GrB_BinaryOp plus() { return GrB_PLUS_FP32; }
   static GrB_Info import_csr(GrB_Matrix* a, GrB_Index m, GrB_Index n, const GrB_Index* p, const GrB_Index* i,
                              const float* x, GrB_Index nnz) {
     return GrB_Matrix_import_FP32(a, GrB_FP32, m, n, p, i, x, m + 1, nnz, nnz, GrB_CSR_FORMAT);
@@ -92,6 +97,7 @@ struct GrbT<double> {
   static GrB_Type type() { return GrB_FP64; }
   static GrB_Semiring plus_times() { return GrB_PLUS_TIMES_SEMIRING_FP64; }
   static GrB_BinaryOp times() { return GrB_TIMES_FP64; }
+  static GrB_BinaryOp plus() { return GrB_PLUS_FP64; }
   static GrB_Info import_csr(GrB_Matrix* a, GrB_Index m, GrB_Index n, const GrB_Index* p, const GrB_Index* i,
                              const double* x, GrB_Index nnz) {
     return GrB_Matrix_import_FP64(a, GrB_FP64, m, n, p, i, x, m + 1, nnz, nnz, GrB_CSR_FORMAT);
@@ -120,6 +126,7 @@ class GraphBlasPeer {
   GraphBlasPeer& operator=(const GraphBlasPeer&) = delete;
   ~GraphBlasPeer() {
     release();
+    GrB_Matrix_free(&b_);
     GrB_Matrix_free(&a_);
   }
 
@@ -165,6 +172,49 @@ class GraphBlasPeer {
     grb_check(GrB_mxm(c_, a_, nullptr, G::plus_times(), x_, y_, GrB_DESC_RST1), "masked GrB_mxm");
     grb_check(GrB_Matrix_eWiseMult_BinaryOp(c_, nullptr, nullptr, G::times(), c_, a_, nullptr), "GrB_eWiseMult");
     grb_check(GrB_Matrix_wait(c_, GrB_MATERIALIZE), "wait S");
+  }
+
+  // spgemm / spadd: B imported once (untimed) like A; C (rows x c_cols, by row) per case.
+  void set_b(const spindle::Csr<T>& b) {
+    GrB_Matrix_free(&b_);
+    std::vector<GrB_Index> p(b.indptr().begin(), b.indptr().end()), i(b.indices().begin(), b.indices().end());
+    grb_check(G::import_csr(&b_, b.rows(), b.cols(), p.data(), i.data(), b.values().data(), b.nnz()), "import B");
+    grb_check(GxB_Matrix_Option_set(b_, GxB_FORMAT, GxB_BY_ROW), "B by row");
+    grb_check(GrB_Matrix_wait(b_, GrB_MATERIALIZE), "wait B");
+  }
+  void prepare_sparse(std::int64_t c_cols) {
+    release();
+    grb_check(GrB_Matrix_new(&c_, G::type(), rows_, static_cast<GrB_Index>(c_cols)), "new C");
+    grb_check(GxB_Matrix_Option_set(c_, GxB_FORMAT, GxB_BY_ROW), "C by row");
+  }
+  void spgemm() {
+    grb_check(GrB_mxm(c_, nullptr, nullptr, G::plus_times(), a_, b_, nullptr), "GrB_mxm");
+    grb_check(GrB_Matrix_wait(c_, GrB_MATERIALIZE), "wait C");
+  }
+  void spadd() {
+    grb_check(GrB_Matrix_eWiseAdd_BinaryOp(c_, nullptr, nullptr, G::plus(), a_, b_, nullptr), "GrB_eWiseAdd");
+    grb_check(GrB_Matrix_wait(c_, GrB_MATERIALIZE), "wait C");
+  }
+  // The last spgemm/spadd result in CSR, rows sorted (untimed).
+  CsrResult<T> sparse_result() const {
+    GrB_Index nr = 0, nc = 0;
+    grb_check(GrB_Matrix_nrows(&nr, c_), "nrows");
+    grb_check(GrB_Matrix_ncols(&nc, c_), "ncols");
+    auto [i, j, x] = tuples(c_);
+    CsrResult<T> r;
+    r.rows = static_cast<std::int64_t>(nr), r.cols = static_cast<std::int64_t>(nc);
+    r.ptr.assign(nr + 1, 0);
+    for (GrB_Index e = 0; e < x.size(); ++e) ++r.ptr[i[e] + 1];
+    for (GrB_Index k = 0; k < nr; ++k) r.ptr[k + 1] += r.ptr[k];
+    r.idx.resize(x.size());
+    r.val.resize(x.size());
+    std::vector<std::int64_t> next(r.ptr.begin(), r.ptr.end() - 1);
+    for (GrB_Index e = 0; e < x.size(); ++e) {
+      const auto q = static_cast<std::size_t>(next[i[e]]++);
+      r.idx[q] = static_cast<std::int64_t>(j[e]), r.val[q] = x[e];
+    }
+    sort_rows(r);
+    return r;
   }
 
   // The last SpMM result as a dense row-major rows x k array (missing entries are 0).
@@ -229,7 +279,7 @@ class GraphBlasPeer {
 
   GrB_Index rows_, cols_;
   const spindle::Csr<T>* a_csr_;
-  GrB_Matrix a_ = nullptr, x_ = nullptr, y_ = nullptr, c_ = nullptr;
+  GrB_Matrix a_ = nullptr, b_ = nullptr, x_ = nullptr, y_ = nullptr, c_ = nullptr;
   GrB_Vector xv_ = nullptr, yv_ = nullptr;
 };
 
@@ -253,6 +303,11 @@ class GraphBlasPeer {
   std::vector<T> dense_result(std::int64_t) const { return {}; }
   std::vector<T> vector_result() const { return {}; }
   std::vector<T> pattern_result() const { return {}; }
+  void set_b(const spindle::Csr<T>&) {}
+  void prepare_sparse(std::int64_t) {}
+  void spgemm() {}
+  void spadd() {}
+  CsrResult<T> sparse_result() const { return {}; }
 };
 
 #endif

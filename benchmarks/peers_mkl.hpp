@@ -8,6 +8,12 @@
 // count. Timed:
 //   spmm   mkl_sparse_?_mm(NON_TRANSPOSE, 1, A, GENERAL, ROW_MAJOR, X, K, K, 0, Y, K)
 //   spmv   mkl_sparse_?_mv(NON_TRANSPOSE, 1, A, GENERAL, x, 0, y)
+//   spgemm mkl_sparse_spmm(NON_TRANSPOSE, A, B, &C)      (C's previous handle destroyed first)
+//   spadd  mkl_sparse_?_add(NON_TRANSPOSE, A, 1, B, &C)  (likewise)
+// For spgemm/spadd A is a fresh handle without hints and B a handle over the peer's copy of
+// B's arrays. mkl_sparse_spmm leaves most rows of its result unsorted (mkl_sparse_?_add returned
+// them sorted when tried): the untimed check sorts them (mkl_sparse_order) before
+// mkl_sparse_?_export_csr.
 // MKL has no SDDMM: that op runs without it. The thread count is mkl_set_num_threads; MKL uses
 // its GNU OpenMP threading layer (libgomp, as Eigen here), because the Intel one needs
 // libiomp5 on the loader's path. Without MKL the peer reports that it is unavailable.
@@ -18,6 +24,7 @@
 #include <vector>
 
 #ifdef SPINDLE_BENCH_HAVE_MKL
+#include <algorithm>
 #include <limits>
 #include <stdexcept>
 #include <type_traits>
@@ -26,6 +33,8 @@
 #endif
 
 #include <spindle/format/csr.hpp>
+
+#include "peers_eigen.hpp"  // CsrResult
 
 namespace bench {
 
@@ -77,6 +86,15 @@ struct MklT {
     if constexpr (f32) return mkl_sparse_s_mm(op, 1.0f, a, d, layout, x, k, k, 0.0f, y, k);
     else return mkl_sparse_d_mm(op, 1.0, a, d, layout, x, k, k, 0.0, y, k);
   }
+  static sparse_status_t add(sparse_matrix_t a, T alpha, sparse_matrix_t b, sparse_matrix_t* c) {
+    if constexpr (f32) return mkl_sparse_s_add(SPARSE_OPERATION_NON_TRANSPOSE, a, alpha, b, c);
+    else return mkl_sparse_d_add(SPARSE_OPERATION_NON_TRANSPOSE, a, alpha, b, c);
+  }
+  static sparse_status_t export_csr(sparse_matrix_t a, sparse_index_base_t* base, MKL_INT* m, MKL_INT* n,
+                                    MKL_INT** start, MKL_INT** end, MKL_INT** idx, T** x) {
+    if constexpr (f32) return mkl_sparse_s_export_csr(a, base, m, n, start, end, idx, x);
+    else return mkl_sparse_d_export_csr(a, base, m, n, start, end, idx, x);
+  }
   static sparse_status_t mv(sparse_matrix_t a, matrix_descr d, const T* x, T* y) {
     if constexpr (f32) return mkl_sparse_s_mv(SPARSE_OPERATION_NON_TRANSPOSE, 1.0f, a, d, x, 0.0f, y);
     else return mkl_sparse_d_mv(SPARSE_OPERATION_NON_TRANSPOSE, 1.0, a, d, x, 0.0, y);
@@ -108,6 +126,8 @@ class MklPeer {
   MklPeer(const MklPeer&) = delete;
   MklPeer& operator=(const MklPeer&) = delete;
   ~MklPeer() {
+    if (c_) mkl_sparse_destroy(c_);
+    if (b_) mkl_sparse_destroy(b_);
     if (a_) mkl_sparse_destroy(a_);
   }
 
@@ -130,6 +150,61 @@ class MklPeer {
   }
   void spmv(const T* x, T* y) { mkl_check(M::mv(a_, descr_, x, y), "mv"); }
 
+  // spgemm / spadd: B's handle over copies of its arrays, then a fresh A handle (no hints).
+  void set_b(const spindle::Csr<T>& b) {
+    if (c_) mkl_sparse_destroy(c_);
+    if (b_) mkl_sparse_destroy(b_);
+    c_ = b_ = nullptr;
+    if (b.rows() > std::numeric_limits<MKL_INT>::max() || b.nnz() > std::numeric_limits<MKL_INT>::max())
+      throw std::runtime_error("MKL: B is too large for 32-bit MKL_INT");
+    b_ptr_.assign(b.indptr().begin(), b.indptr().end());
+    b_idx_.assign(b.indices().begin(), b.indices().end());
+    b_val_.assign(b.values().begin(), b.values().end());
+    if (b_ptr_.empty()) b_ptr_.push_back(0);
+    mkl_check(M::create(&b_, static_cast<MKL_INT>(b.rows()), static_cast<MKL_INT>(b.cols()), b_ptr_.data(),
+                        b_idx_.data(), b_val_.data()),
+              "create_csr B");
+  }
+  void prepare_sparse() { recreate(); }
+  void spgemm() {
+    if (c_) mkl_sparse_destroy(c_);
+    c_ = nullptr;
+    mkl_check(mkl_sparse_spmm(SPARSE_OPERATION_NON_TRANSPOSE, a_, b_, &c_), "spmm");
+  }
+  // The same product with its rows sorted in the call (what Spindle, Eigen and GraphBLAS return).
+  void spgemm_sorted() {
+    spgemm();
+    mkl_check(mkl_sparse_order(c_), "order");
+  }
+  void spadd() {
+    if (c_) mkl_sparse_destroy(c_);
+    c_ = nullptr;
+    mkl_check(M::add(a_, T(1), b_, &c_), "add");
+  }
+  // The last spgemm/spadd result, rows sorted by mkl_sparse_order (untimed); *unsorted: how
+  // many rows MKL had left unsorted.
+  CsrResult<T> sparse_result(std::int64_t* unsorted = nullptr) {
+    sparse_index_base_t base{};
+    MKL_INT m = 0, n = 0, *start = nullptr, *end = nullptr, *idx = nullptr;
+    T* x = nullptr;
+    mkl_check(M::export_csr(c_, &base, &m, &n, &start, &end, &idx, &x), "export_csr");
+    const MKL_INT off = base == SPARSE_INDEX_BASE_ONE ? 1 : 0;
+    if (unsorted) {
+      *unsorted = 0;
+      for (MKL_INT i = 0; i < m; ++i) *unsorted += !std::is_sorted(idx + (start[i] - off), idx + (end[i] - off));
+    }
+    mkl_check(mkl_sparse_order(c_), "order");
+    mkl_check(M::export_csr(c_, &base, &m, &n, &start, &end, &idx, &x), "export_csr");
+    CsrResult<T> r;
+    r.rows = m, r.cols = n;
+    r.ptr.assign(static_cast<std::size_t>(m) + 1, 0);
+    for (MKL_INT i = 0; i < m; ++i) {
+      for (MKL_INT p = start[i] - off; p < end[i] - off; ++p) r.idx.push_back(idx[p] - off), r.val.push_back(x[p]);
+      r.ptr[static_cast<std::size_t>(i) + 1] = r.nnz();
+    }
+    return r;
+  }
+
  private:
   void recreate() {
     if (a_) mkl_sparse_destroy(a_);
@@ -141,7 +216,9 @@ class MklPeer {
   MKL_INT rows_ = 0, cols_ = 0;
   std::vector<MKL_INT> ptr_, idx_;
   std::vector<T> val_;
-  sparse_matrix_t a_ = nullptr;
+  std::vector<MKL_INT> b_ptr_, b_idx_;
+  std::vector<T> b_val_;
+  sparse_matrix_t a_ = nullptr, b_ = nullptr, c_ = nullptr;
   matrix_descr descr_{};
 };
 
@@ -159,6 +236,12 @@ class MklPeer {
   void spmm(const T*, std::int64_t, T*) {}
   void prepare_spmv() {}
   void spmv(const T*, T*) {}
+  void set_b(const spindle::Csr<T>&) {}
+  void prepare_sparse() {}
+  void spgemm() {}
+  void spgemm_sorted() {}
+  void spadd() {}
+  CsrResult<T> sparse_result(std::int64_t* = nullptr) { return {}; }
 };
 
 #endif

@@ -33,6 +33,8 @@ struct CaseResult {
   std::int64_t rows = 0, cols = 0, nnz = 0, feat = 0;
   int threads = 1;
   double flops = 0, bytes = 0, triad_gbs = 0;
+  // spgemm / spadd: entries of B and of the result C, and spgemm's multiply-adds.
+  std::int64_t nnz_b = 0, nnz_out = 0, mult_adds = 0;
   std::vector<SystemResult> systems;  // spindle first
 };
 
@@ -150,8 +152,9 @@ inline void print_tables(std::FILE* out, const Report& r) {
       head += " | check";
       std::fprintf(out, "%s\n%s\n", head.c_str(), std::string(head.size(), '-').c_str());
     }
+    const bool no_k = c.op == "spmv" || c.op == "spgemm" || c.op == "spadd";
     std::fprintf(out, "%-22.22s %-5s %4s %3d", c.matrix.c_str(), c.op.c_str(),
-                 c.op == "spmv" ? "-" : std::to_string(c.feat).c_str(), c.threads);
+                 no_k ? "-" : std::to_string(c.feat).c_str(), c.threads);
     for (std::size_t s = 0; s < c.systems.size(); ++s) {
       const SystemResult& x = c.systems[s];
       if (s == 0)
@@ -173,6 +176,17 @@ inline void print_tables(std::FILE* out, const Report& r) {
       seen.push_back(line);
       std::fprintf(out, "  %-9s %-5s = %s\n", x.name.c_str(), c.op.c_str(), x.label.c_str());
     }
+  seen.clear();
+  for (auto& c : r.cases) {
+    if (c.op != "spgemm" && c.op != "spadd") continue;
+    const std::string key = c.matrix + " " + c.op;
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
+    seen.push_back(key);
+    std::fprintf(out, "  sparse result %s %s: nnz(A) %lld, nnz(B) %lld, nnz(C) %lld", c.matrix.c_str(), c.op.c_str(),
+                 (long long)c.nnz, (long long)c.nnz_b, (long long)c.nnz_out);
+    if (c.op == "spgemm") std::fprintf(out, ", multiply-adds %lld", (long long)c.mult_adds);
+    std::fprintf(out, "\n");
+  }
   if (r.mismatches) std::fprintf(out, "\n%d result(s) differ from Eigen beyond the tolerance %.0e\n", r.mismatches, r.tolerance);
 }
 
@@ -261,6 +275,8 @@ inline std::string to_json(const Report& r) {
     o.str("matrix", c.matrix).str("op", c.op).num("rows", c.rows).num("cols", c.cols).num("nnz", c.nnz)
         .num("feat", c.feat).num("threads", c.threads).num("flops", c.flops).num("bytes", c.bytes)
         .num("triad_gbs", c.triad_gbs);
+    if (c.op == "spgemm" || c.op == "spadd") o.num("nnz_b", c.nnz_b).num("nnz_out", c.nnz_out);
+    if (c.op == "spgemm") o.num("mult_adds", c.mult_adds);
     o.raw("systems", json_array(c.systems, [](const SystemResult& x) {
       return JsonObject().str("name", x.name).str("label", x.label).num("median_s", x.median_s)
           .num("min_s", x.min_s).num("reps", x.reps).num("gflops", x.gflops).num("gbs", x.gbs)

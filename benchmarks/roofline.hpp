@@ -83,12 +83,17 @@ struct CaseShape {
   std::string op;
   std::int64_t rows = 0, cols = 0, nnz = 0, feat = 1;
   int value_bytes = 4, index_bytes = 4;
+  // spgemm / spadd (sparse operands and a sparse result): B's shape and entries, C's entries
+  // and, for spgemm, the multiply-adds (sum over A's entries a_ij of nnz(row j of B)).
+  std::int64_t b_rows = 0, nnz_b = 0, nnz_out = 0, mult_adds = 0;
 };
 
 inline double model_flops(const CaseShape& c) {
   const double nnz = static_cast<double>(c.nnz), k = static_cast<double>(c.feat);
   if (c.op == "spmm") return 2.0 * nnz * k;
   if (c.op == "spmv") return 2.0 * nnz;
+  if (c.op == "spgemm") return 2.0 * static_cast<double>(c.mult_adds);
+  if (c.op == "spadd") return nnz + static_cast<double>(c.nnz_b);  // one addition per input entry
   return 2.0 * nnz * k + nnz;  // sddmm: a K-long dot per nonzero, then the scaling by A
 }
 
@@ -99,6 +104,12 @@ inline double model_bytes(const CaseShape& c) {
   const double a = (m + 1) * ib + nnz * ib + nnz * vb;
   if (c.op == "spmm") return a + n * k * vb + m * k * vb;
   if (c.op == "spmv") return a + n * vb + m * vb;
+  if (c.op == "spgemm" || c.op == "spadd") {
+    // A and B read once, C (row offsets, indices, values) written once; B's rows are
+    // A's columns (spgemm) or A's rows (spadd), given as b_rows.
+    const double nb = static_cast<double>(c.nnz_b), nc = static_cast<double>(c.nnz_out);
+    return a + (static_cast<double>(c.b_rows) + 1) * ib + nb * (ib + vb) + (m + 1) * ib + nc * (ib + vb);
+  }
   return a + m * k * vb + n * k * vb + nnz * vb;  // sddmm
 }
 

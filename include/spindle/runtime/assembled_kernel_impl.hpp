@@ -2,6 +2,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <utility>
@@ -32,31 +33,105 @@ inline CallArg dense_arg(const void* data, DType t, std::initializer_list<std::i
 }
 
 // Sorts each row's (column, value) pairs by column; rows already in order are only checked.
+// Two ascending runs (a sum of two rows) are merged; else by row length n and column span
+// s (max - min + 1): n <= 32 an insertion sort in place; a
+// row that fills its span densely enough (s / 64 words < n log2 n / 4) a bucket pass: a bit
+// per column and the value at its column in per-thread scratch, read back in column order;
+// otherwise a sort of 64-bit keys (column << 32 | position) and a gather of the values.
 template <class I, class V>
-void sort_rows(ThreadPool& pool, std::int64_t rows, const std::int64_t* row_ptr, I* idx, V* val) {
-  pool.parallel_for(rows, 64, [&](std::int64_t b, std::int64_t e) {
-    std::vector<std::pair<I, V>> tmp;
+void sort_rows(ThreadPool& pool, std::int64_t rows, std::int64_t cols, const std::int64_t* row_ptr, I* idx, V* val) {
+  const bool keys_fit = cols <= (std::int64_t{1} << 31);
+  const std::int64_t grain = std::max<std::int64_t>(64, rows / (4 * std::max(1, pool.num_threads())));
+  pool.parallel_for(rows, grain, [&](std::int64_t b, std::int64_t e) {
+    std::vector<std::uint64_t> keys, bits;
+    std::vector<V> vals, dense;
     for (std::int64_t r = b; r < e; ++r) {
-      I* first = idx + row_ptr[r];
-      I* last = idx + row_ptr[r + 1];
-      if (std::is_sorted(first, last)) continue;
+      I* x = idx + row_ptr[r];
       V* v = val + row_ptr[r];
-      tmp.clear();
-      for (I* p = first; p != last; ++p) tmp.emplace_back(*p, v[p - first]);
-      std::sort(tmp.begin(), tmp.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
-      for (std::size_t k = 0; k < tmp.size(); ++k) first[k] = tmp[k].first, v[k] = tmp[k].second;
+      const std::int64_t n = row_ptr[r + 1] - row_ptr[r];
+      if (n < 2) continue;
+      I lo = x[0], hi = x[0];
+      std::int64_t descents = 0, cut = 0;
+      for (std::int64_t q = 1; q < n; ++q) {
+        if (x[q - 1] > x[q]) ++descents, cut = q;
+        lo = std::min(lo, x[q]);
+        hi = std::max(hi, x[q]);
+      }
+      if (descents == 0) continue;
+      if (descents == 1) {  // two ascending runs (a sum of two rows): merge them
+        keys.resize(static_cast<std::size_t>(n));
+        vals.resize(static_cast<std::size_t>(n));
+        std::int64_t p = 0, o = cut, out = 0;
+        while (p < cut && o < n) {
+          const std::int64_t take = x[o] < x[p] ? o++ : p++;
+          keys[static_cast<std::size_t>(out)] = static_cast<std::uint64_t>(x[take]);
+          vals[static_cast<std::size_t>(out++)] = v[take];
+        }
+        for (; p < cut; ++p, ++out) keys[static_cast<std::size_t>(out)] = static_cast<std::uint64_t>(x[p]), vals[static_cast<std::size_t>(out)] = v[p];
+        for (; o < n; ++o, ++out) keys[static_cast<std::size_t>(out)] = static_cast<std::uint64_t>(x[o]), vals[static_cast<std::size_t>(out)] = v[o];
+        for (std::int64_t q = 0; q < n; ++q) x[q] = static_cast<I>(keys[static_cast<std::size_t>(q)]), v[q] = vals[static_cast<std::size_t>(q)];
+        continue;
+      }
+      if (n <= 32) {
+        for (std::int64_t q = 1; q < n; ++q) {
+          const I key = x[q];
+          const V kv = v[q];
+          std::int64_t p = q - 1;
+          for (; p >= 0 && x[p] > key; --p) x[p + 1] = x[p], v[p + 1] = v[p];
+          x[p + 1] = key, v[p + 1] = kv;
+        }
+        continue;
+      }
+      const std::int64_t span = static_cast<std::int64_t>(hi) - static_cast<std::int64_t>(lo) + 1;
+      const double log_n = std::log2(static_cast<double>(n));
+      if (static_cast<double>(span) / 64.0 < static_cast<double>(n) * log_n / 4.0) {
+        if (dense.size() < static_cast<std::size_t>(cols)) {
+          dense.resize(static_cast<std::size_t>(cols));
+          bits.assign(static_cast<std::size_t>(cols + 63) / 64, 0);
+        }
+        for (std::int64_t q = 0; q < n; ++q) {
+          const auto c = static_cast<std::uint64_t>(x[q]);
+          bits[c >> 6] |= std::uint64_t{1} << (c & 63);
+          dense[c] = v[q];
+        }
+        std::int64_t out = 0;
+        for (std::uint64_t w = static_cast<std::uint64_t>(lo) >> 6; w <= static_cast<std::uint64_t>(hi) >> 6; ++w) {
+          for (std::uint64_t word = bits[w]; word; word &= word - 1) {
+            const std::uint64_t c = (w << 6) + static_cast<std::uint64_t>(__builtin_ctzll(word));
+            x[out] = static_cast<I>(c), v[out] = dense[c], ++out;
+          }
+          bits[w] = 0;
+        }
+        continue;
+      }
+      if (keys_fit) {
+        keys.resize(static_cast<std::size_t>(n));
+        vals.assign(v, v + n);
+        for (std::int64_t q = 0; q < n; ++q)
+          keys[static_cast<std::size_t>(q)] = (static_cast<std::uint64_t>(x[q]) << 32) | static_cast<std::uint64_t>(q);
+        std::sort(keys.begin(), keys.end());
+        for (std::int64_t q = 0; q < n; ++q) {
+          const std::uint64_t k = keys[static_cast<std::size_t>(q)];
+          x[q] = static_cast<I>(k >> 32), v[q] = vals[k & 0xffffffffu];
+        }
+        continue;
+      }
+      std::vector<std::pair<I, V>> tmp;
+      for (std::int64_t q = 0; q < n; ++q) tmp.emplace_back(x[q], v[q]);
+      std::sort(tmp.begin(), tmp.end(), [](const auto& p, const auto& o) { return p.first < o.first; });
+      for (std::int64_t q = 0; q < n; ++q) x[q] = tmp[static_cast<std::size_t>(q)].first, v[q] = tmp[static_cast<std::size_t>(q)].second;
     }
   });
 }
 
 template <class I>
-void sort_rows_by_value_type(ThreadPool& pool, DType vt, std::int64_t rows, const std::int64_t* row_ptr, I* idx,
-                             void* val) {
+void sort_rows_by_value_type(ThreadPool& pool, DType vt, std::int64_t rows, std::int64_t cols,
+                             const std::int64_t* row_ptr, I* idx, void* val) {
   switch (vt) {
-    case DType::f32: return sort_rows(pool, rows, row_ptr, idx, static_cast<float*>(val));
-    case DType::f64: return sort_rows(pool, rows, row_ptr, idx, static_cast<double*>(val));
-    case DType::i32: return sort_rows(pool, rows, row_ptr, idx, static_cast<std::int32_t*>(val));
-    case DType::i64: return sort_rows(pool, rows, row_ptr, idx, static_cast<std::int64_t*>(val));
+    case DType::f32: return sort_rows(pool, rows, cols, row_ptr, idx, static_cast<float*>(val));
+    case DType::f64: return sort_rows(pool, rows, cols, row_ptr, idx, static_cast<double*>(val));
+    case DType::i32: return sort_rows(pool, rows, cols, row_ptr, idx, static_cast<std::int32_t*>(val));
+    case DType::i64: return sort_rows(pool, rows, cols, row_ptr, idx, static_cast<std::int64_t*>(val));
     default: throw InternalError("AssembledKernel: unsupported value type");
   }
 }
@@ -186,10 +261,10 @@ SPINDLE_DECL void AssembledKernel::call(const std::vector<CallArg>& args, Assemb
                 m.output, "' wrote another pattern than its symbolic phase counted");
 
   if (m.index_dtype == DType::i32)
-    assembly_detail::sort_rows_by_value_type(pool, m.value_dtype, rows, row_ptr.data(),
+    assembly_detail::sort_rows_by_value_type(pool, m.value_dtype, rows, cols, row_ptr.data(),
                                              static_cast<std::int32_t*>(out_indices), out_values);
   else
-    assembly_detail::sort_rows_by_value_type(pool, m.value_dtype, rows, row_ptr.data(),
+    assembly_detail::sort_rows_by_value_type(pool, m.value_dtype, rows, cols, row_ptr.data(),
                                              static_cast<std::int64_t*>(out_indices), out_values);
   target.commit();
 }
