@@ -12,6 +12,7 @@
 
 #include "correctness/correctness_support.hpp"
 #include "spindle/ops.hpp"
+#include "support/emulated_cuda_call.hpp"
 #include "support/engines.hpp"
 #include "support/reference_interpreter.hpp"
 
@@ -250,6 +251,46 @@ TEST_CASE("a child of a root dense axis iterates the fiber at another iterator's
           }
       }
   }
+}
+
+TEST_CASE("fibers by coordinate: the interpreter and the CUDA build (NVRTC, emulated without a GPU) agree on cora",
+          "[correctness][assembly][language][cuda]") {
+  spindle::test::NvrtcCheck nvrtc;
+  auto kernel = sp::kernel("spgemm_dense_out_f32",
+                           [](sp::in<float, I, J> a, sp::in<float, sp::dense<J>, K> b, sp::out<float, I, sp::dense<K>> c,
+                              sp::iter<I> i, sp::iter<J> j) {
+                             sp::for_each<K>([&](sp::iter<K> k) { c(i, k) += a(i, j) * b(j, k); });
+                           });
+  auto a = load_graph<float>("gnn/cora.mtx.gz");
+  if (!a) return;
+  // B: the first 300 columns of A (so C = A B is 2708 x 300, dense enough to compare).
+  std::vector<sp::Triplet<float>> t;
+  for (std::int64_t r = 0; r < a->rows(); ++r)
+    for (std::size_t q = 0; q < a->row_indices(r).size(); ++q)
+      if (a->row_indices(r)[q] < 300) t.push_back({r, a->row_indices(r)[q], a->row_values(r)[q]});
+  auto b = sp::Csr<float>::from_triplets(a->rows(), 300, t);
+  auto want = product_reference(*a, b);
+  auto run = [&](auto&& how) {
+    auto c = sp::Tensor<float>::full({a->rows(), b.cols()}, 99.0f);
+    std::vector<sp::runtime::CallArg> args(3);
+    args[0].view = sp::storage_of(*a);
+    args[1].view = sp::storage_of(b);
+    args[2].view = sp::storage_of(c);
+    how(args);
+    return c;
+  };
+  auto check = [&](const sp::Tensor<float>& c, const char* what) {
+    INFO(what);
+    for (std::int64_t r = 0; r < c.dim(0); ++r)
+      for (std::int64_t q = 0; q < c.dim(1); ++q) {
+        auto it = want.find({r, q});
+        double expect = it == want.end() ? 0.0 : it->second;
+        REQUIRE(std::fabs(c(r, q) - expect) <= 1e-4 * (1 + std::fabs(expect)));
+      }
+  };
+  check(run([&](auto& args) { spindle::test::Interpreter(kernel.ir(), args).run(); }), "interpreter");
+  check(run([&](auto& args) { kernel.compile().call(args); }), "compiled");
+  check(run([&](auto& args) { spindle::test::run_cuda_build(kernel.ir(), args, &nvrtc); }), "CUDA build");
 }
 
 TEST_CASE("assembled outputs: definition errors name the rule, call errors leave the output untouched",
