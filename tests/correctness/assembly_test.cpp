@@ -293,6 +293,49 @@ TEST_CASE("fibers by coordinate: the interpreter and the CUDA build (NVRTC, emul
   check(run([&](auto& args) { spindle::test::run_cuda_build(kernel.ir(), args, &nvrtc); }), "CUDA build");
 }
 
+TEST_CASE("fibers by coordinate: the fiber is the one the iterator was taken at (fuzz regressions)",
+          "[correctness][assembly][language]") {
+  // spindle-kernel-fuzz seeds 900002795, 900002807, 902002788, 902002805: a parent iterated
+  // again further in, or listed after its child in the same iteration, must not move the
+  // child's fiber (lowering, loop order) nor let a write pick another fiber (front end).
+  struct R : sp::sparse_variable<sp::dense<I>> {};
+  auto nested = sp::kernel("nested_view", [](sp::in<float, sp::dense<I>, R> b, sp::out<float, I> y, sp::iter<I> i,
+                                             sp::iter<R> r) {
+    sp::for_each<sp::dense<I>>([&](sp::iter<sp::dense<I>> d) { y(i) += b(d, r) * 2.0f + 1.0f; });
+  });
+  auto later = sp::kernel("parent_later", [](sp::in<float, sp::dense<I>, R> b, sp::out<float, I> y, sp::iter<I> i,
+                                             sp::iter<R> r, sp::iter<sp::dense<I>> d) { y(i) += b(d, r) + 1.0f; });
+  auto write_at_i = sp::kernel("write_at_i", [](sp::in<float, sp::dense<I>, R> b, sp::out<float, sp::dense<I>, R> f,
+                                                sp::iter<I> i, sp::iter<R> r) { f(i, r) += b(i, r) * 3.0f; });
+  CHECK_THROWS_WITH(sp::kernel("write_at_d", [](sp::out<float, sp::dense<I>, R> f, sp::iter<I> i, sp::iter<R> r,
+                                                sp::iter<sp::dense<I>> d) { f(d, r) += 1.0f; }),
+                    Catch::Contains("must use the iterator of R itself"));
+  auto b = random_csr<float>(Shape{"b", 23, 19, 4, 0.2}, 9);
+  for (const auto& engine : spindle::test::cpu_engines())
+    for (int threads : {1, 3}) {
+      INFO("engine " << engine << " threads " << threads);
+      auto& rt = spindle::test::engine_runtime(engine, threads);
+      auto against_interpreter = [&](const auto& k) {
+        auto y = sp::Tensor<float>::full({23}, 5.0f), y_ref = y;
+        k.with_runtime(rt)(b, y);
+        std::vector<sp::runtime::CallArg> args(2);
+        args[0].view = sp::storage_of(b);
+        args[1].view = sp::storage_of(y_ref);
+        spindle::test::Interpreter(k.ir(), args).run();
+        for (std::int64_t q = 0; q < 23; ++q) REQUIRE(y(q) == y_ref(q));
+      };
+      against_interpreter(nested);
+      against_interpreter(later);
+      auto f = same_structure(b, 7.0f), f_ref = f;
+      write_at_i.with_runtime(rt)(b, f);
+      std::vector<sp::runtime::CallArg> args(2);
+      args[0].view = sp::storage_of(b);
+      args[1].view = sp::storage_of(f_ref);
+      spindle::test::Interpreter(write_at_i.ir(), args).run();
+      for (std::int64_t q = 0; q < f.nnz(); ++q) REQUIRE(f.values()[q] == f_ref.values()[q]);
+    }
+}
+
 TEST_CASE("assembled outputs: definition errors name the rule, call errors leave the output untouched",
           "[correctness][assembly][errors]") {
   using Catch::Matchers::Contains;

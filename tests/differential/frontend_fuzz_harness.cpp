@@ -14,6 +14,9 @@
 //      system compiler each with 1 and several pool threads, the CUDA emulator (its source
 //      also compiled by NVRTC) — and its out/inout arguments compared with the interpreter's
 //      (bit-exact for exact kernels, else relative 1e-3 / 1e-9); inputs must be unchanged.
+//      An assembled output (docs/language.md §4.6) is the call's Csr: its pattern must be the
+//      interpreter's exactly, its values as above (or within the interpreter's error bound);
+//      such kernels have no CUDA build and run on the CPU engines only.
 // One line per kernel on stdout:
 //   FEFUZZ <seed> <steps or -> <ok|rejected|skipped|fail> <engine or -> <message>
 //
@@ -110,6 +113,37 @@ std::string compare(const RandomKernel& k, bool exact, const std::vector<std::ve
   return "";
 }
 
+using Assembled = std::vector<spindle::test::Interpreter::AssembledEntry>;
+
+// "" when the assembled output `got` (the call's Csr) has exactly the interpreter's pattern
+// and its values: bit-exact for exact kernels, else within the interpreter's error bound or
+// the usual relative tolerance (docs/language.md §4.6).
+std::string compare_assembled(const Assembled& want, const std::vector<spindle::fefuzz::CsrEntry>& got, spindle::DType t,
+                              bool exact) {
+  const bool fl = spindle::is_float(t);
+  const double tol = exact ? 0 : (t == spindle::DType::f32 ? 1e-3 : 1e-9);
+  std::ostringstream os;
+  for (std::size_t q = 0; q < std::max(want.size(), got.size()); ++q) {
+    if (q >= want.size() || q >= got.size() || want[q].row != got[q].row || want[q].col != got[q].col) {
+      os << "assembled output: " << got.size() << " entries, the interpreter " << want.size() << "; first difference at entry "
+         << q << ": interpreter ";
+      if (q < want.size()) os << "(" << want[q].row << ", " << want[q].col << ")";
+      else os << "none";
+      os << ", engine ";
+      if (q < got.size()) os << "(" << got[q].row << ", " << got[q].col << ")";
+      else os << "none";
+      return os.str();
+    }
+    double r = fl ? want[q].f : static_cast<double>(want[q].i), g = got[q].value;
+    if (t == spindle::DType::f32) r = static_cast<float>(r);
+    if ((std::isnan(r) && std::isnan(g)) || r == g) continue;
+    if (tol > 0 && std::fabs(r - g) <= std::max(tol * std::max(1.0, std::fabs(r)), want[q].error_bound)) continue;
+    os << "assembled output entry (" << want[q].row << ", " << want[q].col << "): interpreter " << r << ", engine " << g;
+    return os.str();
+  }
+  return "";
+}
+
 struct Options {
   std::string only;  // SEED[:STEPS]
   std::vector<std::string> engines{"orc", "system", "cuda"};
@@ -158,6 +192,7 @@ class Runner {
     // A write the generator indexed by a non-iterator (docs/language.md §4.1) must be rejected.
     if (fe::has_bad_write(model.body)) return {"fail", "definition", "accepted a write indexed by a non-iterator (rule 4.1)"};
     bool compared = false;
+    long assembled_entries = 0;  // entries of the assembled output compared, over the sizes
     std::string over_budget;  // sizes skipped because the interpreter's budget ran out
     time_.clear();            // an earlier kernel that failed or was skipped left its times
     spindle::test::EmulatorCache emulators;  // this kernel's CUDA modules, compiled once
@@ -165,6 +200,7 @@ class Runner {
       const std::uint64_t data_seed = entry.seed * 31 + static_cast<std::uint64_t>(size);
       RandomKernel data;
       std::vector<std::vector<double>> ref;
+      Assembled ref_assembled;
       bool exact = model.exact;
       std::string why;
       auto ti = std::chrono::steady_clock::now();
@@ -173,7 +209,7 @@ class Runner {
       // is scaled down too); a size over the budget even at the smallest scale is skipped.
       for (double scale : {1.0, 0.5, 0.25, 0.1, 0.03}) {
         data = fe::make_data(model, ir, size, data_seed, scale);
-        why = interpret(ir.function, data, ref, exact, size == fe::Size::large ? 3'000'000 : 20'000'000);
+        why = interpret(ir.function, data, ref, exact, size == fe::Size::large ? 3'000'000 : 20'000'000, &ref_assembled);
         if (why != "budget" || size != fe::Size::large) break;
       }
       time_["interp"] += ms_since(ti);
@@ -184,16 +220,28 @@ class Runner {
       {
         std::vector<std::vector<double>> fe_ref;
         bool fe_exact = exact;
-        std::string fe_why = interpret(def.stage1, data, fe_ref, fe_exact, 6'000'000);
+        Assembled fe_assembled;
+        std::string fe_why = interpret(def.stage1, data, fe_ref, fe_exact, 6'000'000, &fe_assembled);
         if (fe_why.empty()) {
           std::string d = compare(data, exact && fe_exact, ref, fe_ref);
+          if (d.empty() && data.assembled >= 0) {
+            std::vector<spindle::fefuzz::CsrEntry> as;
+            for (auto& w : fe_assembled)
+              as.push_back({w.row, w.col, spindle::is_float(model.T) ? w.f : static_cast<double>(w.i)});
+            d = compare_assembled(ref_assembled, as, model.T, exact && fe_exact);
+          }
           if (!d.empty()) return {"fail", "front-end-ir", std::string(fe::size_name(size)) + " inputs: " + d};
         } else if (fe_why != "undefined" && fe_why != "budget") {
           return {"fail", "front-end-ir", std::string(fe::size_name(size)) + " inputs: interpreting the recorded IR: " + fe_why};
         }
       }
       compared = true;
+      if (data.assembled >= 0) {
+        ++assembled_compared_;
+        assembled_entries += static_cast<long>(ref_assembled.size());
+      }
       for (const std::string& e : o_.engines) {
+        if (e == "cuda" && data.assembled >= 0) continue;  // assembled outputs are built on the CPU engines (§4.6)
         const std::vector<int> threads = e == "cuda" ? std::vector<int>{1} : o_.threads;
         for (int t : threads) {
           std::string name = e == "cuda" ? spindle::test::cuda_engine_name() : e + std::to_string(t);
@@ -206,9 +254,17 @@ class Runner {
             } else {
               auto& rt = *runtimes_.at(e);
               rt.pool().set_num_threads(t);
-              def.call(rt, spindle::fefuzz::Call{args});
+              spindle::fefuzz::Call call;
+              call.args = args;
+              def.call(rt, call);
+              if (data.assembled >= 0) {
+                std::vector<spindle::fefuzz::CsrEntry> got;
+                d = call.assembled ? call.assembled(got) : "the call passed no Csr for the assembled output";
+                if (!d.empty()) d = "assembled output: " + d;
+                else d = compare_assembled(ref_assembled, got, model.T, exact);
+              }
             }
-            d = compare(data, exact, ref, values(data));
+            if (d.empty()) d = compare(data, exact, ref, values(data));
           } catch (const std::exception& ex) {
             d = std::string("threw: ") + ex.what();
           }
@@ -221,6 +277,7 @@ class Runner {
     if (!compared) return {"skipped", "-", "every input size was undefined or over the interpreter's budget"};
     for (auto& [k, v] : time_) res.message += k + "=" + std::to_string(static_cast<long>(v)) + "ms ";
     if (!over_budget.empty()) res.message += "skipped over the interpreter's budget: " + over_budget;
+    if (fe::assembled_buffer(model) >= 0) res.message += " assembled entries compared: " + std::to_string(assembled_entries);
     time_.clear();
     return res;
   }
@@ -230,6 +287,7 @@ class Runner {
   }
 
   const std::map<std::string, long>& runs() const { return runs_; }
+  long assembled_compared() const { return assembled_compared_; }
   long cubins() const { return nvrtc_.compiled; }
 
  private:
@@ -237,13 +295,16 @@ class Runner {
   // values after the call), "undefined" / "budget" when the program has no defined result
   // or is too long, else the interpreter's complaint.
   static std::string interpret(const spindle::ir::Function& f, RandomKernel& data, std::vector<std::vector<double>>& ref,
-                               bool& exact, long long max_steps = 20'000'000) {
+                               bool& exact, long long max_steps = 20'000'000, Assembled* assembled = nullptr) {
     try {
       spindle::test::Interpreter interp(f, data.args(), max_steps);
       interp.run();
       exact = exact && !interp.float_rounded();
       ref = values(data);
       spindle::test::record_error_bounds(data, interp);
+      if (assembled && data.assembled >= 0)
+        for (auto& fb : f.buffers)
+          if (spindle::ir::is_assembled(*fb.buffer)) *assembled = interp.assembled(fb.buffer->name);
       return "";
     } catch (const spindle::test::InterpreterError& e) {
       std::string m = e.what();
@@ -256,6 +317,7 @@ class Runner {
   Options o_;
   std::map<std::string, std::unique_ptr<spindle::runtime::Runtime>> runtimes_;
   std::map<std::string, long> runs_;
+  long assembled_compared_ = 0;  // sizes of assembled kernels compared
   std::map<std::string, double> time_;
   spindle::test::NvrtcCheck nvrtc_;
 };

@@ -88,13 +88,16 @@ class Fuzzer {
       long end = c_.count == 0 ? n + c_.batch : std::min<long>(n + c_.batch, c_.count);
       for (long q = n; q < end; ++q) kernels.push_back(fe::generate(c_.seed * 1000003ull + static_cast<std::uint64_t>(q)));
       batch(kernels);
-      std::cout << "spindle-frontend-fuzz: " << generated_ << " kernels, " << compared_ << " compared, " << rejected_
+      std::cout << "spindle-frontend-fuzz: " << generated_ << " kernels, " << compared_ << " compared (" << assembled_compared_
+              << " assembled), " << rejected_
                 << " rejected, " << failures_ << " failures, " << static_cast<long>(elapsed()) << " s" << std::endl;
     }
     std::cout << "spindle-frontend-fuzz: seed " << c_.seed << ": " << generated_ << " C++ kernels generated, "
               << compiled_ << " compiled in " << batches_ << " batches (" << compile_seconds_ << " s of C++ compilation), "
               << rejected_ << " rejected at definition (UserError), " << skipped_ << " skipped, " << compared_
-              << " compared with the interpreter (" << sparse_roots_ << " iterating a root sparse axis);";
+              << " compared with the interpreter (" << sparse_roots_ << " iterating a root sparse axis, " << assembled_compared_
+              << " assembling a sparse output of " << assembled_generated_ << " generated, " << assembled_rejected_
+              << " rejected);";
     for (auto& [e, k] : runs_) std::cout << " " << e << " " << k << " runs;";
     std::cout << " " << cubins_ << " CUDA modules compiled by NVRTC; " << failures_ << " failures; " << elapsed()
               << " s\n";
@@ -218,6 +221,7 @@ class Fuzzer {
 
   void batch(std::vector<fe::Kernel> ks) {
     generated_ += static_cast<long>(ks.size());
+    for (auto& k : ks) assembled_generated_ += fe::assembled_buffer(k) >= 0;
     ++batches_;
     // Compile; kernels that do not compile are failures (valid C++ against the public API).
     for (int attempt = 0; !ks.empty(); ++attempt) {
@@ -296,11 +300,13 @@ class Fuzzer {
     if (o.status == "ok") {
       ++compared_;
       if (fe::iterates_sparse_root(k)) ++sparse_roots_;
+      if (fe::assembled_buffer(k) >= 0) ++assembled_compared_;
       if (c_.verbose) std::cout << "seed " << k.seed << ": ok (" << o.ms << " ms: " << o.message << ")\n";
       return;
     }
     if (o.status == "rejected") {
       ++rejected_;
+      if (fe::assembled_buffer(k) >= 0) ++assembled_rejected_;
       std::string key = o.message;
       auto colon = key.find("': ");
       key = colon == std::string::npos ? key.substr(0, 50) : key.substr(colon + 3, 45);
@@ -359,7 +365,8 @@ class Fuzzer {
 
   Config c_;
   long generated_ = 0, compiled_ = 0, batches_ = 0, rejected_ = 0, skipped_ = 0, compared_ = 0, failures_ = 0,
-       cubins_ = 0, last_cubins_ = 0, sparse_roots_ = 0;
+       cubins_ = 0, last_cubins_ = 0, sparse_roots_ = 0, assembled_generated_ = 0, assembled_compared_ = 0,
+       assembled_rejected_ = 0;
   int last_rc_ = 0;
   std::string last_output_;
   double compile_seconds_ = 0;

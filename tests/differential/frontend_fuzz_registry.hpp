@@ -19,6 +19,8 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include <spindle/spindle.hpp>
@@ -32,9 +34,55 @@ struct Arg {
   StorageView storage() const { return view; }
 };
 
+// One entry of an assembled output after the call (docs/language.md §4.6).
+struct CsrEntry {
+  std::int64_t row, col;
+  double value;
+};
+
 struct Call {
   std::vector<runtime::CallArg> args;
   Arg arg(int k) const { return Arg{args.at(static_cast<std::size_t>(k)).view}; }
+  // The assembled output of argument k: a Csr<T, Index> of the shape its view gives (rows,
+  // columns), made here and kept for the harness, which reads it back with `assembled`.
+  // "" from assembled when the Csr's rows are sorted, free of duplicates and in range.
+  mutable std::shared_ptr<void> csr_holder;
+  mutable std::function<std::string(std::vector<CsrEntry>&)> assembled;
+  template <class T, class Index = std::int32_t>
+  Csr<T, Index>& csr(int k) const {
+    const StorageView& v = args.at(static_cast<std::size_t>(k)).view;
+    if (v.levels.size() != 2) throw std::logic_error("fefuzz: the assembled output's view has no two levels");
+    // An old pattern (a stored 7 in every third row) that the call must replace (§4.6).
+    const std::int64_t rows = v.levels[0].length, cols = v.levels[1].length;
+    std::vector<Index> indptr{0}, indices;
+    std::vector<T> vals;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      if (cols > 0 && r % 3 == 0) {
+        indices.push_back(static_cast<Index>(r % cols));
+        vals.push_back(static_cast<T>(7));
+      }
+      indptr.push_back(static_cast<Index>(indices.size()));
+    }
+    auto c = std::make_shared<Csr<T, Index>>(rows, cols, std::move(indptr), std::move(indices), std::move(vals));
+    Csr<T, Index>* p = c.get();
+    csr_holder = c;
+    assembled = [p](std::vector<CsrEntry>& out) -> std::string {
+      out.clear();
+      for (std::int64_t r = 0; r < p->rows(); ++r) {
+        auto idx = p->row_indices(r);
+        auto val = p->row_values(r);
+        for (std::size_t q = 0; q < idx.size(); ++q) {
+          const auto col = static_cast<std::int64_t>(idx[q]);
+          if (col < 0 || col >= p->cols()) return "row " + std::to_string(r) + " has column " + std::to_string(col) + " out of range";
+          if (q > 0 && !(idx[q - 1] < idx[q])) return "row " + std::to_string(r) + " is not sorted or has a duplicate";
+          out.push_back({r, col, static_cast<double>(val[q])});
+        }
+      }
+      if (!p->sorted()) return "the Csr is not marked sorted";
+      return "";
+    };
+    return *p;
+  }
   template <class T>
   T scalar(int k) const {
     const runtime::CallArg& a = args.at(static_cast<std::size_t>(k));

@@ -8,12 +8,19 @@
 //      out/inout arguments compared with the interpreter's (bit-exact for exact kernels,
 //      relative 1e-3 (f32) / 1e-9 (f64) otherwise).
 // A disagreement prints the seed, the engine, the first differing element and the kernel.
+// A kernel that assembles a sparse output (docs/language.md §4.6) runs on the CPU engines as a
+// runtime::AssembledKernel whose arrays a test AssemblyTarget keeps: the pattern must be the
+// interpreter's exactly (rows sorted by column), the values as above (within the interpreter's
+// error bound of each entry plus the relative tolerance when not exact); its CUDA build must
+// be a UserError.
 //
 //   spindle-kernel-fuzz [--seed S] [--count N (0 = until --seconds)] [--seconds T]
 //                       [--engines orc,system,cuda] [--verbose] [--print SEED] [--first N] [--no-large]
 // Every compared kernel (every N-th with --large-every N) runs again on inputs of thousands
-// of rows, with 1 and 3 threads (check_large), unless --no-large.
+// of rows, with 1 and 3 threads (check_large), unless --no-large. A failing kernel is shrunk
+// (on the inputs it failed on); SPINDLE_FUZZ_EXPLAIN=1 also prints the shrunk kernel's explain().
 // Exit status: 0 when no disagreement, 1 otherwise.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -44,7 +51,8 @@ namespace {
 
 struct Stats {
   long generated = 0, rejected = 0, skipped = 0, compared = 0, failures = 0, large = 0, indirect = 0, computed = 0,
-       shared = 0, sparse_roots = 0, row_tiles = 0, owned_tiles = 0, partitioned = 0;
+       shared = 0, sparse_roots = 0, row_tiles = 0, owned_tiles = 0, partitioned = 0, assembled = 0,
+       assembled_generated = 0, assembled_rejected = 0, assembled_nonempty = 0, by_coordinate = 0;
   std::map<std::string, long> runs;
   std::map<std::string, std::string> first_reject;
 };
@@ -91,6 +99,201 @@ std::string compare(const RandomKernel& k, bool exact, const std::vector<std::ve
   return "";
 }
 
+// What the interpreter computed: the out/inout buffers' values and, for a kernel that
+// assembles a sparse output, that output's entries.
+struct Reference {
+  std::vector<std::vector<double>> outputs;
+  std::vector<spindle::test::Interpreter::AssembledEntry> assembled;
+  bool exact = true;
+};
+
+// Runs the interpreter on k's current data (throws InterpreterError); `budget` 0: its default.
+Reference reference(RandomKernel& k, const sp::ir::Function& raw, long long budget = 0) {
+  auto args = k.args();
+  auto interp = budget ? std::make_unique<spindle::test::Interpreter>(raw, args, budget)
+                       : std::make_unique<spindle::test::Interpreter>(raw, args);
+  interp->run();
+  Reference r;
+  r.exact = k.exact && !interp->float_rounded();
+  r.outputs = outputs(k);
+  spindle::test::record_error_bounds(k, *interp);
+  if (k.assembled >= 0) r.assembled = interp->assembled(k.buffers[static_cast<std::size_t>(k.assembled)].buffer->name);
+  return r;
+}
+
+// An AssemblyTarget that keeps the arrays of the assembled output (row offsets, column
+// indices and values in the output's types), for the comparison.
+class KeptAssembly final : public sp::runtime::AssemblyTarget {
+ public:
+  KeptAssembly(sp::DType index, sp::DType value) : index_(index), value_(value) {}
+  void allocate(std::int64_t nnz, const std::vector<std::int64_t>& row_ptr, void*& indices, void*& values) override {
+    if (allocated) throw std::runtime_error("AssemblyTarget::allocate called twice");
+    allocated = true;
+    nnz_ = nnz;
+    row_ptr_ = row_ptr;
+    // 0xff: an entry the kernel does not write reads as column -1 (and a NaN or -1 value).
+    indices_.assign(static_cast<std::size_t>(std::max<std::int64_t>(nnz, 1) * sp::dtype_bytes(index_)), 0xff);
+    values_.assign(static_cast<std::size_t>(std::max<std::int64_t>(nnz, 1) * sp::dtype_bytes(value_)), 0xff);
+    indices = indices_.data();
+    values = values_.data();
+  }
+  void commit() override { committed = true; }
+
+  // "" when the kept arrays hold exactly the interpreter's entries (same (row, col) set in
+  // row-major order, columns sorted in each row, values as `compare` wants them).
+  std::string compare(const Reference& ref, std::int64_t rows, std::int64_t cols) const {
+    std::ostringstream os;
+    if (!allocated || !committed) return "the assembly target was not allocated and committed";
+    if (static_cast<std::int64_t>(row_ptr_.size()) != rows + 1 || row_ptr_.front() != 0 || row_ptr_.back() != nnz_) {
+      os << "row offsets: " << row_ptr_.size() << " of them for " << rows << " rows, ending at "
+         << (row_ptr_.empty() ? -1 : row_ptr_.back()) << " for " << nnz_ << " entries";
+      return os.str();
+    }
+    struct Entry {
+      std::int64_t row, col, q;
+    };
+    std::vector<Entry> got;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const std::int64_t lo = row_ptr_[static_cast<std::size_t>(r)], hi = row_ptr_[static_cast<std::size_t>(r) + 1];
+      if (hi < lo) {
+        os << "row offsets decrease at row " << r;
+        return os.str();
+      }
+      for (std::int64_t q = lo; q < hi; ++q) {
+        const std::int64_t c = index(q);
+        if (c < 0 || c >= cols || (q > lo && c <= index(q - 1))) {
+          os << "row " << r << ": column " << c << " at entry " << q
+             << (c < 0 || c >= cols ? " is outside the columns" : " is not above the one before (unsorted or duplicate)");
+          return os.str();
+        }
+        got.push_back({r, c, q});
+      }
+    }
+    const bool is_f = sp::is_float(value_);
+    const double tol = ref.exact ? 0 : (value_ == sp::DType::f32 ? 1e-3 : 1e-9);
+    for (std::size_t e = 0; e < std::max(got.size(), ref.assembled.size()); ++e) {
+      if (e >= got.size() || e >= ref.assembled.size() || got[e].row != ref.assembled[e].row ||
+          got[e].col != ref.assembled[e].col) {
+        os << "pattern: the interpreter has " << ref.assembled.size() << " entries, the engine " << got.size()
+           << "; first difference at entry " << e << ": interpreter ";
+        if (e < ref.assembled.size()) os << "(" << ref.assembled[e].row << ", " << ref.assembled[e].col << ")";
+        else os << "none";
+        os << ", engine ";
+        if (e < got.size()) os << "(" << got[e].row << ", " << got[e].col << ")";
+        else os << "none";
+        return os.str();
+      }
+      const auto& w = ref.assembled[e];
+      bool same;
+      double r = 0, g = 0;
+      if (is_f) {
+        r = w.f, g = value_f(got[e].q);
+        same = (std::isnan(r) && std::isnan(g)) || r == g ||
+               (tol > 0 && std::fabs(r - g) <= w.error_bound + tol * std::max(1.0, std::fabs(r)));
+      } else {
+        same = w.i == value_i(got[e].q);
+        r = static_cast<double>(w.i), g = static_cast<double>(value_i(got[e].q));
+      }
+      if (!same) {
+        os << "assembled entry (" << w.row << ", " << w.col << "): interpreter " << r << ", engine " << g;
+        if (is_f) os << " (error bound " << w.error_bound << ")";
+        return os.str();
+      }
+    }
+    return "";
+  }
+
+  std::int64_t nnz() const { return nnz_; }
+  bool allocated = false, committed = false;
+
+ private:
+  std::int64_t index(std::int64_t q) const {
+    if (index_ == sp::DType::i64) {
+      std::int64_t x;
+      std::memcpy(&x, indices_.data() + q * 8, 8);
+      return x;
+    }
+    std::int32_t x;
+    std::memcpy(&x, indices_.data() + q * 4, 4);
+    return x;
+  }
+  double value_f(std::int64_t q) const {
+    if (value_ == sp::DType::f32) {
+      float x;
+      std::memcpy(&x, values_.data() + q * 4, 4);
+      return x;
+    }
+    double x;
+    std::memcpy(&x, values_.data() + q * 8, 8);
+    return x;
+  }
+  std::int64_t value_i(std::int64_t q) const {
+    if (value_ == sp::DType::i64) {
+      std::int64_t x;
+      std::memcpy(&x, values_.data() + q * 8, 8);
+      return x;
+    }
+    std::int32_t x;
+    std::memcpy(&x, values_.data() + q * 4, 4);
+    return x;
+  }
+
+  sp::DType index_, value_;
+  std::int64_t nnz_ = 0;
+  std::vector<std::int64_t> row_ptr_;
+  std::vector<unsigned char> indices_, values_;
+};
+
+// Runs k (completed by the front end) on `engine` with fresh arguments and compares with the
+// interpreter: "" when they agree, else the difference (or what the engine threw). An
+// assembled kernel runs as an AssembledKernel on the CPU engines; on "cuda" its build must be
+// a UserError. `explain`: where to put the engine's explain() (CPU engines), if not null.
+std::string run_engine(RandomKernel& k, const sp::ir::Function& completed, const std::string& engine,
+                       std::map<std::string, std::unique_ptr<sp::runtime::Runtime>>& runtimes, const Reference& ref,
+                       std::string* explain = nullptr) {
+  try {
+    auto args = k.args();
+    if (k.assembled >= 0) {
+      if (engine == "cuda") {
+        try {
+          run_cuda_emulated(completed, args);
+        } catch (const sp::UserError&) {
+          return "";
+        }
+        return "the CUDA build of a kernel that assembles a sparse output did not raise a UserError";
+      }
+      const spindle::test::BufferData& out = k.buffers[static_cast<std::size_t>(k.assembled)];
+      sp::runtime::AssembledKernel ak(completed, *runtimes.at(engine));
+      if (explain) *explain = ak.explain();
+      const sp::StorageView& view = args.at(static_cast<std::size_t>(ak.output_arg())).view;
+      KeptAssembly target(out.buffer->axes[1]->index_dtype, out.buffer->dtype);
+      ak.call(args, target);
+      std::string what = target.compare(ref, view.levels[0].length, view.levels[1].length);
+      if (what.empty()) what = compare(k, ref.exact, ref.outputs, outputs(k));  // nothing else may change
+      return what;
+    }
+    if (engine == "cuda") {
+      run_cuda_emulated(completed, args);
+    } else {
+      sp::runtime::CompiledKernel ck(completed, *runtimes.at(engine));
+      if (explain) *explain = ck.explain();
+      ck.call(args);
+    }
+    return compare(k, ref.exact, ref.outputs, outputs(k));
+  } catch (const std::exception& ex) {
+    return std::string("threw: ") + ex.what();
+  }
+}
+
+// The front end's checks of a stage-I program, as KernelBuilder::finish makes them: the rules
+// of assembled outputs on the buffers, then infer_iteration_kinds. Throws as they do.
+sp::ir::Function front_end(const sp::ir::Function& raw) {
+  sp::detail::check_assembled_outputs(raw.name, raw.buffers);
+  sp::ir::Function completed = raw;
+  completed.body = sp::detail::infer_iteration_kinds(raw.body, raw.name, raw.buffers);
+  return completed;
+}
+
 std::string describe(const RandomKernel& k, const sp::ir::Function* completed) {
   std::ostringstream os;
   os << "--- kernel (seed " << k.seed << (k.exact ? ", exact" : ", inexact") << ") as generated:\n"
@@ -100,7 +303,10 @@ std::string describe(const RandomKernel& k, const sp::ir::Function* completed) {
   for (auto& a : k.axes) {
     auto& d = k.data.at(a.get());
     os << "  " << a->name << " (" << sp::ir::axis_kind_name(a->kind) << (a->parent ? " of " + a->parent->name : "")
-       << "): length " << d.length << ", positions " << d.positions;
+       << (a->dense_of ? " = dense<" + a->dense_of->name + ">" : "")
+       << (a->coordinates_of ? ", coordinates_of " + a->coordinates_of->name : "")
+       << (a->assembled ? ", assembled: the pattern below is ignored" : "") << "): length " << d.length
+       << ", positions " << d.positions;
     if (!d.indptr.empty()) {
       os << ", indptr [";
       for (auto x : d.indptr) os << x << " ";
@@ -223,40 +429,60 @@ bool indexes_by_shared_coordinates(const sp::ir::Function& f) {
   return scan.found;
 }
 
+// Whether an iteration lists an axis whose parent, a root dense axis, no enclosing iteration
+// (nor an earlier axis of its own) iterates: its fiber is the one at the coordinate of another
+// iterator (docs/language.md §3).
+bool iterates_fiber_by_coordinate(const sp::ir::Function& f) {
+  struct Scan : sp::ir::IRVisitor {
+    bool found = false;
+    std::vector<const sp::ir::AxisNode*> bound;
+    void visit_SparseIteration(const sp::ir::SparseIterationNode* n) override {
+      const std::size_t depth = bound.size();
+      for (auto& a : n->axes) {
+        if (sp::ir::parent_by_coordinate(*a) && std::find(bound.begin(), bound.end(), a->parent.get()) == bound.end())
+          found = true;
+        bound.push_back(a.get());
+      }
+      sp::ir::IRVisitor::visit_SparseIteration(n);
+      bound.resize(depth);
+    }
+  } scan;
+  scan.visit(f.body);
+  return scan.found;
+}
+
 // "" when the kernel `raw` agrees with the interpreter on `engine`, else why not; "rejected"
 // or "skipped" when it cannot be compared.
 std::string check(RandomKernel& k, const sp::ir::Function& raw, const std::string& engine,
                   std::map<std::string, std::unique_ptr<sp::runtime::Runtime>>& runtimes) {
-  sp::ir::Function completed = raw;
+  sp::ir::Function completed;
   try {
-    completed.body = sp::detail::infer_iteration_kinds(raw.body, raw.name, raw.buffers);
+    completed = front_end(raw);
   } catch (const sp::UserError&) {
     return "rejected";
   } catch (const std::exception& e) {
     return std::string("front end threw: ") + e.what();
   }
-  std::vector<std::vector<double>> ref;
-  bool exact = k.exact;
+  Reference ref;
   try {
-    spindle::test::Interpreter interp(raw, k.args());
-    interp.run();
-    ref = outputs(k);
-    exact = exact && !interp.float_rounded();
-    spindle::test::record_error_bounds(k, interp);
+    ref = reference(k, raw);
   } catch (const spindle::test::InterpreterError&) {
     return "skipped";
   }
+  return run_engine(k, completed, engine, runtimes, ref);
+}
+
+// The explain() of `raw` (completed by the front end) on a CPU engine, when SPINDLE_FUZZ_EXPLAIN
+// is set: printed after a shrunk kernel.
+std::string explain_if_asked(const RandomKernel& k, const sp::ir::Function& raw, const std::string& engine,
+                             std::map<std::string, std::unique_ptr<sp::runtime::Runtime>>& runtimes) {
+  if (!std::getenv("SPINDLE_FUZZ_EXPLAIN") || engine == "cuda") return "";
   try {
-    auto args = k.args();
-    if (engine == "cuda") {
-      run_cuda_emulated(completed, args);
-    } else {
-      sp::runtime::CompiledKernel ck(completed, *runtimes.at(engine));
-      ck.call(args);
-    }
-    return compare(k, exact, ref, outputs(k));
-  } catch (const std::exception& ex) {
-    return std::string("threw: ") + ex.what();
+    sp::ir::Function completed = front_end(raw);
+    if (k.assembled >= 0) return sp::runtime::AssembledKernel(completed, *runtimes.at(engine)).explain();
+    return sp::runtime::CompiledKernel(completed, *runtimes.at(engine)).explain();
+  } catch (const std::exception& e) {
+    return std::string("(explain threw: ") + e.what() + ")\n";
   }
 }
 
@@ -289,17 +515,12 @@ sp::ir::Function shrink(RandomKernel& k, const std::string& engine,
 // 2M steps (statements plus iteration points, see reference_interpreter.hpp).
 void check_large(RandomKernel k, const sp::ir::Function& completed, std::uint64_t ks, const std::vector<std::string>& engines,
                  std::map<std::string, std::unique_ptr<sp::runtime::Runtime>>& runtimes, Stats& st) {
-  std::vector<std::vector<double>> ref;
-  bool exact = k.exact;
+  Reference ref;
   bool ok = false;
   for (double scale : {1.0, 0.5, 0.25, 0.1, 0.03}) {
     spindle::test::make_large_data(k, ks * 7 + 1, scale);
     try {
-      spindle::test::Interpreter interp(k.function, k.args(), 2'000'000);
-      interp.run();
-      exact = k.exact && !interp.float_rounded();
-      ref = outputs(k);
-      spindle::test::record_error_bounds(k, interp);
+      ref = reference(k, k.function, 2'000'000);
       ok = true;
       break;
     } catch (const spindle::test::InterpreterError& e) {
@@ -308,27 +529,23 @@ void check_large(RandomKernel k, const sp::ir::Function& completed, std::uint64_
   }
   if (!ok) return;
   ++st.large;
+  bool shrunk = false;
   for (auto& e : engines)
     for (int threads : e == "cuda" ? std::vector<int>{1} : std::vector<int>{1, 3}) {
-      std::string what;
-      try {
-        auto args = k.args();
-        if (e == "cuda") {
-          run_cuda_emulated(completed, args);
-        } else {
-          runtimes.at(e)->pool().set_num_threads(threads);
-          sp::runtime::CompiledKernel ck(completed, *runtimes.at(e));
-          ck.call(args);
-        }
-        what = compare(k, exact, ref, outputs(k));
-      } catch (const std::exception& ex) {
-        what = std::string("threw: ") + ex.what();
-      }
+      if (e == "cuda" && k.assembled >= 0) continue;  // no CUDA build (checked on the small inputs)
+      if (e != "cuda") runtimes.at(e)->pool().set_num_threads(threads);
+      std::string what = run_engine(k, completed, e, runtimes, ref);
       const std::string name = e == "cuda" ? label(e) + " large" : e + " large " + std::to_string(threads) + "t";
       ++st.runs[name];
       if (!what.empty()) {
         ++st.failures;
         std::cout << "FAIL seed " << ks << " engine " << name << ": " << what << "\n" << describe(k, &completed);
+        if (!shrunk) {  // once per kernel, on these inputs and this thread count
+          shrunk = true;
+          sp::ir::Function small = shrink(k, e, runtimes);
+          std::cout << "--- shrunk (on the large inputs above) to (still fails: " << check(k, small, e, runtimes)
+                    << "):\n" << sp::ir::to_string(small) << "\n" << explain_if_asked(k, small, e, runtimes);
+        }
       }
     }
 }
@@ -396,12 +613,14 @@ int main(int argc, char** argv) {
     const std::uint64_t ks = seed * 1000003ull + static_cast<std::uint64_t>(n);
     RandomKernel k = spindle::test::generate_kernel(ks);
     ++st.generated;
+    if (k.assembled >= 0) ++st.assembled_generated;
     if (verbose) std::cout << "seed " << ks << "..." << std::endl;
-    sp::ir::Function completed = k.function;
+    sp::ir::Function completed;
     try {
-      completed.body = sp::detail::infer_iteration_kinds(k.function.body, k.function.name, k.function.buffers);
+      completed = front_end(k.function);
     } catch (const sp::UserError& e) {
       ++st.rejected;
+      if (k.assembled >= 0) ++st.assembled_rejected;
       std::string m = e.what();
       std::string key = m.substr(m.find(':') + 1, 40);
       st.first_reject.emplace(key, m);
@@ -412,14 +631,9 @@ int main(int argc, char** argv) {
       std::cout << "FAIL seed " << ks << ": front end threw a non-UserError: " << e.what() << "\n" << describe(k, nullptr);
       continue;
     }
-    std::vector<std::vector<double>> ref;
-    bool exact = k.exact;
+    Reference ref;
     try {
-      spindle::test::Interpreter interp(k.function, k.args());
-      interp.run();
-      exact = k.exact && !interp.float_rounded();
-      ref = outputs(k);
-      spindle::test::record_error_bounds(k, interp);
+      ref = reference(k, k.function);
     } catch (const spindle::test::InterpreterError& e) {
       std::string m = e.what();
       if (m.find("budget") != std::string::npos || m.find("undefined:") != std::string::npos) {
@@ -435,40 +649,31 @@ int main(int argc, char** argv) {
     if (has_scattered_write(completed, true)) ++st.computed;
     if (indexes_by_shared_coordinates(completed)) ++st.shared;
     if (iterates_sparse_root(completed)) ++st.sparse_roots;
+    if (k.assembled >= 0) ++st.assembled;
+    if (k.assembled >= 0 && !ref.assembled.empty()) ++st.assembled_nonempty;
+    if (iterates_fiber_by_coordinate(completed)) ++st.by_coordinate;
     bool row_tiles_counted = false;
     for (auto& e : engines) {
-      std::string what;
-      try {
-        auto args = k.args();
-        if (e == "cuda") {
-          run_cuda_emulated(completed, args);
-        } else {
-          sp::runtime::CompiledKernel ck(completed, *runtimes.at(e));
-          // The CPU schedule's two-dimensional register tiles (register_tile: "x_rows" loops).
-          if (!row_tiles_counted) {
-            const std::string text = ck.explain();
-            if (text.find("_rows in [") != std::string::npos) ++st.row_tiles;
-            // Scatters partitioned by ownership with register tiles or local sums inside the
-            // tests (schedule_cpu_default, ownership_kept).
-            if (text.find("spindle_block") != std::string::npos) ++st.partitioned;
-            if (text.find("spindle_block") != std::string::npos &&
-                (text.find("_register_tile") != std::string::npos || text.find("_accumulate") != std::string::npos))
-              ++st.owned_tiles;
-          }
-          row_tiles_counted = true;
-          ck.call(args);
-        }
-        what = compare(k, exact, ref, outputs(k));
-      } catch (const std::exception& ex) {
-        what = std::string("threw: ") + ex.what();
+      std::string text;
+      std::string what = run_engine(k, completed, e, runtimes, ref, e == "cuda" || row_tiles_counted ? nullptr : &text);
+      // The CPU schedule's two-dimensional register tiles (register_tile: "x_rows" loops).
+      if (e != "cuda" && !row_tiles_counted) {
+        if (text.find("_rows in [") != std::string::npos) ++st.row_tiles;
+        // Scatters partitioned by ownership with register tiles or local sums inside the
+        // tests (schedule_cpu_default, ownership_kept).
+        if (text.find("spindle_block") != std::string::npos) ++st.partitioned;
+        if (text.find("spindle_block") != std::string::npos &&
+            (text.find("_register_tile") != std::string::npos || text.find("_accumulate") != std::string::npos))
+          ++st.owned_tiles;
+        row_tiles_counted = true;
       }
-      ++st.runs[label(e)];
+      ++st.runs[e == "cuda" && k.assembled >= 0 ? label(e) + " (assembled: UserError)" : label(e)];
       if (!what.empty()) {
         ++st.failures;
         std::cout << "FAIL seed " << ks << " engine " << label(e) << ": " << what << "\n" << describe(k, &completed);
         sp::ir::Function small = shrink(k, e, runtimes);
         std::cout << "--- shrunk to (still fails: " << check(k, small, e, runtimes) << "):\n"
-                  << sp::ir::to_string(small) << "\n";
+                  << sp::ir::to_string(small) << "\n" << explain_if_asked(k, small, e, runtimes);
       } else if (verbose) {
         std::cout << "seed " << ks << " " << label(e) << ": ok\n";
       }
@@ -479,7 +684,9 @@ int main(int argc, char** argv) {
   std::cout << "spindle-kernel-fuzz: seed " << seed << ": " << st.generated << " kernels generated, " << st.rejected
             << " rejected at definition (UserError), " << st.skipped << " skipped, " << st.compared
             << " compared with the interpreter (" << st.large << " also on large inputs with 1 and 3 threads; "
-            << st.indirect << " with indirect writes, " << st.computed << " with computed write indices, " << st.shared << " indexing another axis's slot by a coordinates_of iterator, " << st.sparse_roots << " iterating a root sparse axis, " << st.row_tiles
+            << st.indirect << " with indirect writes, " << st.computed << " with computed write indices, " << st.shared << " indexing another axis's slot by a coordinates_of iterator, " << st.sparse_roots << " iterating a root sparse axis, "
+            << st.assembled << " assembled outputs (" << st.assembled_nonempty << " non-empty; of " << st.assembled_generated
+            << " generated, " << st.assembled_rejected << " rejected), " << st.by_coordinate << " fibers by coordinate, " << st.row_tiles
             << " run with two-dimensional register tiles, " << st.partitioned
             << " scattering one block per thread (ownership), " << st.owned_tiles
             << " of them with tiles or local sums inside the ownership tests);";

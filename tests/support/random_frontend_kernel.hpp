@@ -19,6 +19,14 @@
 // by a child and a sparse root slot take the iterator of the slot's own axis, a dense root
 // slot any iterator of its coordinate space (or, on the computed target, a computed index).
 //
+// About one kernel in six (decided by a generator of its own, so the other kernels of a seed
+// are unchanged) assembles a sparse output (§4.6): `struct C : sp::assembled<P, X> {}`, an
+// `out<T, P, C>` that is its only written buffer, written c(i, x) with i the lambda's first
+// iterator (over P) and x any iterator over X's coordinates; X is a child J of P, a dense
+// root, or the columns K of b[dense<J>, K] iterated at the coordinate of an iterator of J
+// (§3, the SpGEMM pattern). The call passes a Csr<T[, Index]> (Call::csr) holding an old
+// pattern that the kernel replaces; the harness compares it with Interpreter::assembled.
+//
 // A disagreement between the compiled kernel and the interpreter is a bug in the front
 // end, the lowering, the schedules or a backend. Data come in three sizes (small random
 // shapes, edge cases with empty axes, and large inputs of thousands of rows so that every
@@ -61,6 +69,7 @@ struct Axis {
   std::int64_t fixed_length = -1;  // dense_fixed_n<N>: N >= 1, else dynamic
   DType index_dtype = DType::i32;
   bool computed_target = false;  // a root axis written at computed indices; its extent is fitted to them
+  bool assembled = false;  // assembled<P, X> (docs/language.md §4.6): parent P, coordinates_of X
 };
 
 struct Buffer {
@@ -204,6 +213,14 @@ inline bool iterates_sparse_root(const Kernel& k) {
   return scan(k.body);
 }
 
+// The buffer of a kernel that assembles a sparse output (over [P, C], C = assembled<P, X>), or -1.
+inline int assembled_buffer(const Kernel& k) {
+  for (std::size_t b = 0; b < k.buffers.size(); ++b)
+    for (int a : k.buffers[b].axes)
+      if (k.axes[static_cast<std::size_t>(a)].assembled) return static_cast<int>(b);
+  return -1;
+}
+
 // The axis whose coordinates axis a has: X for dense<X> and coordinates_of<X>, recursively.
 inline int coordinate_space_of(const Kernel& k, int a) {
   for (;;) {
@@ -322,7 +339,11 @@ class CppPrinter {
     for (const LambdaParam& p : k_.lambda) {
       if (p.kind == LambdaParam::iter) continue;
       os << (arg ? ", " : "");
-      if (p.kind == LambdaParam::buffer) os << "c.arg(" << arg << ")";
+      if (p.kind == LambdaParam::buffer && p.id == assembled_buffer(k_)) {  // a Csr<T, Index>& (§4.6)
+        const Buffer& b = k_.buffers[static_cast<std::size_t>(p.id)];
+        const Axis& cols = k_.axes[static_cast<std::size_t>(b.axes.back())];
+        os << "c.csr<" << cpp_type(b.dtype) << (cols.index_dtype == DType::i64 ? ", std::int64_t" : "") << ">(" << arg << ")";
+      } else if (p.kind == LambdaParam::buffer) os << "c.arg(" << arg << ")";
       else os << "c.scalar<" << cpp_type(k_.params[static_cast<std::size_t>(p.id)].dtype) << ">(" << arg << ")";
       ++arg;
     }
@@ -348,6 +369,9 @@ class CppPrinter {
         return a.fixed_length >= 1 ? "sp::dense_fixed_n<" + std::to_string(a.fixed_length) + ">" : "sp::dense_fixed";
       case ir::AxisKind::dense_variable: return "sp::dense_variable<" + axis_type(a.parent) + idx + ">";
       case ir::AxisKind::sparse_variable:
+        if (a.assembled)
+          return "sp::assembled<" + axis_type(a.parent) + ", " + axis_type(a.coordinates_of) +
+                 (a.index_dtype == DType::i64 ? ", std::int64_t" : "") + ">";
         return "sp::sparse_variable<" + axis_type(a.parent) + idx + ">" +
                (a.coordinates_of >= 0 ? ", sp::coordinates_of<" + axis_type(a.coordinates_of) + ">" : "");
       case ir::AxisKind::sparse_fixed:
@@ -666,6 +690,7 @@ class IrBuilder {
     if (a.parent >= 0) n->parent = r.axes[static_cast<std::size_t>(a.parent)];
     n->index_dtype = a.index_dtype;
     ir::Var len;
+    n->assembled = a.assembled;
     if (a.coordinates_of >= 0) {  // X's coordinate space and extent
       n->coordinates_of = r.axes[static_cast<std::size_t>(a.coordinates_of)];
       n->length = n->coordinates_of->length;
@@ -856,6 +881,9 @@ class Generator {
     k_.name = kernel_name();
     k_.T = pick({DType::f32, DType::f32, DType::f64, DType::i32, DType::i64});
     k_.exact = !(is_float(k_.T) && chance(0.2));
+    // About one kernel in six assembles a sparse output (docs/language.md §4.6), decided by a
+    // generator of its own so that the other kernels of a seed stay as they were.
+    if (std::mt19937_64(k_.seed ^ 0x3c6ef372fe94f82bULL)() % 6 == 0) return make_assembled();
     make_axes();
     make_arguments();
     // The lambda's own iterators: none (top-level for_each), or 1-3 axes.
@@ -868,6 +896,163 @@ class Generator {
     order_iterators();
     k_.body = body(0, 1 + static_cast<int>(range(0, 3)), top.empty());
     return std::move(k_);
+  }
+
+  // A kernel that assembles a sparse output c = out<T, P, C>, C = assembled<P, X>: its only
+  // written buffer, written c(i, x) with i the lambda's first iterator (over P) and x any
+  // iterator over X's coordinates. X is a child J of P (a copy of a pattern), the columns K of
+  // b[dense<J>, K] iterated at the coordinate of an iterator of J (§3: SpGEMM), or a dense
+  // root F; sometimes with an axis declared coordinates_of<X> and a dense<X> view.
+  Kernel make_assembled() {
+    auto axis = [&](ir::AxisKind kind, int parent) {
+      Axis a;
+      a.type = type_name();
+      a.kind = kind;
+      a.parent = parent;
+      a.index_dtype = chance(0.2) ? DType::i64 : DType::i32;
+      k_.axes.push_back(a);
+      return static_cast<int>(k_.axes.size()) - 1;
+    };
+    auto view = [&](int x) {
+      Axis v;
+      v.dense_of = x;
+      k_.axes.push_back(v);
+      return static_cast<int>(k_.axes.size()) - 1;
+    };
+    const int P = axis(ir::AxisKind::dense_fixed, -1);
+    const int variant = static_cast<int>(range(0, 2));
+    int X = -1;
+    std::vector<std::vector<int>> ins;
+    if (variant == 2) {  // dense columns
+      X = axis(ir::AxisKind::dense_fixed, -1);
+      ins.push_back({P, X});
+      if (chance(0.4)) ins.push_back({X});
+    } else {
+      const int J = axis(chance(0.2) ? ir::AxisKind::sparse_fixed : ir::AxisKind::sparse_variable, P);
+      ins.push_back({P, J});
+      if (variant == 1) {  // SpGEMM: row j of b[dense<J>, K]
+        const int dJ = view(J);
+        X = axis(ir::AxisKind::sparse_variable, dJ);
+        ins.push_back({dJ, X});
+      } else {
+        X = J;
+      }
+    }
+    if (chance(0.3)) {  // another pattern over X's coordinates
+      const int J2 = axis(ir::AxisKind::sparse_variable, P);
+      k_.axes[static_cast<std::size_t>(J2)].coordinates_of = X;
+      ins.push_back({P, J2});
+    }
+    if (k_.axes[static_cast<std::size_t>(X)].kind != ir::AxisKind::dense_fixed && chance(0.3)) ins.push_back({view(X)});
+    Axis c;
+    c.type = type_name();
+    c.kind = ir::AxisKind::sparse_variable;
+    c.parent = P;
+    c.coordinates_of = X;
+    c.assembled = true;
+    c.index_dtype = chance(0.2) ? DType::i64 : DType::i32;
+    k_.axes.push_back(c);
+    const int C = static_cast<int>(k_.axes.size()) - 1;
+    for (auto& axes : ins) inputs_.push_back(add_buffer(ir::BufferRole::input, k_.T, false, axes));
+    if (chance(0.4)) {
+      Param p;
+      p.var = var_name("s");
+      p.dtype = chance(0.85) ? k_.T : pick({DType::f32, DType::f64, DType::i32, DType::i64});
+      p.value = static_cast<double>(range(-2, 3));
+      k_.params.push_back(p);
+      k_.lambda.push_back({LambdaParam::param, static_cast<int>(k_.params.size()) - 1});
+    }
+    assembled_buf_ = add_buffer(ir::BufferRole::output, k_.T, false, {P, C});
+    k_.buffers[static_cast<std::size_t>(assembled_buf_)].const_ref = false;
+    outputs_.push_back(assembled_buf_);
+    ops_[assembled_buf_] = pick({WriteOp::add, WriteOp::add, WriteOp::add, WriteOp::sub, WriteOp::max, WriteOp::min, WriteOp::mul});
+    in_buffers_.erase(C);  // never iterated
+    // The lambda's iterators: i over P first, then up to two more.
+    Iterator row;
+    row.axis = P;
+    row.var = var_name("i");
+    k_.iterators.push_back(row);
+    scope_.push_back(0);
+    std::vector<int> top{0};
+    for (int it : choose_axes(static_cast<int>(range(0, 2)))) top.push_back(it);
+    scope_.clear();
+    for (int it : top) k_.lambda.push_back({LambdaParam::iter, it});
+    std::shuffle(k_.lambda.begin(), k_.lambda.end(), rng_);
+    order_iterators();
+    k_.body = body(0, 1 + static_cast<int>(range(0, 2)), false);
+    // Mostly at least one write of c: at the top level when an iterator over X's
+    // coordinates is there, else inside a for_each over one.
+    if (!writes_assembled(k_.body) && chance(0.9)) {
+      if (auto w = write(); w && w->kind == Stmt::Write) {
+        k_.body.push_back(w);
+      } else {
+        std::vector<int> cols;
+        for (std::size_t a = 0; a < k_.axes.size(); ++a)
+          if (in_buffers_.count(static_cast<int>(a)) && coord_space(static_cast<int>(a)) == coord_space(X)) cols.push_back(static_cast<int>(a));
+        std::vector<int> its = choose_axes_from(cols);
+        if (!its.empty()) {
+          auto f = std::make_shared<Stmt>();
+          f->kind = Stmt::ForEach;
+          f->iters = its;
+          const std::size_t depth0 = scope_.size();
+          for (int it : its) scope_.push_back(it);
+          if (auto w2 = write(); w2 && w2->kind == Stmt::Write) f->body.push_back(w2);
+          scope_.resize(depth0);
+          if (!f->body.empty()) k_.body.push_back(f);
+        }
+      }
+    }
+    return std::move(k_);
+  }
+
+  bool writes_assembled(const std::vector<StmtP>& b) const {
+    for (auto& s : b)
+      if ((s->kind == Stmt::Write && s->target == assembled_buf_) || (s->kind == Stmt::ForEach && writes_assembled(s->body)))
+        return true;
+    return false;
+  }
+
+  // One iterator over an axis of `options` iterable here (its parent bound, or a root dense
+  // parent at the coordinate of an iterator in scope), preceded by its parent's when needed.
+  std::vector<int> choose_axes_from(const std::vector<int>& options) {
+    for (int a : options) {
+      std::vector<int> chain;
+      for (int x = a; x >= 0 && !bound(x); x = k_.axes[static_cast<std::size_t>(x)].parent) {
+        if (!in_buffers_.count(x)) {
+          chain.clear();
+          break;
+        }
+        chain.insert(chain.begin(), x);
+        const int p = k_.axes[static_cast<std::size_t>(x)].parent;
+        if (p >= 0 && !bound(p) && by_coordinate(p, {})) break;
+      }
+      if (chain.empty()) continue;
+      const int root_parent = k_.axes[static_cast<std::size_t>(chain.front())].parent;
+      if (root_parent >= 0 && !bound(root_parent) && !by_coordinate(root_parent, {})) continue;
+      std::vector<int> its;
+      for (int x : chain) {
+        Iterator it;
+        it.axis = x;
+        it.var = var_name("i");
+        k_.iterators.push_back(it);
+        its.push_back(static_cast<int>(k_.iterators.size()) - 1);
+      }
+      return its;
+    }
+    return {};
+  }
+
+  // In an assembled kernel, a child of a root dense axis p (dense<J>) may be iterated at the
+  // coordinate of an iterator over p's coordinate space (docs/language.md §3).
+  bool by_coordinate(int p, const std::vector<int>& chosen) const {
+    if (assembled_buf_ < 0) return false;
+    const Axis& pa = k_.axes[static_cast<std::size_t>(p)];
+    if (pa.parent >= 0 || (pa.dense_of < 0 && pa.kind != ir::AxisKind::dense_fixed)) return false;
+    for (int it : scope_)
+      if (coordinate_space_of(k_, k_.iterators[static_cast<std::size_t>(it)].axis) == coordinate_space_of(k_, p)) return true;
+    for (int a : chosen)
+      if (coordinate_space_of(k_, a) == coordinate_space_of(k_, p)) return true;
+    return false;
   }
 
  private:
@@ -1107,7 +1292,7 @@ class Generator {
       if (bound(a) || std::count(chosen_axes.begin(), chosen_axes.end(), a)) return false;
       int p = k_.axes[static_cast<std::size_t>(a)].parent;
       if (p < 0) return true;
-      return bound(p) || std::count(chosen_axes.begin(), chosen_axes.end(), p) > 0;
+      return bound(p) || std::count(chosen_axes.begin(), chosen_axes.end(), p) > 0 || by_coordinate(p, chosen_axes);
     };
     for (int tries = 0; tries < 12 && static_cast<int>(chosen_axes.size()) < want; ++tries) {
       std::vector<int> options;
@@ -1238,7 +1423,8 @@ class Generator {
   int iterator_for_slot(const Buffer& b, std::size_t slot) {
     const int a = b.axes[slot];
     const Axis& ax = k_.axes[static_cast<std::size_t>(a)];
-    const bool exact = ax.parent >= 0 || is_sparse_root(ax) ||
+    // The columns of an assembled output: any iterator over X's coordinates (§4.6).
+    const bool exact = (!ax.assembled && (ax.parent >= 0 || is_sparse_root(ax))) ||
                        (slot + 1 < b.axes.size() && k_.axes[static_cast<std::size_t>(b.axes[slot + 1])].parent >= 0);
     std::vector<int> c, shared;
     for (int it : scope_) {
@@ -1291,7 +1477,7 @@ class Generator {
       }
       s->op = op;
       s->value = op == WriteOp::mul ? sign_value() : value(3);
-      if (chance(0.03) && !s->iters.empty() && computed_slot < 0) {  // break rule 4.1 on purpose: must be rejected
+      if (chance(0.03) && !s->iters.empty() && computed_slot < 0 && assembled_buf_ < 0) {  // break rule 4.1 on purpose: must be rejected
         s->bad_slot = static_cast<int>(range(0, static_cast<std::int64_t>(s->iters.size()) - 1));
         s->bad_index.kind = chance(0.5) ? Index::IterPlus : Index::Literal;
         s->bad_index.iter = s->iters[static_cast<std::size_t>(s->bad_slot)];
@@ -1439,7 +1625,7 @@ class Generator {
     double r = std::uniform_real_distribution<double>(0, 1)(rng_);
     if (r < 0.5) {
       std::vector<int> readable = inputs_;
-      if (chance(0.05)) readable.insert(readable.end(), outputs_.begin(), outputs_.end());
+      if (chance(0.05) && assembled_buf_ < 0) readable.insert(readable.end(), outputs_.begin(), outputs_.end());
       return read(pick_from(readable));
     }
     if (r < 0.58) {
@@ -1566,6 +1752,7 @@ class Generator {
   std::set<int> in_buffers_;
   std::vector<int> scope_;  // iterators in scope
   int target_axis_ = -1;    // the computed-write target axis T, if any
+  int assembled_buf_ = -1;  // the assembled output c, in an assembled kernel
   std::vector<int> visible_locals_, visible_named_;
 };
 
@@ -1741,6 +1928,14 @@ inline RandomKernel make_data(const Kernel& k, const IrBuilder::Result& ir, Size
       continue;
     }
     d.index_dtype = ax.index_dtype;
+    if (ax.assembled) {  // the columns of the assembled output: X's extent, no entries (the call's Csr is empty)
+      d.length = r.data.at(ir.axes[static_cast<std::size_t>(coordinate_space_of(k, ax.coordinates_of))].get()).length;
+      d.indptr.assign(static_cast<std::size_t>(r.data.at(ir.axes[static_cast<std::size_t>(ax.parent)].get()).positions) + 1, 0);
+      d.positions = 0;
+      d.finish();
+      r.data[node.get()] = d;
+      continue;
+    }
     const std::int64_t parents = ax.parent >= 0 ? r.data.at(ir.axes[static_cast<std::size_t>(ax.parent)].get()).positions : 1;
     switch (ax.kind) {
       case ir::AxisKind::dense_fixed:
@@ -1840,6 +2035,7 @@ inline RandomKernel make_data(const Kernel& k, const IrBuilder::Result& ir, Size
       if (b.index) v = static_cast<double>(range(-1, size == Size::large ? 40 : 6));
       d.initial.push_back(v);
     }
+    if (p.id == assembled_buffer(k)) r.assembled = static_cast<int>(r.buffers.size());
     r.arg_buffer.push_back(static_cast<int>(r.buffers.size()));
     r.arg_is_scalar.push_back(-1);
     r.buffers.push_back(std::move(d));

@@ -6,6 +6,20 @@
 // rules (docs/language.md) most of the time — programs that break them must be rejected
 // with a UserError, never mis-compiled.
 //
+// Two modes, each decided by a generator of its own (so that the other kernels of a seed stay
+// what they were):
+//  * fibers by coordinate (docs/language.md §3), about one kernel in five: an axis R whose
+//    parent D is a root dense axis (a dense<X> view, or a dense_fixed root), with inputs over
+//    [D, R] (and X's chain); R is often iterated where D is not but an iterator over D's
+//    coordinates is (r under x: row x of [dense<X>, R]), in the same iteration or nested;
+//  * assembled outputs (§4.6), about one kernel in six: C = assembled<P, X> (P a dense_fixed
+//    root, X any axis, often R) and one `out` buffer over [P, C], the only written buffer,
+//    written as c(i, x) op= v / c(i, x) = v in one top-level iteration whose first iterator i is
+//    over P (P or dense<P>), x an iterator over X's coordinates at any depth; no read of c. A
+//    quarter of them break one rule (a read of c, a second written buffer, the row iterator not
+//    first, two top-level iterations, c declared inout, a column iterator of another space),
+//    which the front end must reject. k.assembled is then the output's buffer index.
+//
 //   RandomKernel k = generate_kernel(seed);
 //   k.function   stage I as written (before infer_iteration_kinds): what the interpreter runs
 //   k.args()     fresh host arguments (StorageViews into k's own data)
@@ -83,6 +97,10 @@ struct RandomKernel {
   // Per buffer and position: the reference interpreter's bound on how far another order of
   // float reductions may move the value (record_error_bounds), for tolerant comparisons.
   std::vector<std::vector<double>> error_bounds;
+  // The buffer (index into `buffers`) over [P, C], C = assembled<P, X>, of a kernel that
+  // assembles a sparse output (docs/language.md §4.6), else -1. Its argument is a CSR view of
+  // the output's shape (rows: P's extent, columns: X's); its pattern and values are ignored.
+  int assembled = -1;
 
   // Fresh call arguments whose values are the initial ones (each call gets its own copy).
   std::vector<runtime::CallArg> args() {
@@ -253,16 +271,23 @@ class Generator {
     k_.function.stage = ir::Stage::coordinate;
     T_ = pick({DType::f32, DType::f32, DType::f64, DType::i32});
     k_.exact = !(is_float(T_) && chance(0.2));
+    {  // the two modes of the file comment, by a generator of their own
+      const std::uint64_t m = std::mt19937_64(k_.seed ^ 0xd1b54a32d192ed03ULL)();
+      assembled_mode_ = m % 6 == 0;
+      by_coord_mode_ = (m / 6) % 5 == 0;
+    }
     make_axes();
-    make_buffers();
+    if (assembled_mode_) make_assembled_buffers();
+    else make_buffers();
     std::vector<ir::Stmt> top;
     // About one kernel in seven starts with a dense contraction (GEMM-like: the CPU schedule's
     // two-dimensional register tiles). Decided by a generator of its own, so that the other
     // kernels of a seed stay what they were.
-    if (std::mt19937_64(k_.seed ^ 0x9e3779b97f4a7c15ULL)() % 7 == 0) {
+    if (std::mt19937_64(k_.seed ^ 0x9e3779b97f4a7c15ULL)() % 7 == 0 && !assembled_mode_) {
       if (ir::Stmt c = contraction(); c.defined()) top.push_back(c);
     }
     int n = 1 + (chance(0.3) ? 1 : 0);
+    if (assembled_mode_) n = break_ == Break::two_top_level ? 2 : 1;  // c is written in one iteration
     for (int s = 0; s < n; ++s) top.push_back(iteration(0));
     k_.function.body = ir::seq(std::move(top));
     if (k_.computed_target) {  // fit T to the program's computed indices, then resize what uses it
@@ -279,6 +304,17 @@ class Generator {
     std::set<const ir::AxisNode*> used;
     for (auto& fb : k_.function.buffers)
       for (auto& a : fb.buffer->axes) mark_declared_axes(a, used);
+    {  // and the axes it iterates (dense<P> rows of an assembled output may be in no buffer)
+      struct Iterated : ir::IRVisitor {
+        std::vector<ir::Axis> axes;
+        void visit_SparseIteration(const ir::SparseIterationNode* n) override {
+          axes.insert(axes.end(), n->axes.begin(), n->axes.end());
+          ir::IRVisitor::visit_SparseIteration(n);
+        }
+      } it;
+      it.visit(k_.function.body);
+      for (auto& a : it.axes) mark_declared_axes(a, used);
+    }
     for (auto& a : k_.axes)
       if (used.count(a.get())) k_.function.axes.push_back(a);
     std::vector<ir::FuncScalar> scalars;
@@ -347,6 +383,8 @@ class Generator {
   }
 
   ir::Axis dense_view(const ir::Axis& base) {
+    for (auto& a : k_.axes)
+      if (a->dense_of == base) return a;  // one dense<X> per X
     auto n = std::make_shared<ir::AxisNode>();
     n->name = "dense_" + base->name;
     n->kind = ir::AxisKind::dense_fixed;
@@ -397,6 +435,43 @@ class Generator {
     std::vector<ir::Axis> base = k_.axes;
     for (auto& a : base)
       if (a->is_sparse() && chance(0.5)) views_.push_back(dense_view(a));
+    // A fiber at another iterator's coordinate (docs/language.md §3): R under a root dense axis
+    // D — mostly dense<X> (iterated under x: row x of [dense<X>, R]), else a dense_fixed root
+    // (by coordinate under an iterator of an axis declared coordinates_of<D>).
+    if (by_coord_mode_) {
+      std::vector<ir::Axis> bases;
+      for (auto& a : k_.axes)
+        if (!a->dense_of && a.get() != k_.computed_target && (a->is_sparse() || !a->parent)) bases.push_back(a);
+      ir::Axis d;
+      if (!views_.empty() && chance(0.35)) d = pick_from(views_);
+      else if (!bases.empty() && chance(0.85)) {
+        d = dense_view(pick_from(bases));  // (the existing view of a sparse axis, if there is one)
+        if (!contains(views_, d)) views_.push_back(d);
+      }
+      else if (!roots_.empty()) d = pick_from(roots_);
+      if (d) {
+        by_coord_axis_ = new_axis("R", pick({ir::AxisKind::sparse_variable, ir::AxisKind::sparse_variable,
+                                             ir::AxisKind::dense_variable, ir::AxisKind::sparse_fixed}), d);
+        if (chance(0.2)) views_.push_back(dense_view(by_coord_axis_));
+      }
+    }
+    // The columns of an assembled output (docs/language.md §4.6): S = assembled<P, X>.
+    if (assembled_mode_) {
+      k_.computed_target = nullptr;  // T, if made, is a plain root axis: c is the only output
+      rows_axis_ = pick_from(roots_);  // the first axis is always a dense_fixed root
+      row_first_ = chance(0.2) ? dense_view(rows_axis_) : rows_axis_;
+      std::vector<ir::Axis> xs;
+      for (auto& a : k_.axes)
+        if (a != row_first_ || chance(0.5)) xs.push_back(a);
+      if (xs.empty()) xs = k_.axes;  // P alone: a square output over P's coordinates
+      columns_of_ = by_coord_axis_ && chance(0.5) ? by_coord_axis_ : pick_from(xs);
+      ir::Axis s = new_axis("S", ir::AxisKind::sparse_variable, rows_axis_, columns_of_);
+      const_cast<ir::AxisNode&>(*s).assembled = true;  // built just above, not shared yet
+      assembled_axis_ = s;
+      if (chance(0.25))
+        break_ = pick({Break::read, Break::second_output, Break::row_not_first, Break::two_top_level, Break::inout,
+                       Break::wrong_column});
+    }
     // data, parents first
     for (auto& a : k_.axes) make_data(a);
   }
@@ -478,7 +553,7 @@ class Generator {
     if (!views_.empty() && chance(0.25)) return {pick_from(views_)};
     std::vector<ir::Axis> real;
     for (auto& a : k_.axes)
-      if (!a->dense_of) real.push_back(a);
+      if (!a->dense_of && !a->assembled) real.push_back(a);
     return ir::axis_chain(pick_from(real));
   }
 
@@ -557,7 +632,49 @@ class Generator {
     scalars_.push_back(v);
   }
 
+  // Inputs over [D, R] (and often over the chain of the axis D is a view of), so that R is
+  // iterable, and under an iterator of D's coordinates (by_coord_mode_).
+  void add_by_coordinate_inputs() {
+    if (!by_coord_axis_) return;
+    inputs_.push_back(add_buffer(ir::BufferRole::input, T_, ir::axis_chain(by_coord_axis_)));
+    const ir::Axis& d = by_coord_axis_->parent;
+    if (d->dense_of && chance(0.7)) inputs_.push_back(add_buffer(ir::BufferRole::input, T_, ir::axis_chain(d->dense_of)));
+  }
+
+  // The buffers of a kernel that assembles a sparse output (assembled_mode_): inputs (one over
+  // X's chain, often), then c over [P, S] — the only written buffer unless the kernel breaks
+  // that rule on purpose (break_).
+  void make_assembled_buffers() {
+    add_by_coordinate_inputs();
+    if (chance(0.7) && columns_of_ != by_coord_axis_)
+      inputs_.push_back(add_buffer(ir::BufferRole::input, T_,
+                                   columns_of_->dense_of ? std::vector<ir::Axis>{columns_of_} : ir::axis_chain(columns_of_)));
+    int ins = static_cast<int>(range(inputs_.empty() ? 1 : 0, 2));
+    for (int q = 0; q < ins; ++q) inputs_.push_back(add_buffer(ir::BufferRole::input, T_));
+    if (chance(0.3)) {
+      is_index_buffer_ = true;
+      index_buffers_.push_back(add_buffer(ir::BufferRole::input, DType::i32));
+      is_index_buffer_ = false;
+    }
+    if (chance(0.4)) add_scalar();
+    ir::Buffer c = add_buffer(break_ == Break::inout ? ir::BufferRole::inout : ir::BufferRole::output, T_,
+                              {rows_axis_, assembled_axis_});
+    k_.assembled = static_cast<int>(k_.buffers.size()) - 1;
+    if (break_ == Break::inout)
+      for (auto& v : k_.buffers.back().initial) v = static_cast<double>(range(-2, 2));
+    assembled_buf_ = c;
+    outputs_.push_back(c);
+    ops_[c.get()] = pick({ir::ReduceOp::add, ir::ReduceOp::add, ir::ReduceOp::add, ir::ReduceOp::max,
+                          ir::ReduceOp::min, ir::ReduceOp::mul});
+    if (break_ == Break::second_output) {
+      ir::Buffer b = add_buffer(ir::BufferRole::output, T_);
+      outputs_.push_back(b);
+      ops_[b.get()] = ir::ReduceOp::add;
+    }
+  }
+
   void make_buffers() {
+    add_by_coordinate_inputs();
     int ins = static_cast<int>(range(1, 3)), outs = static_cast<int>(range(1, 3));
     for (int q = 0; q < ins; ++q) inputs_.push_back(add_buffer(ir::BufferRole::input, T_));
     if (chance(0.3)) {
@@ -641,16 +758,84 @@ class Generator {
         std::vector<ir::IterKind>(3, ir::IterKind::spatial), ir::Stmt(), body, ir::SourceLoc{}));
   }
 
-  // An iteration over a random set of axes whose parents are bound (in scope or earlier).
+  // Whether an iterator over the coordinates of `a` is in scope or among `chosen`.
+  bool space_bound(const ir::Axis& a, const std::vector<ir::Axis>& chosen) const {
+    for (auto& b : scope_)
+      if (ir::coordinate_space(b.axis) == ir::coordinate_space(a)) return true;
+    for (auto& c : chosen)
+      if (ir::coordinate_space(c) == ir::coordinate_space(a)) return true;
+    return false;
+  }
+  static bool contains(const std::vector<ir::Axis>& v, const ir::Axis& a) {
+    return std::find(v.begin(), v.end(), a) != v.end();
+  }
+  // An axis an iteration may list: an argument gives its extent, and it is not assembled.
+  bool iterable(const ir::Axis& a) const { return in_buffers_.count(a.get()) && !a->assembled; }
+  // Whether `a` may be iterated next after `chosen` (its parent bound, or for a child of a root
+  // dense axis, in the modes, an iterator over the parent's coordinates: docs/language.md §3).
+  bool can_iterate(const ir::Axis& a, const std::vector<ir::Axis>& chosen) const {
+    if (!iterable(a)) return false;  // no argument would give its extent
+    if (bound(a) || contains(chosen, a)) return false;
+    if (!a->parent) return true;
+    if (bound(a->parent) || contains(chosen, a->parent)) return true;
+    return (by_coord_mode_ || assembled_mode_) && ir::parent_by_coordinate(*a) && space_bound(a->parent, chosen);
+  }
+  // Appends to `chosen` what makes `t` iterated here, t last: its ancestors, or for a child of
+  // a root dense axis D not iterated, an axis over D's coordinates (and its ancestors) —
+  // often the axis D is a view of. False (chosen unchanged) when some axis cannot be.
+  bool reach(const ir::Axis& t, std::vector<ir::Axis>& chosen, int depth) {
+    if (bound(t) || contains(chosen, t)) return true;
+    if (!iterable(t) || depth > 6) return false;
+    std::vector<ir::Axis> c = chosen;
+    if (t->parent && !bound(t->parent) && !contains(c, t->parent)) {
+      bool ok = false;
+      if (ir::parent_by_coordinate(*t) && (by_coord_mode_ || assembled_mode_) && !chance(0.15)) {
+        ok = space_bound(t->parent, c);
+        if (!ok) {
+          std::vector<ir::Axis> over;
+          for (auto& a : k_.axes)
+            if (a != t->parent && iterable(a) && ir::coordinate_space(a) == ir::coordinate_space(t->parent))
+              over.push_back(a);
+          if (t->parent->dense_of && iterable(t->parent->dense_of) && chance(0.6)) over = {t->parent->dense_of};
+          if (!over.empty()) ok = reach(pick_from(over), c, depth + 1);
+        }
+      }
+      if (!ok && !reach(t->parent, c, depth + 1)) return false;
+    }
+    if (!can_iterate(t, c)) return false;
+    c.push_back(t);
+    chosen = std::move(c);
+    return true;
+  }
+  // An axis over the coordinates of the assembled output's columns (X, dense<X>, an axis
+  // declared coordinates_of<X>), X itself more often; null when none is iterable.
+  ir::Axis column_axis() {
+    std::vector<ir::Axis> over;
+    for (auto& a : k_.axes)
+      if (iterable(a) && ir::coordinate_space(a) == ir::coordinate_space(columns_of_)) over.push_back(a);
+    if (iterable(columns_of_) && chance(0.6)) return columns_of_;
+    return over.empty() ? nullptr : pick_from(over);
+  }
+
+  // An iteration over a random set of axes whose parents are bound (in scope or earlier); in
+  // assembled mode, a top-level one starts with the rows (P or dense<P>).
   ir::Stmt iteration(int nest) {
     std::vector<ir::Axis> chosen;
-    auto can = [&](const ir::Axis& a) {
-      if (!in_buffers_.count(a.get())) return false;  // no argument would give its extent
-      if (bound(a) || std::find(chosen.begin(), chosen.end(), a) != chosen.end()) return false;
-      if (!a->parent) return true;
-      return bound(a->parent) || std::find(chosen.begin(), chosen.end(), a->parent) != chosen.end();
-    };
+    auto can = [&](const ir::Axis& a) { return can_iterate(a, chosen); };
     int want = static_cast<int>(range(1, 3));
+    if (assembled_mode_ && nest == 0) {  // the rows first (after another axis, to break the rule)
+      if (break_ == Break::row_not_first) {
+        std::vector<ir::Axis> other;
+        for (auto& a : k_.axes)
+          if (!a->parent && iterable(a) && ir::coordinate_space(a) != ir::coordinate_space(rows_axis_)) other.push_back(a);
+        if (!other.empty()) chosen.push_back(pick_from(other));
+      }
+      chosen.push_back(row_first_);
+      want += static_cast<int>(chosen.size()) - 1;
+    }
+    if (assembled_mode_ && chance(nest == 0 ? 0.75 : 0.35) && !space_bound(columns_of_, chosen))
+      if (ir::Axis x = column_axis()) reach(x, chosen, 0);
+    if (by_coord_mode_ && by_coord_axis_ && chance(0.5)) reach(by_coord_axis_, chosen, 0);
     for (int tries = 0; tries < 12 && static_cast<int>(chosen.size()) < want; ++tries) {
       std::vector<ir::Axis> options;
       for (auto& a : k_.axes)
@@ -667,6 +852,7 @@ class Generator {
       for (char& c : n) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
       vars.emplace_back(n + std::to_string(counter_++), DType::i64);
       scope_.push_back({vars.back(), a});
+      if (assembled_mode_ && nest == 0 && a == row_first_) row_var_ = vars.back();
     }
     std::vector<ir::Stmt> body;
     std::vector<ir::Buffer> locals;
@@ -696,6 +882,7 @@ class Generator {
     for (std::size_t q = 0; q < locals.size(); ++q) locals_.pop_back();
     ir::Stmt b = ir::seq(std::move(body));
     if (!b.defined()) b = write();
+    if (nest == 0) row_var_ = ir::Var();
     if (!b.defined()) {
       scope_.resize(depth0);
       return ir::Stmt();
@@ -803,13 +990,29 @@ class Generator {
     return w->dtype == DType::i64 || chance(0.5) ? l : ir::cast(DType::i64, l);
   }
 
+  // c(i, x) of the assembled output: i the row iterator of the top-level iteration, x an
+  // iterator over the columns' coordinates (of another space to break the rule).
+  bool assembled_indices(std::vector<ir::Expr>& idx) {
+    if (!row_var_.defined()) return false;
+    const Bound* x = coordinate_iterator(assembled_axis_);
+    if (break_ == Break::wrong_column && chance(0.7)) {
+      std::vector<const Bound*> other;
+      for (auto& b : scope_)
+        if (ir::coordinate_space(b.axis) != ir::coordinate_space(columns_of_)) other.push_back(&b);
+      if (!other.empty()) x = pick_from(other);
+    }
+    if (!x) return false;
+    idx = {row_var_, x->var};
+    return true;
+  }
+
   ir::Stmt write() {
     std::vector<ir::Buffer> options = outputs_;
     std::shuffle(options.begin(), options.end(), rng_);
     for (auto& b : options) {
       std::vector<ir::Expr> idx;
       bool indirect = false;
-      if (!write_indices(b, idx, indirect)) continue;
+      if (b == assembled_buf_ ? !assembled_indices(idx) : !write_indices(b, idx, indirect)) continue;
       bool all = true;
       for (auto& s : scope_) {
         bool used = false;
@@ -857,7 +1060,9 @@ class Generator {
     double r = std::uniform_real_distribution<double>(0, 1)(rng_);
     if (r < 0.6) {
       std::vector<ir::Buffer> readable = inputs_;
-      if (chance(0.05)) readable.insert(readable.end(), outputs_.begin(), outputs_.end());
+      if (chance(0.05) || (break_ == Break::read && chance(0.4)))
+        for (auto& o : outputs_)  // c only to break the rule
+          if (o != assembled_buf_ || break_ == Break::read) readable.push_back(o);
       ir::Buffer b = pick_from(readable);
       std::vector<ir::Expr> idx;
       for (std::size_t s = 0; s < b->axes.size(); ++s) idx.push_back(read_index(b->axes[s], idx, s, b));
@@ -914,6 +1119,14 @@ class Generator {
   int counter_ = 0, muls_ = 0, depth_ = 0;
   bool is_index_buffer_ = false;
   const ir::AxisNode* write_target_ = nullptr;
+  // The modes of the file comment.
+  bool assembled_mode_ = false, by_coord_mode_ = false;
+  enum class Break { none, read, second_output, row_not_first, two_top_level, inout, wrong_column };
+  Break break_ = Break::none;
+  ir::Axis by_coord_axis_;  // R, whose parent is a root dense axis
+  ir::Axis rows_axis_, row_first_, columns_of_, assembled_axis_;  // P; P or dense<P>; X; S = assembled<P, X>
+  ir::Buffer assembled_buf_;
+  ir::Var row_var_;  // the row iterator of the top-level iteration being made (assembled mode)
 };
 
 }  // namespace detail_gen

@@ -248,7 +248,9 @@ class Interpreter {
   const AxisData& axis(const ir::AxisNode* a) {
     auto it = axes_.find(a);
     if (it != axes_.end()) return it->second;
-    if (a->dense_of) {  // dense<X>: X's extent, from any level over X's coordinate space
+    // dense<X>: X's extent, from any level over X's coordinate space; likewise a dense root
+    // that only views of it (or axes declared over its coordinates) bind.
+    if (a->dense_of || (!a->parent && a->kind == ir::AxisKind::dense_fixed)) {
       auto sp = space_length_.find(space_of(a));
       if (sp == space_length_.end()) throw InterpreterError("axis " + a->name + " is not bound by any argument");
       AxisData v;

@@ -267,10 +267,13 @@ class OrderIterations : public ir::IRMutator {
     // An axis whose parent is named by the coordinate of another iterator (§3: the innermost
     // one over the parent's coordinates) keeps the written order: reordering could change
     // which iterator that is.
-    for (auto& a : n->axes)
+    for (std::size_t k = 0; k < n->axes.size(); ++k) {
+      const ir::Axis& a = n->axes[k];
+      auto parent_at = std::find(n->axes.begin(), n->axes.end(), a->parent);
       if (ir::parent_by_coordinate(*a) && std::find(bound_.begin(), bound_.end(), a->parent.get()) == bound_.end() &&
-          std::find(n->axes.begin(), n->axes.end(), a->parent) == n->axes.end())
-        return written;
+          (parent_at == n->axes.end() || parent_at - n->axes.begin() > static_cast<long>(k)))
+        return written;  // (a parent listed after its child is named by coordinate too)
+    }
     bool reads_written = false;
     for (auto* b : facts.written) reads_written = reads_written || facts.read.count(b);
     std::set<const ir::AxisNode*> bound(bound_.begin(), bound_.end());

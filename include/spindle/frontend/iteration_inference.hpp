@@ -206,7 +206,16 @@ class IterationInference : public ir::IRMutator {
           SPINDLE_CHECK(bound(a->parent.get()) || bound_by_coordinate(*a), UserError, "kernel '", kernel_, "': iteration '", n->name,
                         "' iterates axis ", a->name, " without its parent ", a->parent->name, "; hint: iterate ",
                         a->parent->name, " before ", a->name, " (in the same iteration or an enclosing one)");
-        scope_.push_back({n->vars[k].node(), a, n});
+        // The iterator whose position names the fiber this one runs over: the parent's, or
+        // (§3, a root dense parent not iterated yet) the innermost one over its coordinates.
+        const ir::VarNode* under = nullptr;
+        if (a->parent) {
+          if (const Binding* p = bound(a->parent.get())) under = p->var;
+          else
+            for (auto it = scope_.rbegin(); it != scope_.rend() && !under; ++it)
+              if (ir::coordinate_space(it->axis) == ir::coordinate_space(a->parent)) under = it->var;
+        }
+        scope_.push_back({n->vars[k].node(), a, n, under});
       }
       std::vector<ir::IterKind> kinds = IterationInference::iterator_kinds(n);
       kinds_.push_back({n, kinds});
@@ -364,6 +373,7 @@ class IterationInference : public ir::IRMutator {
       const ir::VarNode* var;
       ir::Axis axis;
       const ir::SparseIterationNode* iteration;
+      const ir::VarNode* under = nullptr;  // the iterator naming its fiber (null for a root)
     };
 
     const Binding* bound(const ir::AxisNode* a) const {
@@ -466,8 +476,10 @@ class IterationInference : public ir::IRMutator {
                        ", which ranges over a different coordinate space; hint: index it with an iterator of ",
                        a->name);
       }
+      // The parent slot must hold the very iterator whose fiber this one runs over (its
+      // parent's, or the one over the parent's coordinates it was taken at, §3).
       const Binding* parent = binding_of(idx[s - 1]);
-      if (b->axis == a && parent && parent->axis == buf->axes[s - 1]) return "";
+      if (b->axis == a && parent && parent->var == b->under) return "";
       return message(": a write into axis ", a->name, " (which has parent ", a->parent->name,
                      ") must use the iterator of ", a->name, " itself, under the iterator of ", a->parent->name,
                      " in the slot before it, or it could fall outside the buffer's ",

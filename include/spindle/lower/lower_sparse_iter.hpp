@@ -161,6 +161,7 @@ class SparseIterLowering : public ir::IRMutator {
     ir::Axis axis;
     ir::Var pos;
     ir::Expr coord;
+    std::vector<ir::Expr> prefix;  // the ancestor positions the loop runs under (its fiber)
   };
   struct Aux {
     ir::Buffer indptr, indices;
@@ -222,22 +223,23 @@ class SparseIterLowering : public ir::IRMutator {
     return find_axis(a.parent.get()) || (ir::parent_by_coordinate(a) && find_space(a.parent.get()));
   }
 
-  // Loop positions of the bound ancestors of `a` (root first), excluding `a`. A root dense
-  // ancestor that no loop iterates is at the coordinate of an iterator over its coordinates
-  // (the very expression translate() computes for that slot, so prefix_matches sees it).
+  // The positions of the ancestors of `a` (root first, excluding `a`) that a loop over `a`
+  // runs under: those its parent's loop ran under, then the parent's position. A root dense
+  // parent that no loop iterates is at the coordinate of the innermost iterator over its
+  // coordinates (§3; the very expression translate() computes for that slot). Each loop keeps
+  // the prefix it was made with (Bound::prefix): an ancestor iterated again further in (a
+  // dense<X> loop inside) does not move the fiber a bound iterator belongs to.
   std::vector<ir::Expr> ancestor_positions(const ir::Axis& a) const {
-    std::vector<ir::Expr> out;
-    if (!a->parent) return out;
-    for (auto& anc : ir::axis_chain(a->parent)) {
-      if (const Bound* b = find_axis(anc.get())) {
-        out.push_back(b->pos);
-        continue;
-      }
-      const Bound* c = find_space(anc.get());
-      SPINDLE_INTERNAL_CHECK(c, "lower_sparse_iter", "ancestor ", anc->name, " of ", a->name, " is unbound");
-      out.push_back(c->coord);
+    if (!a->parent) return {};
+    if (const Bound* b = find_axis(a->parent.get())) {
+      std::vector<ir::Expr> out = b->prefix;
+      out.push_back(b->pos);
+      return out;
     }
-    return out;
+    const Bound* c = find_space(a->parent.get());
+    SPINDLE_INTERNAL_CHECK(c && ir::parent_by_coordinate(*a), "lower_sparse_iter", "the parent ", a->parent->name,
+                           " of ", a->name, " is unbound");
+    return {c->coord};
   }
 
   // Number of positions of `a` under the parent positions `prefix`.
@@ -257,14 +259,15 @@ class SparseIterLowering : public ir::IRMutator {
 
   void bind(const ir::Var& iter, const ir::Axis& a, const ir::Var& pos) {
     ir::Expr coord = pos;
+    std::vector<ir::Expr> prefix = ancestor_positions(a);
     if (a->is_sparse()) {
-      std::vector<ir::Expr> idx = ancestor_positions(a);
+      std::vector<ir::Expr> idx = prefix;
       idx.push_back(pos);
       // An iterator's value is its coordinate as an int64_t (docs/language.md §3), whatever
       // the index type: `j * j` or a store of `j` into an int64 local must not be int32.
       coord = ir::cast(DType::i64, use(aux_.at(a.get()).indices, std::move(idx)));
     }
-    scope_.push_back({iter.node(), a, pos, coord});
+    scope_.push_back({iter.node(), a, pos, coord, std::move(prefix)});
   }
 
   static ir::Expr conj(const ir::Expr& a, const ir::Expr& b) { return a.defined() ? (a && b) : b; }
@@ -279,7 +282,7 @@ class SparseIterLowering : public ir::IRMutator {
       const ir::Axis& a = buf->axes[s];
       const ir::VarNode* v = idx[s].as<ir::VarNode>();
       const Bound* it = v ? find_iter(v) : nullptr;
-      if (it && it->axis == a && prefix_matches(acc.pos, s, a)) {
+      if (it && it->axis == a && prefix_matches(acc.pos, s, it->prefix)) {
         acc.pos.push_back(it->pos);
         continue;
       }
@@ -308,10 +311,9 @@ class SparseIterLowering : public ir::IRMutator {
     return acc;
   }
 
-  // Do the buffer's positions for the ancestors of `a` equal the loop positions that the
-  // iterator of `a` runs under?
-  bool prefix_matches(const std::vector<ir::Expr>& pos, std::size_t slot, const ir::Axis& a) const {
-    std::vector<ir::Expr> anc = ancestor_positions(a);
+  // Do the buffer's positions for the ancestors of the slot's axis equal the positions the
+  // iterator's loop runs under (`anc`, its Bound::prefix)?
+  static bool prefix_matches(const std::vector<ir::Expr>& pos, std::size_t slot, const std::vector<ir::Expr>& anc) {
     if (anc.size() > slot) return false;
     for (std::size_t q = 0; q < anc.size(); ++q)
       if (!pos[slot - anc.size() + q].same_as(anc[q])) return false;
