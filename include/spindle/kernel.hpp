@@ -27,25 +27,52 @@
 #include "spindle/frontend/define.hpp"
 #include "spindle/runtime/assembled_kernel.hpp"
 #include "spindle/runtime/compiled_kernel.hpp"
+#include "spindle/runtime/cuda/assembled_cuda_kernel.hpp"
 #include "spindle/runtime/cuda/compiled_cuda_kernel.hpp"
 
 namespace spindle {
 
+namespace cuda {
+template <class T, class Index>
+class DeviceCsr;  // runtime/cuda/device_csr.hpp: include it to pass one
+template <class T, class Index>
+class DeviceCsrAssembly;
+}  // namespace cuda
+
 namespace detail {
+
+// A build of a kernel made once, on first use, by whichever thread gets there first; later
+// reads take no lock.
+template <class K>
+class BuiltOnce {
+ public:
+  template <class Make>
+  const K& get(std::mutex& mutex, Make&& make) {
+    if (const K* ready = ready_.load(std::memory_order_acquire)) return *ready;
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!built_) {
+      built_ = make();
+      ready_.store(built_.get(), std::memory_order_release);
+    }
+    return *built_;
+  }
+
+ private:
+  std::shared_ptr<const K> built_;
+  std::atomic<const K*> ready_{nullptr};
+};
 
 struct KernelState {
   ir::Function stage1;
   runtime::Runtime* runtime = nullptr;
-  std::mutex mutex;
-  std::shared_ptr<const runtime::CompiledKernel> compiled;
-  std::atomic<const runtime::CompiledKernel*> ready{nullptr};
-  // A kernel that assembles a sparse output: its two phases (runtime/assembled_kernel.hpp).
-  std::shared_ptr<const runtime::AssembledKernel> assembled;
-  std::atomic<const runtime::AssembledKernel*> assembled_ready{nullptr};
-  // The GPU side, built on the first call with device arguments.
   cuda::CudaRuntime* cuda_runtime = nullptr;
-  std::shared_ptr<const cuda::CompiledCudaKernel> cuda_compiled;
-  std::atomic<const cuda::CompiledCudaKernel*> cuda_ready{nullptr};
+  std::mutex mutex;
+  BuiltOnce<runtime::CompiledKernel> compiled;
+  // A kernel that assembles a sparse output: its two phases (runtime/assembled_kernel.hpp).
+  BuiltOnce<runtime::AssembledKernel> assembled;
+  // The GPU side, built on the first call with device arguments.
+  BuiltOnce<cuda::CompiledCudaKernel> cuda_compiled;
+  BuiltOnce<cuda::AssembledCudaKernel> cuda_assembled;
 };
 
 // The element type an argument holds, when its type says so (value_type or Eigen's
@@ -182,12 +209,19 @@ class Kernel {
       using T = typename P::value_type;
       using Index = typename detail::last_axis<P>::type::index_type;
       using Arg = std::tuple_element_t<assembled_arg, std::tuple<Args...>>;
-      static_assert(std::is_same_v<Arg, Csr<T, Index>&>,
+      static_assert(std::is_same_v<Arg, Csr<T, Index>&> || std::is_same_v<Arg, cuda::DeviceCsr<T, Index>&>,
                     "spindle: the assembled output of a kernel (out<T, P, C> with C = assembled<P, X, Index>) "
-                    "takes a non-const Csr<T, Index>& of the output's shape; the call replaces its pattern");
+                    "takes a non-const Csr<T, Index>& (or DeviceCsr<T, Index>& on the GPU) of the output's "
+                    "shape; the call replaces its pattern");
       auto& c = std::get<assembled_arg>(std::forward_as_tuple(args...));
-      detail::CsrAssembly<T, Index> target(c);
-      compile_assembled().call(call_args, target);
+      if constexpr (std::is_same_v<Arg, Csr<T, Index>&>) {
+        detail::CsrAssembly<T, Index> target(c);
+        compile_assembled().call(call_args, target);
+      } else {
+        const cuda::AssembledCudaKernel& k = compile_assembled_cuda();
+        cuda::DeviceCsrAssembly<T, Index> target(c, k.context());
+        k.call(call_args, target);
+      }
       return;
     }
     // Device arguments (DeviceTensor, DeviceCsr) run the CUDA build of the same definition.
@@ -202,39 +236,33 @@ class Kernel {
   // Lowers for the GPU now (a call with device arguments does this on first use); schedule
   // variants compile on the first call that needs them. Needs no GPU.
   const cuda::CompiledCudaKernel& compile_cuda() const {
-    if (auto* ready = state_->cuda_ready.load(std::memory_order_acquire)) return *ready;
-    std::lock_guard<std::mutex> lock(state_->mutex);
-    if (!state_->cuda_compiled) {
-      cuda::CudaRuntime& rt = state_->cuda_runtime ? *state_->cuda_runtime : cuda::default_runtime();
-      state_->cuda_compiled = std::make_shared<const cuda::CompiledCudaKernel>(state_->stage1, rt);
-      state_->cuda_ready.store(state_->cuda_compiled.get(), std::memory_order_release);
-    }
-    return *state_->cuda_compiled;
+    return state_->cuda_compiled.get(state_->mutex, [&] {
+      return std::make_shared<const cuda::CompiledCudaKernel>(state_->stage1, cuda_runtime());
+    });
   }
 
   // A kernel that assembles a sparse output: both phases, lowered and compiled now.
   const runtime::AssembledKernel& compile_assembled() const {
     static_assert(assembled_arg >= 0, "spindle: compile_assembled(): this kernel has no assembled output");
-    if (auto* ready = state_->assembled_ready.load(std::memory_order_acquire)) return *ready;
-    std::lock_guard<std::mutex> lock(state_->mutex);
-    if (!state_->assembled) {
-      runtime::Runtime& rt = state_->runtime ? *state_->runtime : runtime::default_runtime();
-      state_->assembled = std::make_shared<const runtime::AssembledKernel>(state_->stage1, rt);
-      state_->assembled_ready.store(state_->assembled.get(), std::memory_order_release);
-    }
-    return *state_->assembled;
+    return state_->assembled.get(state_->mutex, [&] {
+      return std::make_shared<const runtime::AssembledKernel>(state_->stage1, cpu_runtime());
+    });
+  }
+
+  // The same for the GPU (a call with a DeviceCsr output does this on first use): both
+  // phases lowered for CUDA; their modules compile on first use. Needs no GPU.
+  const cuda::AssembledCudaKernel& compile_assembled_cuda() const {
+    static_assert(assembled_arg >= 0, "spindle: compile_assembled_cuda(): this kernel has no assembled output");
+    return state_->cuda_assembled.get(state_->mutex, [&] {
+      return std::make_shared<const cuda::AssembledCudaKernel>(state_->stage1, cuda_runtime());
+    });
   }
 
   // Lowers and compiles now (a call does this on first use) and returns the result.
   const runtime::CompiledKernel& compile() const {
-    if (auto* ready = state_->ready.load(std::memory_order_acquire)) return *ready;
-    std::lock_guard<std::mutex> lock(state_->mutex);
-    if (!state_->compiled) {
-      runtime::Runtime& rt = state_->runtime ? *state_->runtime : runtime::default_runtime();
-      state_->compiled = std::make_shared<const runtime::CompiledKernel>(state_->stage1, rt);
-      state_->ready.store(state_->compiled.get(), std::memory_order_release);
-    }
-    return *state_->compiled;
+    return state_->compiled.get(state_->mutex, [&] {
+      return std::make_shared<const runtime::CompiledKernel>(state_->stage1, cpu_runtime());
+    });
   }
 
   const ir::Function& ir() const { return state_->stage1; }
@@ -262,6 +290,13 @@ class Kernel {
   }
 
  private:
+  runtime::Runtime& cpu_runtime() const {
+    return state_->runtime ? *state_->runtime : runtime::default_runtime();
+  }
+  cuda::CudaRuntime& cuda_runtime() const {
+    return state_->cuda_runtime ? *state_->cuda_runtime : cuda::default_runtime();
+  }
+
   template <std::size_t K, class A, class... Rest>
   static constexpr void check_types() {
     using P = std::tuple_element_t<K, CallParams>;

@@ -7,7 +7,9 @@
 // coordinate (row j of B[dense<J>, K]).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <map>
+#include <random>
 #include <tuple>
 
 #include "correctness/correctness_support.hpp"
@@ -223,6 +225,170 @@ TEST_CASE("assembled outputs agree with the reference interpreter: +=, max_with,
   spgemm(a, empty_b, c);
   CHECK(c.nnz() == 0);
   CHECK(spgemm.explain().find("# assembled output 'C'") != std::string::npos);
+}
+
+// A host Csr receiving the arrays of the CUDA build (run_assembled_cuda_build).
+template <class T, class Index>
+struct HostCsrTarget final : sp::runtime::AssemblyTarget {
+  sp::Csr<T, Index>& out;
+  sp::detail::CsrAssembly<T, Index> inner;
+  explicit HostCsrTarget(sp::Csr<T, Index>& c) : out(c), inner(c) {}
+  void allocate(std::int64_t nnz, const std::vector<std::int64_t>& row_ptr, void*& i, void*& v) override {
+    inner.allocate(nnz, row_ptr, i, v);
+  }
+  void commit() override { inner.commit(); }
+};
+
+// Runs the CUDA build of an assembling kernel (the GPU when there is one, else the GPU steps
+// in the emulator with every module also compiled by NVRTC) into `out`.
+template <class Kernel, class T, class Index, class... Inputs>
+void run_cuda_assembled(const Kernel& k, sp::Csr<T, Index>& out, spindle::test::NvrtcCheck& nvrtc,
+                        spindle::test::EmulatorCache& cache, std::int64_t budget, const Inputs&... inputs) {
+  std::vector<sp::runtime::CallArg> args{sp::detail::make_call_arg(inputs)..., sp::detail::make_call_arg(out)};
+  HostCsrTarget<T, Index> target(out);
+  spindle::test::run_assembled_cuda_build(k.ir(), args, target, &nvrtc, &cache, budget);
+}
+
+TEST_CASE("the CUDA build of SpGEMM and sparse add assembles the exact pattern (NVRTC to cubin, emulated without a GPU)",
+          "[correctness][assembly][cuda]") {
+  spindle::test::NvrtcCheck nvrtc;
+  spindle::test::EmulatorCache cache;
+  auto spgemm = sp::ops::spgemm<float>();
+  auto add = sp::ops::sparse_add<float>();
+  INFO("CUDA engine: " << spindle::test::cuda_engine_name());
+  for (const Shape& s : matrix_shapes()) {
+    const std::int64_t n = s.rows / 2 + 3;
+    auto a = random_csr<float>(s, 11);
+    auto b = random_csr<float>(Shape{"b", s.cols, n, s.avg_nnz_per_row, 0.3}, 23);
+    auto a2 = random_csr<float>(s, 31);
+    // A budget of a few columns' scratch makes several rows share a GPU worker; a large one
+    // gives each row its own.
+    for (std::int64_t budget : {std::int64_t{24} * 3 * std::max<std::int64_t>(1, n), std::int64_t{1} << 24}) {
+      INFO(s << " scratch budget " << budget);
+      sp::Csr<float> c(a.rows(), b.cols(), "c");
+      run_cuda_assembled(spgemm, c, nvrtc, cache, budget, a, b);
+      CHECK(c.name() == "c");
+      check_same(entries(c), product_reference(a, b), 1e-4);
+      sp::Csr<float> d(a.rows(), a.cols());
+      run_cuda_assembled(add, d, nvrtc, cache, budget, a, a2, 1.5f, -0.5f);
+      check_same(entries(d), add_reference(a, a2, 1.5, -0.5), 1e-4);
+    }
+  }
+  if (nvrtc.available && !spindle::test::gpu_runs()) CHECK(nvrtc.compiled >= 3);  // both phases of each kernel, the sort
+  // As a user calls it on the GPU: device inputs and a DeviceCsr output (needs a GPU).
+  if (spindle::test::gpu_runs()) {
+    auto a = random_csr<float>(Shape{"a", 300, 200, 6, 0.3}, 41);
+    auto b = random_csr<float>(Shape{"b", 200, 250, 5, 0.3}, 42);
+    auto da = sp::DeviceCsr<float>::from_host(a);
+    auto db = sp::DeviceCsr<float>::from_host(b);
+    sp::DeviceCsr<float> dc(300, 250, "c");
+    spgemm(da, db, dc);
+    check_same(entries(dc.to_host()), product_reference(a, b), 1e-4);
+    sp::DeviceCsr<float> wrong(301, 250);
+    CHECK_THROWS_AS(spgemm(da, db, wrong), sp::ShapeError);
+    CHECK(wrong.nnz() == 0);
+  } else {
+    WARN("no GPU: the DeviceCsr call of an assembling kernel is compiled, not run");
+  }
+  // Lowering for the GPU needs no GPU.
+  CHECK(spgemm.compile_assembled_cuda().explain().find("on the GPU") != std::string::npos);
+  CHECK(spgemm.compile_assembled_cuda().numeric().explain().find("spindle_blocks") != std::string::npos);
+}
+
+TEST_CASE("the CUDA build of assembling kernels agrees with the interpreter: cora SpGEMM, max_with, =, int64, empty",
+          "[correctness][assembly][cuda][graphs]") {
+  spindle::test::NvrtcCheck nvrtc;
+  spindle::test::EmulatorCache cache;
+  auto maxplus = sp::kernel("maxplus", sp::names{"A", "B", "C"},
+                            [](sp::in<float, I, J> a, sp::in<float, sp::dense<J>, K> b, sp::out<float, I, CK> c,
+                               sp::iter<I> i, sp::iter<J> j) {
+                              sp::for_each<K>([&](sp::iter<K> k) { c(i, k).max_with(a(i, j) + b(j, k)); });
+                            });
+  auto scaled = sp::kernel("scaled_copy", sp::names{"A", "C"},
+                           [](sp::in<double, I, J> a, sp::out<double, I, CJ> c, sp::iter<I> i, sp::iter<J> j) {
+                             c(i, j) = a(i, j) * 2.0;
+                           });
+  struct CK64 : sp::assembled<I, K, std::int64_t> {};
+  auto paths = sp::kernel("paths", sp::names{"A", "B", "C"},
+                          [](sp::in<std::int64_t, I, J> a, sp::in<std::int64_t, sp::dense<J>, K> b,
+                             sp::out<std::int64_t, I, CK64> c, sp::iter<I> i, sp::iter<J> j, sp::iter<K> k) {
+                            c(i, k) += a(i, j) * b(j, k);
+                          });
+  auto against_interpreter = [&](const auto& kernel, auto make_out, std::int64_t budget, const auto&... inputs) {
+    using Out = decltype(make_out());
+    INFO(kernel.name() << " scratch budget " << budget);
+    Out got = make_out();
+    run_cuda_assembled(kernel, got, nvrtc, cache, budget, inputs...);
+    Out shell = make_out();
+    std::vector<sp::runtime::CallArg> args{sp::detail::make_call_arg(inputs)..., sp::detail::make_call_arg(shell)};
+    spindle::test::Interpreter interp(kernel.ir(), args);
+    interp.run();
+    auto want = interp.assembled(kernel.ir().buffers.back().buffer->name);
+    auto have = entries(got);
+    REQUIRE(have.size() == want.size());
+    for (auto& w : want) {
+      auto it = have.find({w.row, w.col});
+      REQUIRE(it != have.end());
+      double expect = sp::is_float(sp::dtype_v<typename Out::value_type>) ? w.f : static_cast<double>(w.i);
+      CHECK(std::fabs(it->second - expect) <= w.error_bound + 1e-6 * std::fabs(expect));
+    }
+  };
+  auto a = random_csr<float>(Shape{"irregular", 61, 47, 4, 0.2}, 5);
+  auto b = random_csr<float>(Shape{"b", 47, 53, 3, 0.3}, 6);
+  auto ad = random_csr<double>(Shape{"irregular", 61, 47, 9, 0.2}, 7);
+  auto ai = sp::Csr<std::int64_t>::pattern(a.rows(), a.cols(), {a.indptr().begin(), a.indptr().end()},
+                                           {a.indices().begin(), a.indices().end()});
+  auto bi = sp::Csr<std::int64_t>::pattern(b.rows(), b.cols(), {b.indptr().begin(), b.indptr().end()},
+                                           {b.indices().begin(), b.indices().end()});
+  sp::Csr<float> empty_b(47, 53);
+  for (std::int64_t budget : {std::int64_t{24} * 53 * 4, std::int64_t{1} << 24}) {
+    against_interpreter(maxplus, [] { return sp::Csr<float>(61, 53); }, budget, a, b);
+    against_interpreter(maxplus, [] { return sp::Csr<float>(61, 53); }, budget, a, empty_b);
+    against_interpreter(scaled, [] { return sp::Csr<double>(61, 47); }, budget, ad);
+    against_interpreter(paths, [] { return sp::Csr<std::int64_t, std::int64_t>(61, 53); }, budget, ai, bi);
+  }
+  // Rows longer than 32 entries take the heap sort: cora's A A has rows of hundreds.
+  if (auto g = load_graph<float>("gnn/cora.mtx.gz")) {
+    sp::Csr<float> c(g->rows(), g->cols());
+    run_cuda_assembled(sp::ops::spgemm<float>(), c, nvrtc, cache, std::int64_t{1} << 22, *g, *g);
+    std::int64_t longest = 0;
+    for (std::int64_t r = 0; r < c.rows(); ++r)
+      longest = std::max<std::int64_t>(longest, static_cast<std::int64_t>(c.row_indices(r).size()));
+    CHECK(longest > 32);
+    check_same(entries(c), product_reference(*g, *g), 1e-4);
+  }
+}
+
+TEST_CASE("the GPU row sort orders every row by column and keeps each value with its column",
+          "[correctness][assembly][cuda]") {
+  // Rows of 0, 1, 2, 31, 32, 33 and 700 entries (insertion sort, heap sort), sorted, reversed,
+  // shuffled, with the value of each entry derived from its column.
+  spindle::test::NvrtcCheck nvrtc;
+  spindle::test::EmulatorCache cache;
+  std::mt19937_64 rng(7);
+  std::vector<std::int64_t> lengths{0, 1, 2, 31, 32, 33, 700, 5, 64};
+  std::vector<std::int64_t> row_ptr{0};
+  std::vector<std::int32_t> idx;
+  for (std::size_t r = 0; r < lengths.size(); ++r) {
+    std::vector<std::int32_t> cols(static_cast<std::size_t>(lengths[r]));
+    for (std::size_t q = 0; q < cols.size(); ++q) cols[q] = static_cast<std::int32_t>(3 * q + r);
+    if (r % 3 == 1) std::reverse(cols.begin(), cols.end());
+    if (r % 3 == 2) std::shuffle(cols.begin(), cols.end(), rng);
+    idx.insert(idx.end(), cols.begin(), cols.end());
+    row_ptr.push_back(static_cast<std::int64_t>(idx.size()));
+  }
+  std::vector<double> val(idx.size());
+  for (std::size_t q = 0; q < idx.size(); ++q) val[q] = 0.5 * idx[q] + 1;
+  auto sort = sp::codegen::cuda_sort_rows(sp::DType::i32, sp::DType::f64);
+  spindle::test::EmulatedAssemblyDevice dev(&nvrtc, &cache, 1 << 20);
+  dev.sort_rows(sort, static_cast<std::int64_t>(lengths.size()), row_ptr.data(), idx.data(), val.data());
+  for (std::size_t r = 0; r < lengths.size(); ++r)
+    for (std::int64_t q = row_ptr[r]; q < row_ptr[r + 1]; ++q) {
+      INFO("row " << r << " position " << q);
+      if (q > row_ptr[r]) REQUIRE(idx[static_cast<std::size_t>(q) - 1] < idx[static_cast<std::size_t>(q)]);
+      REQUIRE(val[static_cast<std::size_t>(q)] == 0.5 * idx[static_cast<std::size_t>(q)] + 1);
+    }
+  if (nvrtc.available) CHECK(nvrtc.compiled == 1);
 }
 
 TEST_CASE("a child of a root dense axis iterates the fiber at another iterator's coordinate (SpGEMM into a dense matrix)",

@@ -16,7 +16,7 @@
 //      (bit-exact for exact kernels, else relative 1e-3 / 1e-9); inputs must be unchanged.
 //      An assembled output (docs/language.md §4.6) is the call's Csr: its pattern must be the
 //      interpreter's exactly, its values as above (or within the interpreter's error bound);
-//      such kernels have no CUDA build and run on the CPU engines only.
+//      on the CUDA engine the GPU steps (cuda::assemble_on) build it, through the emulator.
 // One line per kernel on stdout:
 //   FEFUZZ <seed> <steps or -> <ok|rejected|skipped|fail> <engine or -> <message>
 //
@@ -25,6 +25,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -114,6 +115,63 @@ std::string compare(const RandomKernel& k, bool exact, const std::vector<std::ve
 }
 
 using Assembled = std::vector<spindle::test::Interpreter::AssembledEntry>;
+
+// The arrays of an assembled output that the CUDA steps built, kept as bytes of the output's
+// index and value types and read back as entries.
+class ErasedCsrTarget final : public spindle::runtime::AssemblyTarget {
+ public:
+  ErasedCsrTarget(spindle::DType index, spindle::DType value) : index_(index), value_(value) {}
+  void allocate(std::int64_t nnz, const std::vector<std::int64_t>& row_ptr, void*& indices, void*& values) override {
+    row_ptr_ = row_ptr;
+    indices_.assign(static_cast<std::size_t>(nnz * spindle::dtype_bytes(index_)), 0);
+    values_.assign(static_cast<std::size_t>(nnz * spindle::dtype_bytes(value_)), 0);
+    indices = indices_.data();
+    values = values_.data();
+  }
+  void commit() override { committed_ = true; }
+  // "" when committed and every row is sorted and free of duplicates.
+  std::string read(std::vector<spindle::fefuzz::CsrEntry>& out) const {
+    if (!committed_) return "the call did not commit the output";
+    out.clear();
+    for (std::size_t r = 0; r + 1 < row_ptr_.size(); ++r)
+      for (std::int64_t q = row_ptr_[r]; q < row_ptr_[r + 1]; ++q) {
+        const std::int64_t col = load_int(indices_, index_, q);
+        if (q > row_ptr_[r] && !(load_int(indices_, index_, q - 1) < col))
+          return "row " + std::to_string(r) + " is not sorted or has a duplicate";
+        const double v = spindle::is_float(value_) ? load_float(values_, value_, q)
+                                                   : static_cast<double>(load_int(values_, value_, q));
+        out.push_back({static_cast<std::int64_t>(r), col, v});
+      }
+    return "";
+  }
+
+ private:
+  static std::int64_t load_int(const std::vector<unsigned char>& b, spindle::DType t, std::int64_t q) {
+    if (t == spindle::DType::i64) {
+      std::int64_t x;
+      std::memcpy(&x, b.data() + q * 8, 8);
+      return x;
+    }
+    std::int32_t x;
+    std::memcpy(&x, b.data() + q * 4, 4);
+    return x;
+  }
+  static double load_float(const std::vector<unsigned char>& b, spindle::DType t, std::int64_t q) {
+    if (t == spindle::DType::f64) {
+      double x;
+      std::memcpy(&x, b.data() + q * 8, 8);
+      return x;
+    }
+    float x;
+    std::memcpy(&x, b.data() + q * 4, 4);
+    return x;
+  }
+
+  spindle::DType index_, value_;
+  std::vector<std::int64_t> row_ptr_;
+  std::vector<unsigned char> indices_, values_;
+  bool committed_ = false;
+};
 
 // "" when the assembled output `got` (the call's Csr) has exactly the interpreter's pattern
 // and its values: bit-exact for exact kernels, else within the interpreter's error bound or
@@ -241,7 +299,6 @@ class Runner {
         assembled_entries += static_cast<long>(ref_assembled.size());
       }
       for (const std::string& e : o_.engines) {
-        if (e == "cuda" && data.assembled >= 0) continue;  // assembled outputs are built on the CPU engines (§4.6)
         const std::vector<int> threads = e == "cuda" ? std::vector<int>{1} : o_.threads;
         for (int t : threads) {
           std::string name = e == "cuda" ? spindle::test::cuda_engine_name() : e + std::to_string(t);
@@ -249,7 +306,17 @@ class Runner {
           auto te = std::chrono::steady_clock::now();
           try {
             auto args = data.args();
-            if (e == "cuda") {
+            if (e == "cuda" && data.assembled >= 0) {
+              // The GPU steps of an assembling kernel (the GPU when present, else the
+              // emulator, with a scratch budget that makes rows share workers).
+              const spindle::test::BufferData& out = data.buffers[static_cast<std::size_t>(data.assembled)];
+              ErasedCsrTarget target(out.buffer->axes[1]->index_dtype, out.buffer->dtype);
+              spindle::test::run_assembled_cuda_build(def.stage1, args, target, &nvrtc_, &emulators, 24 * 64);
+              std::vector<spindle::fefuzz::CsrEntry> got;
+              d = target.read(got);
+              if (!d.empty()) d = "assembled output: " + d;
+              else d = compare_assembled(ref_assembled, got, model.T, exact);
+            } else if (e == "cuda") {
               spindle::test::run_cuda_build(def.stage1, args, &nvrtc_, &emulators);  // the GPU when present
             } else {
               auto& rt = *runtimes_.at(e);

@@ -14,6 +14,7 @@
 #include <array>
 #include <cstdlib>
 #include <cstdint>
+#include <cstring>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -21,7 +22,10 @@
 #include <string>
 #include <vector>
 
+#include "spindle/codegen/cuda_sort_rows.hpp"
 #include "spindle/driver/pipeline.hpp"
+#include "spindle/runtime/assembly_steps.hpp"
+#include "spindle/runtime/cuda/assembled_cuda_kernel.hpp"
 #include "spindle/runtime/bind_args.hpp"
 #include "spindle/runtime/cuda/cuda.hpp"
 #include "support/cuda_emulator.hpp"
@@ -54,11 +58,15 @@ struct NvrtcCheck {
 };
 
 // The CUDA source the default GPU schedule generates for `stage1` called with `call`.
+// `assembly`: a phase of an assembling kernel (lower/split_assembly.hpp), lowered as
+// CompiledCudaKernel lowers it.
 inline codegen::CudaSource emulated_cuda_source(const ir::Function& stage1, const std::vector<runtime::CallArg>& call,
                                                std::vector<void*>& bufs, std::vector<std::int64_t>& scalars,
-                                               std::vector<ir::Var>& vars) {
+                                               std::vector<ir::Var>& vars,
+                                               const lower::AssemblyContext* assembly = nullptr) {
   driver::PipelineOptions o;
   o.context.kernel = stage1.name;
+  if (assembly) o.context.assembly = *assembly, o.context.keep_loop_order = true;
   auto prepared = driver::lower_for_cuda(stage1, o);
   runtime::ArgBinder binder(prepared.stage1, prepared.unscheduled);
   bufs.assign(prepared.unscheduled.buffers.size(), nullptr);
@@ -91,11 +99,12 @@ struct EmulatorCache {
 
 // Runs the CUDA build of `stage1` in the emulator; the out/inout arguments are written.
 inline void run_cuda_emulated(const ir::Function& stage1, const std::vector<runtime::CallArg>& call,
-                              NvrtcCheck* nvrtc = nullptr, EmulatorCache* cache = nullptr) {
+                              NvrtcCheck* nvrtc = nullptr, EmulatorCache* cache = nullptr,
+                              const lower::AssemblyContext* assembly = nullptr) {
   std::vector<void*> bufs;
   std::vector<std::int64_t> scalars;
   std::vector<ir::Var> vars;
-  codegen::CudaSource source = emulated_cuda_source(stage1, call, bufs, scalars, vars);
+  codegen::CudaSource source = emulated_cuda_source(stage1, call, bufs, scalars, vars, assembly);
   if (nvrtc) nvrtc->check(source);
   std::unique_ptr<CudaEmulator> own;
   if (!cache) own = std::make_unique<CudaEmulator>(source);
@@ -129,6 +138,99 @@ inline void run_cuda_build(const ir::Function& stage1, const std::vector<runtime
   auto& k = cache->gpu[ir::to_string(stage1)];
   if (!k) k = std::make_unique<cuda::CompiledCudaKernel>(stage1, cuda::default_cuda_runtime());
   call_on_gpu(stage1, *k, call);
+}
+
+// The GPU steps of an assembled kernel (cuda::assemble_on, what AssembledCudaKernel runs) in
+// the emulator: "device" memory is host memory, each phase runs through run_cuda_emulated,
+// the row sort module is compiled by the emulator (and by NVRTC with an NvrtcCheck).
+class EmulatedAssemblyDevice final : public cuda::AssemblyDevice {
+ public:
+  EmulatedAssemblyDevice(NvrtcCheck* nvrtc, EmulatorCache* cache, std::int64_t scratch_budget)
+      : nvrtc_(nvrtc), cache_(cache), budget_(scratch_budget) {}
+  bool device_memory() const override { return false; }
+  std::int64_t scratch_budget() const override { return budget_; }
+  void* allocate(std::size_t bytes) override {
+    if (bytes == 0) return nullptr;
+    memory_.emplace_back(new std::int64_t[(bytes + 7) / 8]);
+    return memory_.back().get();
+  }
+  void fill(void* p, std::size_t bytes, unsigned char byte) override {
+    if (bytes) std::memset(p, byte, bytes);
+  }
+  void upload(void* dst, const void* host, std::size_t bytes) override {
+    if (bytes) std::memcpy(dst, host, bytes);
+  }
+  void download(void* host, const void* src, std::size_t bytes) override {
+    if (bytes) std::memcpy(host, src, bytes);
+  }
+  void run_phase(const lower::AssemblyPhase& phase, const std::vector<runtime::CallArg>& args) override {
+    run_cuda_emulated(phase.function, args, nvrtc_, cache_, &phase.context);
+  }
+  void sort_rows(const codegen::SortRowsSource& sort, std::int64_t rows, void* row_ptr, void* indices,
+                 void* values) override {
+    if (nvrtc_) nvrtc_->check(sort.source);
+    std::unique_ptr<CudaEmulator> own;
+    if (!cache_) own = std::make_unique<CudaEmulator>(sort.source);
+    CudaEmulator& emu = cache_ ? cache_->get(sort.source) : *own;
+    const codegen::CudaLaunch& l = sort.source.launches.at(0);
+    std::array<std::int64_t, 3> grid{};
+    for (int d = 0; d < 3; ++d) grid[d] = cuda::evaluate_int(l.grid[d], {sort.rows}, &rows);
+    void* params[] = {&row_ptr, &indices, &values, &rows};
+    if (grid[0] > 0) emu.launch(l, grid, params);
+  }
+
+ private:
+  NvrtcCheck* nvrtc_;
+  EmulatorCache* cache_;
+  std::int64_t budget_;
+  std::vector<std::unique_ptr<std::int64_t[]>> memory_;
+};
+
+// A target whose arrays are made in device memory; on commit their host copies go to `host`.
+class DownloadingTarget final : public runtime::AssemblyTarget {
+ public:
+  DownloadingTarget(runtime::AssemblyTarget& host, DType index, DType value) : host_(host), index_(index), value_(value) {}
+  void allocate(std::int64_t nnz, const std::vector<std::int64_t>& row_ptr, void*& indices, void*& values) override {
+    host_.allocate(nnz, row_ptr, host_indices_, host_values_);
+    auto& ctx = cuda::default_cuda_runtime().context();
+    index_bytes_ = static_cast<std::size_t>(nnz) * static_cast<std::size_t>(dtype_bytes(index_));
+    value_bytes_ = static_cast<std::size_t>(nnz) * static_cast<std::size_t>(dtype_bytes(value_));
+    indices_ = cuda::DeviceBuffer(ctx, index_bytes_);
+    values_ = cuda::DeviceBuffer(ctx, value_bytes_);
+    indices = reinterpret_cast<void*>(static_cast<std::uintptr_t>(indices_.get()));
+    values = reinterpret_cast<void*>(static_cast<std::uintptr_t>(values_.get()));
+  }
+  void commit() override {
+    indices_.download(host_indices_, index_bytes_);
+    values_.download(host_values_, value_bytes_);
+    host_.commit();
+  }
+
+ private:
+  runtime::AssemblyTarget& host_;
+  DType index_, value_;
+  void* host_indices_ = nullptr;
+  void* host_values_ = nullptr;
+  std::size_t index_bytes_ = 0, value_bytes_ = 0;
+  cuda::DeviceBuffer indices_, values_;
+};
+
+// Runs the CUDA build of an assembling kernel on host arguments where it can run: on the GPU
+// when gpu_runs() (inputs mirrored into device memory, AssembledCudaKernel, the output copied
+// back into `out`), else the same steps in the emulator (scratch_budget bounds the workers:
+// a small one makes several rows share a worker).
+inline void run_assembled_cuda_build(const ir::Function& stage1, const std::vector<runtime::CallArg>& call,
+                                     runtime::AssemblyTarget& out, NvrtcCheck* nvrtc = nullptr,
+                                     EmulatorCache* cache = nullptr, std::int64_t scratch_budget = 1 << 20) {
+  runtime::AssemblyPlan plan(stage1);
+  if (!gpu_runs()) {
+    EmulatedAssemblyDevice dev(nvrtc, cache, scratch_budget);
+    return cuda::assemble_on(dev, plan, call, out);
+  }
+  cuda::AssembledCudaKernel k(stage1, cuda::default_cuda_runtime());
+  std::vector<DeviceMirror> mirrors;
+  DownloadingTarget target(out, plan.index_dtype, plan.value_dtype);
+  k.call(mirror_call(stage1, call, mirrors), target);
 }
 
 }  // namespace spindle::test

@@ -13,7 +13,8 @@
 //   simplify
 //   emit_c                           C source with the kernel ABI
 // The CUDA path (lower_for_cuda + schedule_and_emit_cuda) shares every pass up to
-// hoist_loop_invariants, then runs schedule_cuda_default for one variant and emit_cuda.
+// hoist_loop_invariants (and assemble_rows for a phase of an assembling kernel), then runs
+// schedule_cuda_default for one variant and emit_cuda.
 #pragma once
 
 #include <cstdio>
@@ -102,8 +103,9 @@ ir::Function lower_unscheduled(const ir::Function& stage1, const PipelineOptions
   for (auto& fb : stage1.buffers)
     SPINDLE_CHECK(!ir::is_assembled(*fb.buffer) || o.context.assembly.phase != lower::AssemblyContext::none,
                   UserError, "kernel '", stage1.name, "': buffer '", fb.buffer->name, "' is an assembled output, "
-                  "which is built by a symbolic and a numeric phase on the CPU (runtime::AssembledKernel, what a "
-                  "call of spindle::kernel runs); it has no single-kernel (or CUDA) build");
+                  "which is built by a symbolic and a numeric phase (runtime::AssembledKernel on the CPU, "
+                  "cuda::AssembledCudaKernel on the GPU: what a call of spindle::kernel runs); it has no "
+                  "single-kernel build");
   detail::dump(o, 0, "stage1", ir::to_string(stage1));
   out.written = stage1;
   out.stage1 = run.run("order_iterations", stage1, autosched::order_iterations);
@@ -149,7 +151,14 @@ inline CudaLowered lower_for_cuda(const ir::Function& stage1, const PipelineOpti
   Timer total;
   PassRunner run(o, out.passes);
   out.unscheduled = lower_unscheduled(stage1, o, run, out);
-  out.plan = autosched::cuda_plan(out.unscheduled);
+  if (o.context.assembly.phase != lower::AssemblyContext::none) {
+    // One phase of an assembling kernel: its row blocks become the generic schedule's one
+    // thread per block (no SpMM/SDDMM pattern applies).
+    out.unscheduled = run.run("assemble_rows", out.unscheduled, lower::assemble_rows);
+    out.plan = {};
+  } else {
+    out.plan = autosched::cuda_plan(out.unscheduled);
+  }
   out.total_micros = total.micros();
   return out;
 }

@@ -6,6 +6,7 @@
 #endif
 #include "spindle/runtime/assembled_kernel_impl.hpp"
 #include "spindle/runtime/compiled_kernel_impl.hpp"
+#include "spindle/runtime/cuda/assembled_cuda_kernel_impl.hpp"
 #include "spindle/runtime/cuda/compiled_cuda_kernel_impl.hpp"
 #include "spindle/runtime/runtime_impl.hpp"
 #include "spindle/frontend/builder_impl.hpp"

@@ -7,30 +7,13 @@
 #include <limits>
 #include <utility>
 
-#include "spindle/lower/split_assembly.hpp"
 #include "spindle/runtime/assembled_kernel.hpp"
+#include "spindle/runtime/assembly_steps.hpp"
 #include "spindle/runtime/runtime.hpp"
 
 namespace spindle::runtime {
 
 namespace assembly_detail {
-
-// A dense host array as a call argument (the scratch arrays of the two phases).
-inline CallArg dense_arg(const void* data, DType t, std::initializer_list<std::int64_t> shape, bool writable) {
-  CallArg a;
-  a.view.dtype = t;
-  a.view.data = const_cast<void*>(data);
-  a.view.writable = writable;
-  a.view.value_count = 1;
-  for (std::int64_t n : shape) {
-    LevelView l;
-    l.kind = LevelKind::dense_fixed;
-    l.length = n;
-    a.view.levels.push_back(l);
-    a.view.value_count *= n;
-  }
-  return a;
-}
 
 // Sorts each row's (column, value) pairs by column; rows already in order are only checked.
 // Two ascending runs (a sum of two rows) are merged; else by row length n and column span
@@ -140,25 +123,12 @@ void sort_rows_by_value_type(ThreadPool& pool, DType vt, std::int64_t rows, std:
 
 struct AssembledKernel::Impl {
   Impl(const ir::Function& f, Runtime& r)
-      : rt(&r),
-        sym_phase(lower::split_assembly(f, lower::AssemblyContext::symbolic)),
-        num_phase(lower::split_assembly(f, lower::AssemblyContext::numeric)),
-        sym(sym_phase.function, r, sym_phase.context),
-        num(num_phase.function, r, num_phase.context) {
-    const ir::FuncBuffer* out = lower::assembled_output(f);
-    kernel = f.name;
-    output = out->buffer->name;
-    value_dtype = out->buffer->dtype;
-    index_dtype = out->buffer->axes[1]->index_dtype;
-    rows_axis = out->buffer->axes[0]->name;
-    cols_axis = ir::coordinate_space(out->buffer->axes[1])->name;
-  }
+      : rt(&r), plan(f), sym(plan.symbolic.function, r, plan.symbolic.context),
+        num(plan.numeric.function, r, plan.numeric.context) {}
 
   Runtime* rt;
-  lower::AssemblyPhase sym_phase, num_phase;
+  AssemblyPlan plan;
   CompiledKernel sym, num;
-  std::string kernel, output, rows_axis, cols_axis;
-  DType value_dtype = DType::f32, index_dtype = DType::i32;
 };
 
 SPINDLE_DECL AssembledKernel::AssembledKernel(const ir::Function& stage1, Runtime& rt)
@@ -166,105 +136,66 @@ SPINDLE_DECL AssembledKernel::AssembledKernel(const ir::Function& stage1, Runtim
 
 SPINDLE_DECL AssembledKernel::~AssembledKernel() = default;
 
-SPINDLE_DECL int AssembledKernel::output_arg() const { return impl_->sym_phase.output_arg; }
+SPINDLE_DECL int AssembledKernel::output_arg() const { return impl_->plan.output_arg(); }
 SPINDLE_DECL const CompiledKernel& AssembledKernel::symbolic() const { return impl_->sym; }
 SPINDLE_DECL const CompiledKernel& AssembledKernel::numeric() const { return impl_->num; }
 
 SPINDLE_DECL std::string AssembledKernel::explain() const {
-  const Impl& m = *impl_;
-  std::string s = message("# assembled output '", m.output, "' [", m.rows_axis, ", columns of ", m.cols_axis,
+  const AssemblyPlan& p = impl_->plan;
+  std::string s = message("# assembled output '", p.output, "' [", p.rows_axis, ", columns of ", p.cols_axis,
                           "]: symbolic phase (distinct columns per row), row offsets by prefix sums, numeric phase "
                           "(a dense workspace per block of rows), rows sorted by column\n");
-  return s + m.sym.explain() + m.num.explain();
+  return s + impl_->sym.explain() + impl_->num.explain();
 }
 
 SPINDLE_DECL void AssembledKernel::call(const std::vector<CallArg>& args, AssemblyTarget& target) const {
-  using assembly_detail::dense_arg;
-  const Impl& m = *impl_;
-  const int out_arg = m.sym_phase.output_arg;
-  SPINDLE_CHECK(out_arg >= 0 && static_cast<std::size_t>(out_arg) < args.size(), UserError, "kernel '", m.kernel,
-                "' takes ", m.sym_phase.user_args + 1, " arguments, got ", args.size());
-  const CallArg& o = args[static_cast<std::size_t>(out_arg)];
-  const StorageView& ov = o.view;
-  SPINDLE_CHECK(!o.is_scalar && ov.levels.size() == 2 && ov.levels[0].kind == LevelKind::dense_fixed &&
-                    ov.levels[1].kind == LevelKind::sparse_variable,
-                UserError, "kernel '", m.kernel, "': argument ", out_arg, " ('", m.output,
-                "') is the assembled output and must be a Csr (rows x columns), got ",
-                o.is_scalar ? std::string("a scalar") : ov.description());
-  SPINDLE_CHECK(!ov.on_device, UserError, "kernel '", m.kernel, "': the assembled output '", m.output,
-                "' is built on the CPU; hint: pass host containers (to_host())");
-  SPINDLE_CHECK(ov.dtype == m.value_dtype, DTypeError, "kernel '", m.kernel, "': argument ", out_arg, " ('", m.output,
-                "') holds ", dtype_name(ov.dtype), " values but the buffer is declared ", dtype_name(m.value_dtype));
-  SPINDLE_CHECK(ov.levels[1].index_dtype == m.index_dtype, DTypeError, "kernel '", m.kernel, "': argument ", out_arg,
-                " ('", m.output, "') stores ", dtype_name(ov.levels[1].index_dtype), " column indices but axis ",
-                m.cols_axis, "'s assembled columns are declared ", dtype_name(m.index_dtype));
-  const std::int64_t rows = ov.levels[0].length, cols = ov.levels[1].length;
+  const AssemblyPlan& p = impl_->plan;
+  const auto [rows, cols] = p.output_extent(args, /*device=*/false);
+  std::vector<CallArg> base = p.inputs(args);
 
-  std::vector<CallArg> base;
-  base.reserve(args.size() + 8);
-  for (std::size_t k = 0; k < args.size(); ++k)
-    if (static_cast<int>(k) != out_arg) base.push_back(args[k]);
-
-  ThreadPool& pool = m.rt->pool();
+  ThreadPool& pool = impl_->rt->pool();
   const std::int64_t blocks = std::max<std::int64_t>(1, std::min<std::int64_t>(pool.num_threads(), rows));
-  std::vector<std::int64_t> bounds(static_cast<std::size_t>(blocks) + 1);
-  for (std::int64_t t = 0; t <= blocks; ++t) bounds[static_cast<std::size_t>(t)] = rows * t / blocks;
+  std::vector<std::int64_t> bounds = even_blocks(rows, blocks);
   const std::size_t scratch = static_cast<std::size_t>(blocks) * static_cast<std::size_t>(cols);
   std::vector<std::int64_t> mark(scratch, -1), counts(static_cast<std::size_t>(rows), 0);
 
   std::vector<CallArg> a = base;
-  a.push_back(dense_arg(bounds.data(), DType::i64, {blocks + 1}, false));
-  a.push_back(dense_arg(mark.data(), DType::i64, {blocks, cols}, true));
-  a.push_back(dense_arg(counts.data(), DType::i64, {rows}, true));
+  a.push_back(phase_arg(bounds.data(), DType::i64, {blocks + 1}, false));
+  a.push_back(phase_arg(mark.data(), DType::i64, {blocks, cols}, true));
+  a.push_back(phase_arg(counts.data(), DType::i64, {rows}, true));
   try {
-    m.sym.call(a);
+    impl_->sym.call(a);
   } catch (const ShapeError& e) {
-    throw ShapeError(message(e.what(), " (the assembled output '", m.output, "' was passed as ", rows, " x ", cols,
-                             ": its rows must be the extent of ", m.rows_axis, " and its columns that of ",
-                             m.cols_axis, ")"));
+    throw p.with_shape_hint(e, rows, cols);
   }
 
-  std::vector<std::int64_t> row_ptr(static_cast<std::size_t>(rows) + 1, 0);
-  for (std::int64_t r = 0; r < rows; ++r)
-    row_ptr[static_cast<std::size_t>(r) + 1] = row_ptr[static_cast<std::size_t>(r)] + counts[static_cast<std::size_t>(r)];
+  std::vector<std::int64_t> row_ptr = p.row_offsets(counts);
   const std::int64_t nnz = row_ptr.back();
-  const std::int64_t index_max =
-      m.index_dtype == DType::i32 ? std::numeric_limits<std::int32_t>::max() : std::numeric_limits<std::int64_t>::max();
-  SPINDLE_CHECK(nnz <= index_max, ShapeError, "kernel '", m.kernel, "': the assembled output '", m.output, "' has ",
-                nnz, " entries, more than its ", dtype_name(m.index_dtype), " indices can address; hint: declare the "
-                "axis assembled<P, X, std::int64_t> and pass a Csr<T, std::int64_t>");
   void* out_indices = nullptr;
   void* out_values = nullptr;
   target.allocate(nnz, row_ptr, out_indices, out_values);
 
-  // Re-balance: block t gets the rows whose (entries + rows) prefix is about t/T of the total.
-  const std::int64_t total = nnz + rows;
-  for (std::int64_t t = 1, r = 0; t < blocks; ++t) {
-    const std::int64_t goal = total * t / blocks;
-    while (r < rows && row_ptr[static_cast<std::size_t>(r)] + r < goal) ++r;
-    bounds[static_cast<std::size_t>(t)] = r;
-  }
+  rebalance(bounds, row_ptr);
   std::fill(mark.begin(), mark.end(), -1);
   std::vector<std::int64_t> counts2(static_cast<std::size_t>(rows), 0), list(scratch);
   std::unique_ptr<std::int64_t[]> workspace(new std::int64_t[std::max<std::size_t>(scratch, 1)]);  // 8-byte slots
   a = std::move(base);
-  a.push_back(dense_arg(bounds.data(), DType::i64, {blocks + 1}, false));
-  a.push_back(dense_arg(mark.data(), DType::i64, {blocks, cols}, true));
-  a.push_back(dense_arg(counts2.data(), DType::i64, {rows}, true));
-  a.push_back(dense_arg(workspace.get(), m.value_dtype, {blocks, cols}, true));
-  a.push_back(dense_arg(list.data(), DType::i64, {blocks, cols}, true));
-  a.push_back(dense_arg(row_ptr.data(), DType::i64, {rows + 1}, false));
-  a.push_back(dense_arg(out_indices, m.index_dtype, {nnz}, true));
-  a.push_back(dense_arg(out_values, m.value_dtype, {nnz}, true));
-  m.num.call(a);
-  SPINDLE_CHECK(counts2 == counts, InternalError, "kernel '", m.kernel, "': the numeric phase of assembled output '",
-                m.output, "' wrote another pattern than its symbolic phase counted");
+  a.push_back(phase_arg(bounds.data(), DType::i64, {blocks + 1}, false));
+  a.push_back(phase_arg(mark.data(), DType::i64, {blocks, cols}, true));
+  a.push_back(phase_arg(counts2.data(), DType::i64, {rows}, true));
+  a.push_back(phase_arg(workspace.get(), p.value_dtype, {blocks, cols}, true));
+  a.push_back(phase_arg(list.data(), DType::i64, {blocks, cols}, true));
+  a.push_back(phase_arg(row_ptr.data(), DType::i64, {rows + 1}, false));
+  a.push_back(phase_arg(out_indices, p.index_dtype, {nnz}, true));
+  a.push_back(phase_arg(out_values, p.value_dtype, {nnz}, true));
+  impl_->num.call(a);
+  p.check_same_pattern(counts, counts2);
 
-  if (m.index_dtype == DType::i32)
-    assembly_detail::sort_rows_by_value_type(pool, m.value_dtype, rows, cols, row_ptr.data(),
+  if (p.index_dtype == DType::i32)
+    assembly_detail::sort_rows_by_value_type(pool, p.value_dtype, rows, cols, row_ptr.data(),
                                              static_cast<std::int32_t*>(out_indices), out_values);
   else
-    assembly_detail::sort_rows_by_value_type(pool, m.value_dtype, rows, cols, row_ptr.data(),
+    assembly_detail::sort_rows_by_value_type(pool, p.value_dtype, rows, cols, row_ptr.data(),
                                              static_cast<std::int64_t*>(out_indices), out_values);
   target.commit();
 }

@@ -31,6 +31,9 @@ class CompiledCudaKernel {
  public:
   // Lowers to unscheduled stage III (no GPU needed); variants compile on first use.
   SPINDLE_DECL CompiledCudaKernel(const ir::Function& stage1, CudaRuntime& rt);
+  // One phase of a kernel that assembles a sparse output (runtime/cuda/assembled_cuda_kernel.hpp):
+  // the function and context made by lower/split_assembly.hpp.
+  SPINDLE_DECL CompiledCudaKernel(const ir::Function& stage1, CudaRuntime& rt, const lower::AssemblyContext& assembly);
   SPINDLE_DECL ~CompiledCudaKernel();
   CompiledCudaKernel(const CompiledCudaKernel&) = delete;
   CompiledCudaKernel& operator=(const CompiledCudaKernel&) = delete;

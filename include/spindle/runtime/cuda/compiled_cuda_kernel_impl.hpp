@@ -22,20 +22,21 @@ struct CompiledCudaKernel::Impl {
     runtime::CompileStats stats;
   };
 
-  Impl(const ir::Function& stage1, CudaRuntime& r) : rt(&r), prepared(prepare(stage1, r)),
-      binder(prepared.stage1, prepared.unscheduled, /*device=*/true) {
+  Impl(const ir::Function& stage1, CudaRuntime& r, const lower::AssemblyContext& assembly)
+      : rt(&r), options(pipeline_options(stage1.name, r, assembly)), prepared(driver::lower_for_cuda(stage1, options)),
+        binder(prepared.stage1, prepared.unscheduled, /*device=*/true) {
     for (auto& s : prepared.unscheduled.scalars) scalar_vars.push_back(s.var);
   }
 
-  static driver::PipelineOptions pipeline_options(const std::string& kernel, const CudaRuntime& r) {
+  static driver::PipelineOptions pipeline_options(const std::string& kernel, const CudaRuntime& r,
+                                                  const lower::AssemblyContext& assembly) {
     driver::PipelineOptions o;
     o.context.kernel = kernel;
+    o.context.keep_loop_order = assembly.phase != lower::AssemblyContext::none;  // as the CPU phases
+    o.context.assembly = assembly;
     o.debug = r.options().debug;
     o.dump_dir = r.options().dump_dir;
     return o;
-  }
-  static driver::CudaLowered prepare(const ir::Function& stage1, CudaRuntime& r) {
-    return driver::lower_for_cuda(stage1, pipeline_options(stage1.name, r));
   }
 
   // The variant for this call's scalars and buffer addresses, compiled on first use.
@@ -59,7 +60,7 @@ struct CompiledCudaKernel::Impl {
   Variant build(const autosched::CudaVariant& v) {
     Variant out;
     Timer t;
-    out.lowered = driver::schedule_and_emit_cuda(prepared, pipeline_options(prepared.stage1.name, *rt), v);
+    out.lowered = driver::schedule_and_emit_cuda(prepared, options, v);
     out.stats.lower_micros = t.micros();
     t.reset();
     runtime::CacheResult res = rt->lookup({out.lowered.source.source, out.lowered.source.module_symbol,
@@ -108,6 +109,7 @@ struct CompiledCudaKernel::Impl {
   }
 
   CudaRuntime* rt;
+  driver::PipelineOptions options;
   driver::CudaLowered prepared;
   runtime::ArgBinder binder;
   std::vector<ir::Var> scalar_vars;
@@ -117,7 +119,11 @@ struct CompiledCudaKernel::Impl {
 };
 
 SPINDLE_DECL CompiledCudaKernel::CompiledCudaKernel(const ir::Function& stage1, CudaRuntime& rt)
-    : impl_(std::make_unique<Impl>(stage1, rt)) {}
+    : impl_(std::make_unique<Impl>(stage1, rt, lower::AssemblyContext{})) {}
+
+SPINDLE_DECL CompiledCudaKernel::CompiledCudaKernel(const ir::Function& stage1, CudaRuntime& rt,
+                                                    const lower::AssemblyContext& assembly)
+    : impl_(std::make_unique<Impl>(stage1, rt, assembly)) {}
 
 SPINDLE_DECL CompiledCudaKernel::~CompiledCudaKernel() = default;
 
@@ -134,7 +140,7 @@ SPINDLE_DECL void CompiledCudaKernel::call_async(const std::vector<runtime::Call
 SPINDLE_DECL driver::CudaLowered CompiledCudaKernel::lower_variant(std::int64_t feature, bool aligned) const {
   auto v = autosched::cuda_variant(impl_->prepared.plan.pattern, feature, aligned,
                                    impl_->rt->cuda_options().sddmm_by_rows, impl_->rt->cuda_options().spmm_by_nonzeros);
-  return driver::schedule_and_emit_cuda(impl_->prepared, Impl::pipeline_options(impl_->prepared.stage1.name, *impl_->rt), v);
+  return driver::schedule_and_emit_cuda(impl_->prepared, impl_->options, v);
 }
 
 SPINDLE_DECL std::string CompiledCudaKernel::pattern() const {

@@ -19,6 +19,7 @@
 
 #include "spindle/format/csr.hpp"
 #include "spindle/format/csr_view.hpp"
+#include "spindle/runtime/assembled_kernel.hpp"
 #include "spindle/runtime/cuda/device_buffer.hpp"
 #include "spindle/support/hash.hpp"
 
@@ -33,6 +34,24 @@ class DeviceCsr {
   using index_type = Index;
 
   DeviceCsr() = default;  // 0x0, no device memory
+
+  // rows x cols with no entries (an output a kernel assembles: spindle::kernel replaces its
+  // pattern); the row offsets are zeros in device memory (of the stream's context).
+  DeviceCsr(std::int64_t rows, std::int64_t cols, std::string name = {}, CudaStream* stream = nullptr)
+      : rows_(rows), cols_(cols), name_(std::move(name)) {
+    SPINDLE_CHECK(rows >= 0 && cols >= 0, ShapeError, "DeviceCsr: a ", rows, " x ", cols, " matrix has a negative extent");
+    CudaContext& context = stream ? stream->context() : CudaContext::process();
+    const std::vector<Index> zeros(static_cast<std::size_t>(rows) + 1, Index(0));
+    fingerprint_ = Hasher().add(std::string_view(reinterpret_cast<const char*>(zeros.data()),
+                                                 zeros.size() * sizeof(Index)))
+                       .add(std::string_view())
+                       .digest()
+                       .a |
+                   1;  // as from_host of an empty Csr
+    indptr_ = DeviceBuffer(context, zeros.size() * sizeof(Index));
+    indptr_.upload(zeros.data(), zeros.size() * sizeof(Index), stream);
+    if (stream) stream->synchronize();
+  }
 
   // Copies the three arrays of `host` (in the stream's context, or the process context).
   static DeviceCsr from_host(const Csr<T, Index>& host, CudaStream* stream = nullptr) {
@@ -55,6 +74,31 @@ class DeviceCsr {
     d.indptr_.upload(host.indptr().data(), host.indptr().size_bytes(), stream);
     d.indices_.upload(host.indices().data(), host.indices().size_bytes(), stream);
     d.values_.upload(host.values().data(), host.values().size_bytes(), stream);
+    return d;
+  }
+
+  // The arrays of an assembled output (cuda::DeviceCsrAssembly): row offsets from prefix sums,
+  // columns in range and sorted per row by construction, so they are not validated again.
+  // The structure's fingerprint is hashed from a host copy of the indices. The token is only
+  // made by spindle::Kernel.
+  static DeviceCsr from_assembly(spindle::detail::AssemblyToken, std::int64_t rows, std::int64_t cols,
+                                 const std::vector<Index>& host_indptr, DeviceBuffer indptr, DeviceBuffer indices,
+                                 DeviceBuffer values, std::string name) {
+    DeviceCsr d;
+    d.rows_ = rows;
+    d.cols_ = cols;
+    d.nnz_ = static_cast<std::int64_t>(indices.size() / sizeof(Index));
+    d.sorted_ = true;
+    d.name_ = std::move(name);
+    std::vector<Index> host_indices(static_cast<std::size_t>(d.nnz_));
+    indices.download(host_indices.data(), host_indices.size() * sizeof(Index));
+    auto bytes = [](const auto& v) {
+      return std::string_view(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(Index));
+    };
+    d.fingerprint_ = Hasher().add(bytes(host_indptr)).add(bytes(host_indices)).digest().a | 1;
+    d.indptr_ = std::move(indptr);
+    d.indices_ = std::move(indices);
+    d.values_ = std::move(values);
     return d;
   }
 
@@ -125,6 +169,34 @@ class DeviceCsr {
   bool sorted_ = true;
   std::uint64_t fingerprint_ = 0;
   std::string name_;
+  DeviceBuffer indptr_, indices_, values_;
+};
+
+// Receives an assembled output's device arrays and hands them to the caller's DeviceCsr when
+// the call succeeded (the DeviceCsr is untouched before).
+template <class T, class Index>
+class DeviceCsrAssembly final : public runtime::AssemblyTarget {
+ public:
+  DeviceCsrAssembly(DeviceCsr<T, Index>& out, CudaContext& context) : out_(out), context_(context) {}
+  void allocate(std::int64_t nnz, const std::vector<std::int64_t>& row_ptr, void*& indices, void*& values) override {
+    indptr_host_.resize(row_ptr.size());
+    for (std::size_t r = 0; r < row_ptr.size(); ++r) indptr_host_[r] = static_cast<Index>(row_ptr[r]);
+    indptr_ = DeviceBuffer(context_, indptr_host_.size() * sizeof(Index));
+    indptr_.upload(indptr_host_.data(), indptr_host_.size() * sizeof(Index));
+    indices_ = DeviceBuffer(context_, static_cast<std::size_t>(nnz) * sizeof(Index));
+    values_ = DeviceBuffer(context_, static_cast<std::size_t>(nnz) * sizeof(T));
+    indices = reinterpret_cast<void*>(static_cast<std::uintptr_t>(indices_.get()));
+    values = reinterpret_cast<void*>(static_cast<std::uintptr_t>(values_.get()));
+  }
+  void commit() override {
+    out_ = DeviceCsr<T, Index>::from_assembly(spindle::detail::AssemblyToken{}, out_.rows(), out_.cols(), indptr_host_,
+                                              std::move(indptr_), std::move(indices_), std::move(values_), out_.name());
+  }
+
+ private:
+  DeviceCsr<T, Index>& out_;
+  CudaContext& context_;
+  std::vector<Index> indptr_host_;
   DeviceBuffer indptr_, indices_, values_;
 };
 

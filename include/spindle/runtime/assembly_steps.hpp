@@ -1,0 +1,145 @@
+// The host steps of running a kernel that assembles a sparse output (docs/language.md §4.6),
+// shared by the CPU (runtime/assembled_kernel_impl.hpp) and the GPU
+// (runtime/cuda/assembled_cuda_kernel_impl.hpp) paths, which differ only in where the
+// phases run and where the arrays live:
+//
+//   AssemblyPlan        both phases made by lower/split_assembly.hpp, and what the messages name
+//   output_extent       checks the output argument (a Csr of the declared value and index types)
+//   phase_arg           a dense scratch array as a call argument
+//   row_offsets         row_ptr from the symbolic phase's counts; nnz checked against the index type
+//   rebalance           block bounds for the numeric phase: about (nnz + rows) / T per block
+//   with_shape_hint     a binder ShapeError of a phase, with what the output's shape must be
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "spindle/lower/split_assembly.hpp"
+#include "spindle/runtime/call_arg.hpp"
+#include "spindle/support/error.hpp"
+
+namespace spindle::runtime {
+
+struct AssemblyPlan {
+  lower::AssemblyPhase symbolic, numeric;
+  std::string kernel, output, rows_axis, cols_axis;
+  DType value_dtype = DType::f32, index_dtype = DType::i32;
+
+  explicit AssemblyPlan(const ir::Function& stage1)
+      : symbolic(lower::split_assembly(stage1, lower::AssemblyContext::symbolic)),
+        numeric(lower::split_assembly(stage1, lower::AssemblyContext::numeric)) {
+    const ir::FuncBuffer* out = lower::assembled_output(stage1);
+    kernel = stage1.name;
+    output = out->buffer->name;
+    value_dtype = out->buffer->dtype;
+    index_dtype = out->buffer->axes[1]->index_dtype;
+    rows_axis = out->buffer->axes[0]->name;
+    cols_axis = ir::coordinate_space(out->buffer->axes[1])->name;
+  }
+
+  int output_arg() const { return symbolic.output_arg; }
+
+  // Checks the output argument of a call and returns its {rows, columns}. `device`: the call
+  // runs on the GPU, so the output must be a DeviceCsr (else a host Csr).
+  std::pair<std::int64_t, std::int64_t> output_extent(const std::vector<CallArg>& args, bool device) const {
+    const int out_arg = output_arg();
+    SPINDLE_CHECK(out_arg >= 0 && static_cast<std::size_t>(out_arg) < args.size(), UserError, "kernel '", kernel,
+                  "' takes ", symbolic.user_args + 1, " arguments, got ", args.size());
+    const CallArg& o = args[static_cast<std::size_t>(out_arg)];
+    const StorageView& ov = o.view;
+    SPINDLE_CHECK(!o.is_scalar && ov.levels.size() == 2 && ov.levels[0].kind == LevelKind::dense_fixed &&
+                      ov.levels[1].kind == LevelKind::sparse_variable,
+                  UserError, "kernel '", kernel, "': argument ", out_arg, " ('", output,
+                  "') is the assembled output and must be a ", device ? "DeviceCsr" : "Csr",
+                  " (rows x columns), got ", o.is_scalar ? std::string("a scalar") : ov.description());
+    SPINDLE_CHECK(ov.on_device == device, UserError, "kernel '", kernel, "': the assembled output '", output, "' is ",
+                  device ? "built on the GPU here (the call has device arguments); hint: pass a DeviceCsr"
+                         : "built on the CPU here (the call has host arguments); hint: pass a host Csr");
+    SPINDLE_CHECK(ov.dtype == value_dtype, DTypeError, "kernel '", kernel, "': argument ", out_arg, " ('", output,
+                  "') holds ", dtype_name(ov.dtype), " values but the buffer is declared ", dtype_name(value_dtype));
+    SPINDLE_CHECK(ov.levels[1].index_dtype == index_dtype, DTypeError, "kernel '", kernel, "': argument ", out_arg,
+                  " ('", output, "') stores ", dtype_name(ov.levels[1].index_dtype), " column indices but axis ",
+                  cols_axis, "'s assembled columns are declared ", dtype_name(index_dtype));
+    return {ov.levels[0].length, ov.levels[1].length};
+  }
+
+  // The call's arguments without the output (the phases' first arguments).
+  std::vector<CallArg> inputs(const std::vector<CallArg>& args) const {
+    std::vector<CallArg> base;
+    base.reserve(args.size() + 8);
+    for (std::size_t k = 0; k < args.size(); ++k)
+      if (static_cast<int>(k) != output_arg()) base.push_back(args[k]);
+    return base;
+  }
+
+  ShapeError with_shape_hint(const ShapeError& e, std::int64_t rows, std::int64_t cols) const {
+    return ShapeError(message(e.what(), " (the assembled output '", output, "' was passed as ", rows, " x ", cols,
+                              ": its rows must be the extent of ", rows_axis, " and its columns that of ", cols_axis,
+                              ")"));
+  }
+
+  // row_ptr (rows + 1 entries from 0) from the symbolic phase's per-row counts; ShapeError
+  // when the entries do not fit the output's index type.
+  std::vector<std::int64_t> row_offsets(const std::vector<std::int64_t>& counts) const {
+    std::vector<std::int64_t> row_ptr(counts.size() + 1, 0);
+    for (std::size_t r = 0; r < counts.size(); ++r) row_ptr[r + 1] = row_ptr[r] + counts[r];
+    const std::int64_t nnz = row_ptr.back();
+    const std::int64_t index_max = index_dtype == DType::i32 ? std::numeric_limits<std::int32_t>::max()
+                                                             : std::numeric_limits<std::int64_t>::max();
+    SPINDLE_CHECK(nnz <= index_max, ShapeError, "kernel '", kernel, "': the assembled output '", output, "' has ", nnz,
+                  " entries, more than its ", dtype_name(index_dtype), " indices can address; hint: declare the "
+                  "axis assembled<P, X, std::int64_t> and pass a ", "Csr<T, std::int64_t>");
+    return row_ptr;
+  }
+
+  void check_same_pattern(const std::vector<std::int64_t>& symbolic_counts,
+                          const std::vector<std::int64_t>& numeric_counts) const {
+    SPINDLE_CHECK(symbolic_counts == numeric_counts, InternalError, "kernel '", kernel,
+                  "': the numeric phase of assembled output '", output,
+                  "' wrote another pattern than its symbolic phase counted");
+  }
+};
+
+// Block bounds for T blocks of `rows` rows: equal row counts (the symbolic phase).
+inline std::vector<std::int64_t> even_blocks(std::int64_t rows, std::int64_t blocks) {
+  std::vector<std::int64_t> bounds(static_cast<std::size_t>(blocks) + 1);
+  for (std::int64_t t = 0; t <= blocks; ++t) bounds[static_cast<std::size_t>(t)] = rows * t / blocks;
+  return bounds;
+}
+
+// Re-balanced bounds for the numeric phase: block t starts at the row whose (entries + rows)
+// prefix reaches about t/T of the total.
+inline void rebalance(std::vector<std::int64_t>& bounds, const std::vector<std::int64_t>& row_ptr) {
+  const std::int64_t rows = static_cast<std::int64_t>(row_ptr.size()) - 1;
+  const std::int64_t blocks = static_cast<std::int64_t>(bounds.size()) - 1;
+  const std::int64_t total = row_ptr.back() + rows;
+  for (std::int64_t t = 1, r = 0; t < blocks; ++t) {
+    const std::int64_t goal = total * t / blocks;
+    while (r < rows && row_ptr[static_cast<std::size_t>(r)] + r < goal) ++r;
+    bounds[static_cast<std::size_t>(t)] = r;
+  }
+}
+
+// A dense array (host or device memory) as a call argument of a phase.
+inline CallArg phase_arg(const void* data, DType t, std::initializer_list<std::int64_t> shape, bool writable,
+                         bool on_device = false) {
+  CallArg a;
+  a.view.dtype = t;
+  a.view.data = const_cast<void*>(data);
+  a.view.writable = writable;
+  a.view.on_device = on_device;
+  a.view.value_count = 1;
+  for (std::int64_t n : shape) {
+    LevelView l;
+    l.kind = LevelKind::dense_fixed;
+    l.length = n;
+    a.view.levels.push_back(l);
+    a.view.value_count *= n;
+  }
+  return a;
+}
+
+}  // namespace spindle::runtime
