@@ -12,7 +12,9 @@
 // Eigen pass the same level description, untested), all of one element type. The result is numpy's einsum of the operands
 // (an absent sparse element is 0). Its format is inferred: a Csr with the pattern of the
 // sparse operand that drives the iteration when the output subscripts are exactly that
-// operand's (the result vanishes off it), else a dense Tensor (rank 0 for "ij,ij->").
+// operand's (the result vanishes off it); a Csr whose pattern is assembled for a product of
+// two CSR operands ("ij,jk->ik": Gustavson's SpGEMM, docs/language.md §4.6); else a dense
+// Tensor (rank 0 for "ij,ij->"). einsum_into writes the caller's output in its format.
 // frontend/einsum.hpp turns the subscripts into the same stage-I IR a lambda records; the
 // plan — driver, output format, compiled kernel — is built once per (subscripts, operand
 // formats, element type) and kept by the runtime, so a repeated call only checks its
@@ -51,7 +53,13 @@ struct EinsumPlan {
   int driver = -1;
   bool sparse_output = false;
   std::shared_ptr<const runtime::CompiledKernel> kernel;
+  // A sparse product (einsum_product_form): the result's pattern is assembled.
+  EinsumProduct product;
+  DType product_index = DType::i32;  // the index type of its result
+  std::shared_ptr<const runtime::AssembledKernel> assembled;
   std::string summary;  // "# einsum: ..." lines for explain
+
+  std::string explain() const { return summary + (assembled ? assembled->explain() : kernel->explain()); }
 };
 
 // The parsed subscripts and the plans of one runtime (kept by it: Runtime::attached).
@@ -138,10 +146,11 @@ inline void einsum_check_operands(const EinsumSpec& s, const std::vector<Storage
 }
 
 // The plan for checked operands: looked up by (subscripts, element type, driver, level kinds
-// and index types); built and compiled on a miss.
+// and index types); built and compiled on a miss. `assemble`: a sparse product may assemble
+// its result's pattern (einsum; einsum_into writes the caller's dense output instead).
 inline std::shared_ptr<const EinsumPlan> einsum_plan_for(EinsumPlans& plans, const EinsumSpec& s,
                                                          const std::vector<StorageView>& views, DType dtype,
-                                                         runtime::Runtime& rt) {
+                                                         runtime::Runtime& rt, bool assemble = true) {
   const int driver = choose_einsum_driver_by(
       s, [&](std::size_t o, std::size_t l) { return views[o].levels[l].kind; },
       [&](std::size_t o) { return views[o].value_count; });
@@ -151,6 +160,7 @@ inline std::shared_ptr<const EinsumPlan> einsum_plan_for(EinsumPlans& plans, con
   key += '|';
   key += static_cast<char>('A' + static_cast<int>(dtype));
   key += static_cast<char>('A' + driver + 1);
+  key += assemble ? '+' : '-';
   for (const auto& v : views) {
     key += '|';
     for (const auto& l : v.levels) {
@@ -163,9 +173,22 @@ inline std::shared_ptr<const EinsumPlan> einsum_plan_for(EinsumPlans& plans, con
   if (slot) return slot;
   std::vector<EinsumOperandFormat> formats;
   for (const auto& v : views) formats.push_back(einsum_format_of(v));
-  const bool sparse_output = einsum_sparse_output(s, formats, driver);
   auto plan = std::make_shared<EinsumPlan>();
   plan->spec = s;
+  if (assemble) plan->product = einsum_product_form(s.inputs, s.output, formats);
+  if (plan->product.found()) {
+    ir::Function f = build_einsum_product_function(s, formats, dtype, plan->product);
+    plan->assembled = std::make_shared<const runtime::AssembledKernel>(f, rt);
+    plan->product_index = f.buffers.back().buffer->axes[1]->index_dtype;
+    plan->summary = message("# einsum '", s.text, "' -> '", s.output, "': a product of two CSR operands (operand ",
+                            plan->product.left, " by rows, operand ", plan->product.right,
+                            "'s row at each of its columns: Gustavson)\n# einsum output: Csr<",
+                            dtype_name(dtype), ", ", dtype_name(plan->product_index),
+                            "> whose pattern is assembled (a symbolic and a numeric phase, docs/language.md §4.6)\n");
+    slot = plan;
+    return plan;
+  }
+  const bool sparse_output = einsum_sparse_output(s, formats, driver);
   plan->driver = driver;
   plan->sparse_output = sparse_output;
   ir::Function f = build_einsum_function(s, formats, dtype, driver, sparse_output);
@@ -187,11 +210,11 @@ inline std::shared_ptr<const EinsumPlan> einsum_plan_for(EinsumPlans& plans, con
 
 // Parses (cached), checks the operands and returns the plan for them.
 inline std::shared_ptr<const EinsumPlan> einsum_plan(std::string_view text, const std::vector<StorageView>& views,
-                                                     DType dtype, runtime::Runtime& rt) {
+                                                     DType dtype, runtime::Runtime& rt, bool assemble = true) {
   auto& plans = einsum_plans(rt);
   auto s = einsum_parsed(plans, text, views.size());
   einsum_check_operands(*s, views, dtype);
-  return einsum_plan_for(plans, *s, views, dtype, rt);
+  return einsum_plan_for(plans, *s, views, dtype, rt, assemble);
 }
 
 inline std::vector<std::int64_t> einsum_output_shape(const EinsumSpec& s, const std::vector<StorageView>& views) {
@@ -286,16 +309,34 @@ EinsumResult<T> einsum_sparse_result(const StorageView& d, std::vector<runtime::
   k.call(args);
   return EinsumResult<T>(std::move(c));
 }
+
+// A sparse product's result: a fresh Csr whose pattern the kernel assembles.
+template <class T, class Index>
+EinsumResult<T> einsum_assembled_result(const std::vector<std::int64_t>& shape, std::vector<runtime::CallArg>& args,
+                                        const runtime::AssembledKernel& k) {
+  Csr<T, Index> c(shape.at(0), shape.at(1));
+  args.back().view = c.storage();
+  CsrAssembly<T, Index> target(c);
+  k.call(args, target);
+  return EinsumResult<T>(std::move(c));
+}
 }  // namespace detail
 
 namespace detail {
 
 // One statement over checked operands (no factorisation): the plan's kernel into a fresh result.
+// `assemble`: a sparse product may return a Csr it assembles (not the final statement of a
+// factored einsum, whose format is the single statement's).
 template <class T>
 EinsumResult<T> einsum_statement(runtime::Runtime& rt, EinsumPlans& plans, const EinsumSpec& s,
-                                 const std::vector<StorageView>& views) {
-  auto plan = einsum_plan_for(plans, s, views, dtype_v<T>, rt);
+                                 const std::vector<StorageView>& views, bool assemble = true) {
+  auto plan = einsum_plan_for(plans, s, views, dtype_v<T>, rt, assemble);
   auto args = einsum_args(views, StorageView{});
+  if (plan->assembled) {
+    auto shape = einsum_output_shape(s, views);
+    if (plan->product_index == DType::i64) return einsum_assembled_result<T, std::int64_t>(shape, args, *plan->assembled);
+    return einsum_assembled_result<T, std::int32_t>(shape, args, *plan->assembled);
+  }
   if (plan->sparse_output) {
     const StorageView& d = views[static_cast<std::size_t>(plan->driver)];
     if (d.levels[1].index_dtype == DType::i64) return einsum_sparse_result<T, std::int64_t>(d, args, *plan->kernel);
@@ -313,7 +354,7 @@ EinsumResult<T> einsum_statement(runtime::Runtime& rt, EinsumPlans& plans, const
 // written on an error).
 inline void einsum_statement_into(runtime::Runtime& rt, EinsumPlans& plans, const EinsumSpec& s,
                                   const std::vector<StorageView>& views, StorageView o) {
-  auto plan = einsum_plan_for(plans, s, views, views.front().dtype, rt);
+  auto plan = einsum_plan_for(plans, s, views, views.front().dtype, rt, /*assemble=*/false);
   SPINDLE_CHECK(o.dtype == views.front().dtype, DTypeError, "einsum '", s.text, "': the output (", o.description(),
                 ") holds ", dtype_name(o.dtype), " but the operands hold ", dtype_name(views.front().dtype));
   const std::size_t rank = s.output.empty() ? 1 : s.output.size();
@@ -427,7 +468,7 @@ EinsumResult<T> einsum_views(runtime::Runtime& rt, std::string_view written, con
   auto last = einsum_run_steps<T>(rt, plans, path, views, results);
   auto ls = einsum_parsed(plans, path.steps.back().spec, last.size());
   einsum_check_operands(*ls, last, dtype_v<T>);
-  return einsum_statement<T>(rt, plans, *ls, last);
+  return einsum_statement<T>(rt, plans, *ls, last, /*assemble=*/false);
 }
 
 template <class T>
@@ -515,7 +556,7 @@ std::string einsum_explain(runtime::Runtime& rt, std::string_view written, Ops&&
   std::string text = detail::einsum_path_summary(s, path);
   if (path.steps.empty()) {
     auto plan = detail::einsum_plan(subscripts, views, views.front().dtype, rt);
-    return text + plan->summary + plan->kernel->explain();
+    return text + plan->explain();
   }
   // The steps' plans need their operands' formats: run them on these operands.
   using T = typename detail::einsum_element<std::tuple_element_t<0, std::tuple<Ops...>>>::type;
@@ -525,8 +566,9 @@ std::string einsum_explain(runtime::Runtime& rt, std::string_view written, Ops&&
     std::vector<StorageView> in;
     for (int id : path.steps[k].operands)
       in.push_back(id < n ? views[static_cast<std::size_t>(id)] : results[static_cast<std::size_t>(id - n)].storage());
-    auto plan = detail::einsum_plan(path.steps[k].spec, in, views.front().dtype, rt);
-    text += message("## statement t", k, "\n") + plan->summary + plan->kernel->explain();
+    const bool last = k + 1 == path.steps.size();
+    auto plan = detail::einsum_plan(path.steps[k].spec, in, views.front().dtype, rt, /*assemble=*/!last);
+    text += message("## statement t", k, "\n") + plan->explain();
     if (k + 1 < path.steps.size()) {
       auto& plans = detail::einsum_plans(rt);
       results.push_back(detail::einsum_statement<T>(rt, plans, *detail::einsum_parsed(plans, path.steps[k].spec, in.size()), in));

@@ -196,7 +196,8 @@ TEMPLATE_TEST_CASE("einsum: the Scorch suite's kernels match the definition on e
     check_einsum<T>("ij,jk->ik", a, X);                    // SpMM
     check_einsum<T>("ij,jk", a, X);                        // implicit output: ik
     check_einsum<T>("ij,ik->jk", a, Z);                    // A^T Z
-    check_einsum<T>("ij,jk->ik", a, bt);                   // SpGEMM (dense result)
+    check_einsum<T>("ij,jk->ik", a, bt);                   // SpGEMM (an assembled Csr)
+    check_einsum<T>("jk,ij->ik", bt, a);                   // the same, operands the other way round
     check_einsum<T>("ij,ij->ij", a, b);                    // element-wise product
     check_einsum<T>("ij,ij->", a, b);                      // Frobenius inner product
     check_einsum<T>("ij->ji", a);                          // transpose
@@ -222,6 +223,25 @@ TEMPLATE_TEST_CASE("einsum: the Scorch suite's kernels match the definition on e
     REQUIRE(hadamard.is_sparse());
     CHECK(hadamard.csr().nnz() == fewer.nnz());
     CHECK_FALSE(sp::einsum("ij,jk->ik", a, X).is_sparse());
+    // A product of two CSR operands: a Csr whose pattern is the structural product (every
+    // (i, k) some a(i, j) b(j, k) reaches, a cancelled sum kept as a stored 0), rows sorted.
+    auto spgemm = sp::einsum("ij,jk->ik", a, bt);
+    REQUIRE(spgemm.is_sparse());
+    const auto& c = spgemm.csr();
+    CHECK(c.sorted());
+    std::int64_t structural = 0;
+    for (std::int64_t r = 0; r < a.rows(); ++r) {
+      std::vector<char> hit(static_cast<std::size_t>(bt.cols()), 0);
+      for (auto j : a.row_indices(r))
+        for (auto k : bt.row_indices(j)) structural += !hit[static_cast<std::size_t>(k)]++;
+    }
+    CHECK(c.nnz() == structural);
+    CHECK(c.rows() == a.rows());
+    CHECK(c.cols() == bt.cols());
+    // einsum_into writes the caller's dense output instead.
+    auto dense_out = sp::Tensor<T>::full({a.rows(), bt.cols()}, nan_v<T>);
+    sp::einsum_into("ij,jk->ik", dense_out, a, bt);
+    CHECK(dense_out == c.to_dense());
     CHECK(sp::einsum("ij,ij->", a, b).tensor().rank() == 0);
   }
 }
@@ -373,7 +393,7 @@ TEST_CASE("einsum: random subscripts and formats match the definition on every e
   const int count = env_count("SPINDLE_EINSUM_CASES", 60);
   const std::uint64_t seed = static_cast<std::uint64_t>(env_count("SPINDLE_EINSUM_SEED", 5));
   std::mt19937_64 rng(seed);
-  int sparse_results = 0, with_sparse_operands = 0, factored = 0;
+  int sparse_results = 0, with_sparse_operands = 0, factored = 0, products = 0;
   for (int k = 0; k < count; ++k) {
     RandomEinsum r = random_einsum(rng);
     std::vector<Dense> dense;
@@ -406,6 +426,29 @@ TEST_CASE("einsum: random subscripts and formats match the definition on every e
       stored.push_back(args.back().view.value_count);
     }
     const int driver = sp::choose_einsum_driver(s, formats, stored);
+    if (const auto product = sp::einsum_product_form(s.inputs, s.output, formats); product.found()) {
+      // A product of two CSR operands: an assembled Csr, which the interpreter builds as a map.
+      REQUIRE(got.is_sparse());
+      ++products;
+      auto f = sp::build_einsum_product_function(s, formats, sp::DType::f64, product);
+      const auto& c = got.csr();
+      sp::Csr<double> shell(c.rows(), c.cols());
+      args.emplace_back();
+      args.back().view = shell.storage();
+      spindle::test::Interpreter interp(f, args);
+      interp.run();
+      auto want = interp.assembled(f.buffers.back().buffer->name);
+      REQUIRE(static_cast<std::int64_t>(want.size()) == c.nnz());
+      for (const auto& w : want) {
+        auto idx = c.row_indices(w.row);
+        auto at = std::lower_bound(idx.begin(), idx.end(), static_cast<std::int32_t>(w.col));
+        REQUIRE(at != idx.end());
+        REQUIRE(*at == w.col);
+        const double g = c.row_values(w.row)[static_cast<std::size_t>(at - idx.begin())];
+        CHECK(std::fabs(g - w.f) <= w.error_bound + 1e-9 * (1 + std::fabs(w.f)));
+      }
+      continue;
+    }
     const bool sparse_out = sp::einsum_sparse_output(s, formats, driver);
     REQUIRE(sparse_out == got.is_sparse());
     auto f = sp::build_einsum_function(s, formats, sp::DType::f64, driver, sparse_out);
@@ -431,8 +474,8 @@ TEST_CASE("einsum: random subscripts and formats match the definition on every e
     else
       check_result<double>(sp::EinsumResult<double>(interp_dense), ref, r.kind.size(), r.spec + " (interpreter)");
   }
-  INFO(with_sparse_operands << " cases with sparse operands, " << sparse_results << " sparse results, " << factored
-                            << " factored into several statements");
+  INFO(with_sparse_operands << " cases with sparse operands, " << sparse_results << " sparse results (" << products
+                            << " assembled products), " << factored << " factored into several statements");
   CHECK(with_sparse_operands > count / 4);
   CHECK(sparse_results > 0);
   CHECK(factored > 0);
@@ -562,6 +605,14 @@ TEST_CASE("einsum path: multi-operand statements are factored where that costs l
   CHECK(att.steps[0].spec == "ij,ik,jk->ij");
   CHECK(att.steps[0].sparse_result);
   CHECK(att.steps[1].spec == "ij,jl->il");
+  // Three sparse operands: a product of two of them is assembled as a Csr intermediate (far
+  // fewer multiply-adds than one loop nest over every subscript), then the dense product.
+  auto chain = plan_for("ij,jk,kl->il", {{n, n}, {n, n}, {n, n}}, {e, e, e});
+  INFO("chain: " << ::testing_join(step_specs(chain)));
+  REQUIRE(chain.steps.size() == 2);
+  CHECK(chain.steps[0].sparse_result);
+  CHECK_FALSE(chain.steps[1].sparse_result);
+  CHECK(chain.cost < 1e-3 * chain.single_cost);
   // Two operands, sparse results and cheap single statements stay one statement.
   CHECK(plan_for("ij,jk->ik", {{n, n}, {n, 64}}, {e, -1}).steps.empty());
   CHECK(plan_for("ij,ik,jk->ij", {{n, n}, {n, 64}, {n, 64}}, {e, -1, -1}).steps.empty());
@@ -582,6 +633,10 @@ TEMPLATE_TEST_CASE("einsum path: factored statements match the definition, and S
   check_einsum<T>("i,ij,j,jk,kl->il", d1, a, d2, x, w);  // GCN layer
   check_einsum<T>("ij,ik,jk,jl->il", a, q, k, v);        // attention-style
   check_einsum<T>("ij,jk,kl->il", a, x, w);
+  const auto b = random_csr<T>(60, 50, 3, 69, 0.1);
+  const auto c = random_csr<T>(50, 40, 3, 70, 0.1);
+  check_einsum<T>("ij,jk,kl->il", a, b, c);  // three CSR: an assembled intermediate
+  CHECK_THAT(sp::einsum_explain("ij,jk,kl->il", a, b, c), Catch::Contains("whose pattern is assembled"));
   CHECK_THAT(sp::einsum_explain("i,ij,j,jk,kl->il", d1, a, d2, x, w), Catch::Contains("factored into"));
   CHECK_THAT(sp::einsum_explain("ij,ik,jk,jl->il", a, q, k, v), Catch::Contains("'ij,ik,jk->ij'"));
   sp::Options o = sp::Options::from_env();

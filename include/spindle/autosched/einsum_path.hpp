@@ -12,7 +12,10 @@
 // are dense), times the reads per point (a lookup in another sparse operand counts 8), plus
 // the elements of its output. An intermediate keeps only the subscripts used later (by
 // another operand or the output). It is a Csr with the driving operand's pattern when its
-// subscripts are exactly that operand's (D A D stays sparse), else dense. The path replaces the
+// subscripts are exactly that operand's (D A D stays sparse), a Csr whose pattern is assembled
+// when it is a product of two CSR operands ("ij,jk->ik", costed by its multiply-adds: left's
+// entries times right's mean row length; A B C with A, B sparse and C dense runs as (A B) C),
+// else dense. The path replaces the
 // single statement only when it costs less than `kFactorGain` times as much and the result is
 // dense either way (a sparse result — the driver's pattern — stays one statement, so the
 // result's format never depends on the path); the choice is printed by einsum_explain, and
@@ -71,7 +74,8 @@ struct PathValue {
 // `fixed`: the output's order is the caller's (the final statement), so a sparse result needs
 // the driver's subscripts in exactly that order.
 inline double statement_cost(const std::vector<PathValue>& ins, std::string& out, bool& sparse,
-                             const std::map<char, std::int64_t>& extent, bool fixed, int* driver = nullptr) {
+                             const std::map<char, std::int64_t>& extent, bool fixed, int* driver = nullptr,
+                             std::int64_t* product_stored = nullptr) {
   EinsumSpec s;
   std::vector<EinsumOperandFormat> formats;
   std::vector<std::int64_t> stored;
@@ -79,6 +83,27 @@ inline double statement_cost(const std::vector<PathValue>& ins, std::string& out
     s.inputs.push_back(v.subs);
     formats.push_back(v.format);
     stored.push_back(v.stored);
+  }
+  if (product_stored) *product_stored = -1;
+  // A product of two CSR operands (einsum_product_form): Gustavson into an assembled CSR. Its
+  // work is the multiply-adds, left's entries times right's mean row length, done twice
+  // (symbolic and numeric phases) plus the result's entries (at most its dense size).
+  // Only an intermediate: the final statement's result keeps the single statement's format
+  // (dense unless it has the driver's pattern), so the path never changes what einsum returns.
+  if (const EinsumProduct pr = fixed ? EinsumProduct{} : einsum_product_form(s.inputs, out, formats, true);
+      pr.found()) {
+    const PathValue& l = ins[static_cast<std::size_t>(pr.left)];
+    const PathValue& r = ins[static_cast<std::size_t>(pr.right)];
+    const char a = l.subs[0], b = l.subs[1], c = r.subs[1];
+    const double flops = static_cast<double>(l.stored) * static_cast<double>(r.stored) /
+                         static_cast<double>(std::max<std::int64_t>(extent.at(b), 1));
+    const double result = std::min(flops, static_cast<double>(std::max<std::int64_t>(extent.at(a), 1)) *
+                                              static_cast<double>(std::max<std::int64_t>(extent.at(c), 1)));
+    out = std::string{a, c};
+    sparse = true;
+    if (driver) *driver = pr.left;
+    if (product_stored) *product_stored = static_cast<std::int64_t>(std::max(result, 1.0));
+    return 2 * flops + static_cast<double>(l.stored) + result;
   }
   const int d = choose_einsum_driver(s, formats, stored);
   if (driver) *driver = d;
@@ -180,7 +205,8 @@ inline EinsumPath plan_einsum_path(const EinsumSpec& s, const std::vector<Einsum
       std::string o = out;
       bool sparse = false;
       int d = -1;
-      double c = detail::statement_cost(ins, o, sparse, extent, set == all, &d);
+      std::int64_t product_stored = -1;
+      double c = detail::statement_cost(ins, o, sparse, extent, set == all, &d, &product_stored);
       if (below + c >= b.cost) return;
       b.cost = below + c;
       b.step_cost = c;
@@ -188,9 +214,10 @@ inline EinsumPath plan_einsum_path(const EinsumSpec& s, const std::vector<Einsum
       b.value.subs = o;
       b.value.stored = 1;
       b.value.sparse_result = sparse;
-      if (sparse) {
-        b.value.stored = ins[static_cast<std::size_t>(d)].stored;
+      if (sparse) {  // the driver's pattern, or an assembled product's (a CSR of about product_stored entries)
+        b.value.stored = product_stored >= 0 ? product_stored : ins[static_cast<std::size_t>(d)].stored;
         b.value.format = ins[static_cast<std::size_t>(d)].format;
+        if (product_stored >= 0) b.value.format.kind = "Csr";
       } else {
         b.value.format = EinsumOperandFormat{};
         for (char ch : o) {

@@ -167,6 +167,74 @@ inline bool einsum_sparse_output(const EinsumSpec& s, const std::vector<EinsumOp
          f.levels[0] == LevelKind::dense_fixed && f.levels[1] == LevelKind::sparse_variable;
 }
 
+// A sparse matrix product whose result's pattern is assembled (docs/language.md §4.6):
+// exactly two CSR operands, "ab,bc->ac" (in either operand order) with three distinct
+// subscripts. `left` is the operand over (a, b), `right` the one over (b, c).
+struct EinsumProduct {
+  int left = -1, right = -1;
+  bool found() const { return left >= 0; }
+};
+
+inline bool einsum_is_csr(const EinsumOperandFormat& f) {
+  return f.levels.size() == 2 && f.levels[0] == LevelKind::dense_fixed && f.levels[1] == LevelKind::sparse_variable;
+}
+
+// The product form for subscripts `inputs` -> `output` over operands of formats `formats`;
+// with `any_order` the output may list its two subscripts in either order (an intermediate
+// of a factored einsum, whose order the planner chooses: then it is (a, c)).
+inline EinsumProduct einsum_product_form(const std::vector<std::string>& inputs, const std::string& output,
+                                         const std::vector<EinsumOperandFormat>& formats, bool any_order = false) {
+  if (inputs.size() != 2 || output.size() != 2 || !einsum_is_csr(formats[0]) || !einsum_is_csr(formats[1]))
+    return {};
+  for (int l = 0; l < 2; ++l) {
+    const std::string& x = inputs[static_cast<std::size_t>(l)];
+    const std::string& y = inputs[static_cast<std::size_t>(1 - l)];
+    if (x.size() != 2 || y.size() != 2) return {};
+    const char a = x[0], b = x[1], c = y[1];
+    if (y[0] != b || a == b || b == c || a == c) continue;
+    if ((output[0] == a && output[1] == c) || (any_order && output[0] == c && output[1] == a)) return {l, 1 - l};
+  }
+  return {};
+}
+
+// The stage-I function of a sparse product (einsum_product_form): Gustavson's row-by-row
+// product into an assembled output, as a lambda would write it —
+//   out[A, C] with C = assembled<A, K>:  out(a, c) += left(a, b) * right(b, c)
+// where right is over [dense<B>, K] (its row b is the fiber at b's coordinate, §3).
+// Arguments: the two operands in order, then the output.
+inline ir::Function build_einsum_product_function(const EinsumSpec& s, const std::vector<EinsumOperandFormat>& formats,
+                                                  DType dtype, EinsumProduct pr) {
+  SPINDLE_CHECK(pr.found() && formats.size() == 2, InternalError, "einsum '", s.text, "': not a sparse product");
+  const auto l = static_cast<std::size_t>(pr.left), r = static_cast<std::size_t>(pr.right);
+  detail::KernelBuilder b("einsum", ir::SourceLoc{"einsum", 0});
+  b.set_names({"in0", "in1", "out"}, 3);
+  auto upper = [](char c) {
+    return std::string(1, static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
+  };
+  const char ca = s.inputs[l][0], cb = s.inputs[l][1], cc = s.inputs[r][1];
+  const DType li = formats[l].index_dtypes[1], ri = formats[r].index_dtypes[1];
+  const DType out_index = li == DType::i64 || ri == DType::i64 ? DType::i64 : DType::i32;
+  ir::Axis rows = b.new_axis(upper(ca), ir::AxisKind::dense_fixed, nullptr, DType::i32);
+  ir::Axis inner = b.new_axis(upper(cb), ir::AxisKind::sparse_variable, rows, li);
+  ir::Axis inner_rows = b.new_dense_view("dense_" + inner->name, inner);
+  ir::Axis cols = b.new_axis(upper(cc), ir::AxisKind::sparse_variable, inner_rows, ri);
+  ir::Axis assembled = b.new_axis(upper(cc) + "_out", ir::AxisKind::sparse_variable, rows, out_index,
+                                  dynamic, dynamic, cols);
+  const_cast<ir::AxisNode&>(*assembled).assembled = true;  // built just above, not shared yet
+
+  ir::Var i = b.iterator_var(rows), j = b.iterator_var(inner), k = b.iterator_var(cols);
+  std::vector<ir::Buffer> in(2);
+  in[l] = b.add_buffer(dtype, {rows, inner}, ir::BufferRole::input, static_cast<int>(l));
+  in[r] = b.add_buffer(dtype, {inner_rows, cols}, ir::BufferRole::input, static_cast<int>(r));
+  ir::Buffer out = b.add_buffer(dtype, {rows, assembled}, ir::BufferRole::output, 2);
+  ir::Expr product = ir::load(in[0], l == 0 ? std::vector<ir::Expr>{i, j} : std::vector<ir::Expr>{j, k}) *
+                     ir::load(in[1], l == 1 ? std::vector<ir::Expr>{i, j} : std::vector<ir::Expr>{j, k});
+  detail::KernelBuilder::Frame body;
+  body.stmts.push_back(ir::reduce(out, {i, k}, ir::ReduceOp::add, product, b.loc()));
+  ir::Stmt iteration = b.make_iteration("einsum", {rows, inner, cols}, {i, j, k}, std::move(body), b.loc());
+  return b.finish(iteration);
+}
+
 // The stage-I function of an einsum. Arguments: the operands in order, then the output
 // (dense over the output subscripts; the driver's CSR pattern when `sparse_output`; a
 // one-element vector for a scalar result).
