@@ -175,7 +175,18 @@ inline std::shared_ptr<const EinsumPlan> einsum_plan_for(EinsumPlans& plans, con
   for (const auto& v : views) formats.push_back(einsum_format_of(v));
   auto plan = std::make_shared<EinsumPlan>();
   plan->spec = s;
-  if (assemble) plan->product = einsum_product_form(s.inputs, s.output, formats);
+  plan->product = einsum_product_form(s.inputs, s.output, formats);
+  if (plan->product.found() && !assemble) {  // the caller's dense output: Gustavson into it
+    plan->kernel = std::make_shared<const runtime::CompiledKernel>(
+        build_einsum_product_function(s, formats, dtype, plan->product, /*assembled_output=*/false), rt);
+    plan->summary = message("# einsum '", s.text, "' -> '", s.output, "': a product of two CSR operands (operand ",
+                            plan->product.left, " by rows, operand ", plan->product.right,
+                            "'s row at each of its columns: Gustavson)\n# einsum output: dense Tensor [", s.output,
+                            "]\n");
+    plan->product = {};
+    slot = plan;
+    return plan;
+  }
   if (plan->product.found()) {
     ir::Function f = build_einsum_product_function(s, formats, dtype, plan->product);
     plan->assembled = std::make_shared<const runtime::AssembledKernel>(f, rt);

@@ -291,6 +291,22 @@ TEST_CASE("einsum: SpMM and SDDMM on a real graph equal the library's kernels", 
   const std::string explain = sp::einsum_explain("ij,jk->ik", *g, X);
   CHECK_THAT(explain, Catch::Contains("operand 0 (Csr) drives the iteration"));
   CHECK_THAT(explain, Catch::Contains("dense Tensor [ik]"));
+  // SpGEMM: einsum's assembled product equals ops::spgemm's (same pattern, same sums).
+  sp::Csr<float> product(g->rows(), g->cols());
+  sp::ops::spgemm<float>()(*g, *g, product);
+  auto ep = sp::einsum("ij,jk->ik", *g, *g);
+  REQUIRE(ep.is_sparse());
+  const auto& pc = ep.csr();
+  REQUIRE(pc.nnz() == product.nnz());
+  CHECK(std::equal(pc.indptr().begin(), pc.indptr().end(), product.indptr().begin()));
+  CHECK(std::equal(pc.indices().begin(), pc.indices().end(), product.indices().begin()));
+  for (std::int64_t q = 0; q < pc.nnz(); ++q)
+    REQUIRE(std::fabs(pc.values()[q] - product.values()[q]) <= 1e-5f * (1 + std::fabs(product.values()[q])));
+  // Into a dense output: the same product, Gustavson into the caller's Tensor.
+  auto dense = sp::Tensor<float>::full({g->rows(), g->cols()}, nan_v<float>);
+  sp::einsum_into("ij,jk->ik", dense, *g, *g);
+  CHECK(dense == product.to_dense());
+  CHECK_THAT(sp::einsum_explain("ij,jk->ik", *g, *g), Catch::Contains("whose pattern is assembled"));
 }
 
 namespace {
@@ -636,7 +652,9 @@ TEMPLATE_TEST_CASE("einsum path: factored statements match the definition, and S
   const auto b = random_csr<T>(60, 50, 3, 69, 0.1);
   const auto c = random_csr<T>(50, 40, 3, 70, 0.1);
   check_einsum<T>("ij,jk,kl->il", a, b, c);  // three CSR: an assembled intermediate
-  CHECK_THAT(sp::einsum_explain("ij,jk,kl->il", a, b, c), Catch::Contains("whose pattern is assembled"));
+  const std::string chain = sp::einsum_explain("ij,jk,kl->il", a, b, c);
+  CHECK_THAT(chain, Catch::Contains("whose pattern is assembled"));   // the intermediate
+  CHECK_THAT(chain, Catch::Contains("Gustavson)\n# einsum output: dense Tensor [il]"));  // the final statement
   CHECK_THAT(sp::einsum_explain("i,ij,j,jk,kl->il", d1, a, d2, x, w), Catch::Contains("factored into"));
   CHECK_THAT(sp::einsum_explain("ij,ik,jk,jl->il", a, q, k, v), Catch::Contains("'ij,ik,jk->ij'"));
   sp::Options o = sp::Options::from_env();

@@ -88,10 +88,10 @@ inline double statement_cost(const std::vector<PathValue>& ins, std::string& out
   // A product of two CSR operands (einsum_product_form): Gustavson into an assembled CSR. Its
   // work is the multiply-adds, left's entries times right's mean row length, done twice
   // (symbolic and numeric phases) plus the result's entries (at most its dense size).
-  // Only an intermediate: the final statement's result keeps the single statement's format
-  // (dense unless it has the driver's pattern), so the path never changes what einsum returns.
-  if (const EinsumProduct pr = fixed ? EinsumProduct{} : einsum_product_form(s.inputs, out, formats, true);
-      pr.found()) {
+  // As an intermediate its result is an assembled Csr; as the final statement, whose result
+  // keeps the single statement's format (dense unless it has the driver's pattern) so the path
+  // never changes what einsum returns, the same product into a dense output.
+  if (const EinsumProduct pr = einsum_product_form(s.inputs, out, formats, !fixed); pr.found()) {
     const PathValue& l = ins[static_cast<std::size_t>(pr.left)];
     const PathValue& r = ins[static_cast<std::size_t>(pr.right)];
     const char a = l.subs[0], b = l.subs[1], c = r.subs[1];
@@ -99,9 +99,12 @@ inline double statement_cost(const std::vector<PathValue>& ins, std::string& out
                          static_cast<double>(std::max<std::int64_t>(extent.at(b), 1));
     const double result = std::min(flops, static_cast<double>(std::max<std::int64_t>(extent.at(a), 1)) *
                                               static_cast<double>(std::max<std::int64_t>(extent.at(c), 1)));
+    if (driver) *driver = pr.left;
+    if (fixed)
+      return flops + static_cast<double>(l.stored) + static_cast<double>(std::max<std::int64_t>(extent.at(a), 1)) *
+                                                         static_cast<double>(std::max<std::int64_t>(extent.at(c), 1));
     out = std::string{a, c};
     sparse = true;
-    if (driver) *driver = pr.left;
     if (product_stored) *product_stored = static_cast<std::int64_t>(std::max(result, 1.0));
     return 2 * flops + static_cast<double>(l.stored) + result;
   }

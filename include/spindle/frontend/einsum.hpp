@@ -198,12 +198,14 @@ inline EinsumProduct einsum_product_form(const std::vector<std::string>& inputs,
 }
 
 // The stage-I function of a sparse product (einsum_product_form): Gustavson's row-by-row
-// product into an assembled output, as a lambda would write it —
-//   out[A, C] with C = assembled<A, K>:  out(a, c) += left(a, b) * right(b, c)
-// where right is over [dense<B>, K] (its row b is the fiber at b's coordinate, §3).
+// product, as a lambda would write it —
+//   out(a, c) += left(a, b) * right(b, c)
+// where right is over [dense<B>, K] (its row b is the fiber at b's coordinate, §3) and out
+// is over [A, C] with C = assembled<A, K> (`assembled`), else over [A, dense<K>] (a dense
+// result: the caller's einsum_into output, or the final statement of a factored einsum).
 // Arguments: the two operands in order, then the output.
 inline ir::Function build_einsum_product_function(const EinsumSpec& s, const std::vector<EinsumOperandFormat>& formats,
-                                                  DType dtype, EinsumProduct pr) {
+                                                  DType dtype, EinsumProduct pr, bool assembled_output = true) {
   SPINDLE_CHECK(pr.found() && formats.size() == 2, InternalError, "einsum '", s.text, "': not a sparse product");
   const auto l = static_cast<std::size_t>(pr.left), r = static_cast<std::size_t>(pr.right);
   detail::KernelBuilder b("einsum", ir::SourceLoc{"einsum", 0});
@@ -218,15 +220,19 @@ inline ir::Function build_einsum_product_function(const EinsumSpec& s, const std
   ir::Axis inner = b.new_axis(upper(cb), ir::AxisKind::sparse_variable, rows, li);
   ir::Axis inner_rows = b.new_dense_view("dense_" + inner->name, inner);
   ir::Axis cols = b.new_axis(upper(cc), ir::AxisKind::sparse_variable, inner_rows, ri);
-  ir::Axis assembled = b.new_axis(upper(cc) + "_out", ir::AxisKind::sparse_variable, rows, out_index,
-                                  dynamic, dynamic, cols);
-  const_cast<ir::AxisNode&>(*assembled).assembled = true;  // built just above, not shared yet
+  ir::Axis out_cols;
+  if (assembled_output) {
+    out_cols = b.new_axis(upper(cc) + "_out", ir::AxisKind::sparse_variable, rows, out_index, dynamic, dynamic, cols);
+    const_cast<ir::AxisNode&>(*out_cols).assembled = true;  // built just above, not shared yet
+  } else {
+    out_cols = b.new_dense_view("dense_" + cols->name, cols);
+  }
 
   ir::Var i = b.iterator_var(rows), j = b.iterator_var(inner), k = b.iterator_var(cols);
   std::vector<ir::Buffer> in(2);
   in[l] = b.add_buffer(dtype, {rows, inner}, ir::BufferRole::input, static_cast<int>(l));
   in[r] = b.add_buffer(dtype, {inner_rows, cols}, ir::BufferRole::input, static_cast<int>(r));
-  ir::Buffer out = b.add_buffer(dtype, {rows, assembled}, ir::BufferRole::output, 2);
+  ir::Buffer out = b.add_buffer(dtype, {rows, out_cols}, ir::BufferRole::output, 2);
   ir::Expr product = ir::load(in[0], l == 0 ? std::vector<ir::Expr>{i, j} : std::vector<ir::Expr>{j, k}) *
                      ir::load(in[1], l == 1 ? std::vector<ir::Expr>{i, j} : std::vector<ir::Expr>{j, k});
   detail::KernelBuilder::Frame body;
