@@ -35,6 +35,7 @@
 
 #include "differential/frontend_fuzz_registry.hpp"
 #include "support/emulated_cuda_call.hpp"
+#include "support/typed_bytes.hpp"
 #include "support/random_frontend_kernel.hpp"
 #include "support/reference_interpreter.hpp"
 
@@ -135,38 +136,17 @@ class ErasedCsrTarget final : public spindle::runtime::AssemblyTarget {
     out.clear();
     for (std::size_t r = 0; r + 1 < row_ptr_.size(); ++r)
       for (std::int64_t q = row_ptr_[r]; q < row_ptr_[r + 1]; ++q) {
-        const std::int64_t col = load_int(indices_, index_, q);
-        if (q > row_ptr_[r] && !(load_int(indices_, index_, q - 1) < col))
+        const std::int64_t col = spindle::test::load_int(indices_, index_, q);
+        if (q > row_ptr_[r] && !(spindle::test::load_int(indices_, index_, q - 1) < col))
           return "row " + std::to_string(r) + " is not sorted or has a duplicate";
-        const double v = spindle::is_float(value_) ? load_float(values_, value_, q)
-                                                   : static_cast<double>(load_int(values_, value_, q));
+        const double v = spindle::is_float(value_) ? spindle::test::load_float(values_, value_, q)
+                                                   : static_cast<double>(spindle::test::load_int(values_, value_, q));
         out.push_back({static_cast<std::int64_t>(r), col, v});
       }
     return "";
   }
 
  private:
-  static std::int64_t load_int(const std::vector<unsigned char>& b, spindle::DType t, std::int64_t q) {
-    if (t == spindle::DType::i64) {
-      std::int64_t x;
-      std::memcpy(&x, b.data() + q * 8, 8);
-      return x;
-    }
-    std::int32_t x;
-    std::memcpy(&x, b.data() + q * 4, 4);
-    return x;
-  }
-  static double load_float(const std::vector<unsigned char>& b, spindle::DType t, std::int64_t q) {
-    if (t == spindle::DType::f64) {
-      double x;
-      std::memcpy(&x, b.data() + q * 8, 8);
-      return x;
-    }
-    float x;
-    std::memcpy(&x, b.data() + q * 4, 4);
-    return x;
-  }
-
   spindle::DType index_, value_;
   std::vector<std::int64_t> row_ptr_;
   std::vector<unsigned char> indices_, values_;

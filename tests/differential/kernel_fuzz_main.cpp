@@ -41,6 +41,7 @@
 #include <spindle/spindle.hpp>
 
 #include "support/emulated_cuda_call.hpp"
+#include "support/typed_bytes.hpp"
 #include "support/random_kernel.hpp"
 #include "support/reference_interpreter.hpp"
 
@@ -207,36 +208,9 @@ class KeptAssembly final : public sp::runtime::AssemblyTarget {
   bool allocated = false, committed = false;
 
  private:
-  std::int64_t index(std::int64_t q) const {
-    if (index_ == sp::DType::i64) {
-      std::int64_t x;
-      std::memcpy(&x, indices_.data() + q * 8, 8);
-      return x;
-    }
-    std::int32_t x;
-    std::memcpy(&x, indices_.data() + q * 4, 4);
-    return x;
-  }
-  double value_f(std::int64_t q) const {
-    if (value_ == sp::DType::f32) {
-      float x;
-      std::memcpy(&x, values_.data() + q * 4, 4);
-      return x;
-    }
-    double x;
-    std::memcpy(&x, values_.data() + q * 8, 8);
-    return x;
-  }
-  std::int64_t value_i(std::int64_t q) const {
-    if (value_ == sp::DType::i64) {
-      std::int64_t x;
-      std::memcpy(&x, values_.data() + q * 8, 8);
-      return x;
-    }
-    std::int32_t x;
-    std::memcpy(&x, values_.data() + q * 4, 4);
-    return x;
-  }
+  std::int64_t index(std::int64_t q) const { return spindle::test::load_int(indices_, index_, q); }
+  double value_f(std::int64_t q) const { return spindle::test::load_float(values_, value_, q); }
+  std::int64_t value_i(std::int64_t q) const { return spindle::test::load_int(values_, value_, q); }
 
   sp::DType index_, value_;
   std::int64_t nnz_ = 0;
