@@ -147,10 +147,14 @@ void check_every_composition(const gnn::LayerExpr& layer, std::int64_t n, std::i
 }  // namespace
 
 TEST_CASE("gnn compositions: every composition of every layer matches the dense reference (double)", "[gnn]") {
+  int sparse_adds = 0;  // steps summing sparse and diagonal terms (assembling kernels)
   for (const auto& layer : gnn::layers::all()) {
     check_every_composition<double>(layer, 53, 7, 3, 11, 1e-12);  // K_in > K_out
     check_every_composition<double>(layer, 41, 3, 9, 12, 1e-12);  // K_in < K_out
+    for (const auto& r : gnn::candidates(layer).ranked)
+      for (const auto& st : r.composition.steps) sparse_adds += st.prim == gnn::Primitive::sparse_add;
   }
+  CHECK(sparse_adds > 0);
 }
 
 TEST_CASE("gnn compositions: one node and no nodes", "[gnn]") {

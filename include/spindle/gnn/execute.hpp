@@ -265,6 +265,10 @@ std::vector<RtValue<T>> run_steps(const Composition& c, const Bindings<T>& b, st
   static const auto scale_w = ops::scale<T>();
   static const auto scale_u = kernels::scale_pattern<T>();
   static const auto add = kernels::dense_add<T>();
+  static const auto add_ww = kernels::sparse_add_terms<T, false, false>();
+  static const auto add_wu = kernels::sparse_add_terms<T, false, true>();
+  static const auto add_uw = kernels::sparse_add_terms<T, true, false>();
+  static const auto add_uu = kernels::sparse_add_terms<T, true, true>();
 
   std::vector<RtValue<T>> v(c.steps.size());
   std::size_t current = 0;  // the step being run (its workspace slot)
@@ -350,24 +354,30 @@ std::vector<RtValue<T>> run_steps(const Composition& c, const Bindings<T>& b, st
         break;
       }
       case Primitive::sparse_add: {
-        // Union of the terms' patterns, values summed (unweighted entries count 1).
-        std::vector<Triplet<T>> t;
-        std::int64_t rows = 0, cols = 0;
-        for (std::size_t k = 0; k < st.args.size(); ++k) {
+        // Union of the terms' patterns, values summed (unweighted entries count 1), folded
+        // pairwise by assembling kernels; a diagonal term is a CSR of its n diagonal entries.
+        std::vector<std::shared_ptr<Csr<T>>> diagonals;
+        auto term = [&](std::size_t k) -> std::pair<const Csr<T>*, bool> {
           const auto& x = arg(k);
-          if (x.kind == MatrixKind::diagonal) {
-            rows = cols = x.view.dim(0);
-            for (std::int64_t i = 0; i < x.view.dim(0); ++i) t.push_back({i, i, x.view.values()[i]});
-          } else {
-            rows = x.csr->rows();
-            cols = x.csr->cols();
-            const bool unit = x.kind == MatrixKind::sparse_unweighted;
-            for (std::int64_t i = 0; i < x.csr->rows(); ++i)
-              for (auto q = x.csr->indptr()[i]; q < x.csr->indptr()[i + 1]; ++q)
-                t.push_back({i, static_cast<std::int64_t>(x.csr->indices()[q]), unit ? T(1) : x.csr->values()[q]});
-          }
-        }
-        out.owned_csr = std::make_shared<Csr<T>>(Csr<T>::from_triplets(rows, cols, t));
+          if (x.kind != MatrixKind::diagonal) return {x.csr, x.kind == MatrixKind::sparse_unweighted};
+          const std::int64_t n = x.view.dim(0);
+          std::vector<std::int32_t> indptr(static_cast<std::size_t>(n) + 1), indices(static_cast<std::size_t>(n));
+          for (std::int64_t i = 0; i < n; ++i) indptr[static_cast<std::size_t>(i) + 1] = static_cast<std::int32_t>(i + 1);
+          for (std::int64_t i = 0; i < n; ++i) indices[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(i);
+          diagonals.push_back(std::make_shared<Csr<T>>(
+              n, n, std::move(indptr), std::move(indices), std::vector<T>(x.view.values().begin(), x.view.values().end())));
+          return {diagonals.back().get(), false};
+        };
+        auto add_pair = [&](std::pair<const Csr<T>*, bool> a, std::pair<const Csr<T>*, bool> b) {
+          auto c = std::make_shared<Csr<T>>(a.first->rows(), a.first->cols());
+          if (a.second && b.second) add_uu(*a.first, *b.first, *c);
+          else if (a.second) add_uw(*a.first, *b.first, *c);
+          else if (b.second) add_wu(*a.first, *b.first, *c);
+          else add_ww(*a.first, *b.first, *c);
+          return c;
+        };
+        out.owned_csr = add_pair(term(0), term(1));
+        for (std::size_t k = 2; k < st.args.size(); ++k) out.owned_csr = add_pair({out.owned_csr.get(), false}, term(k));
         out.csr = out.owned_csr.get();
         break;
       }

@@ -56,6 +56,35 @@ auto gemm() {
                                    sp::iter<K> k, sp::iter<N> n) { c(i, n) += a(i, k) * w(k, n); });
 }
 
+// C = A + B for CSR terms, C's pattern the union of theirs (an assembling kernel,
+// docs/language.md §4.6); a term marked Unit is read through its pattern only (its entries
+// count 1, its stored values are never loaded).
+template <class T, bool UnitA, bool UnitB>
+auto sparse_add_terms() {
+  using J2 = ops::J2I<std::int32_t>;
+  using C = ops::CJ<std::int32_t>;
+  const char* name = UnitA ? (UnitB ? "gnn_sparse_add_uu" : "gnn_sparse_add_uw")
+                           : (UnitB ? "gnn_sparse_add_wu" : "gnn_sparse_add_ww");
+  return sp::kernel(name, [](sp::in<T, I, J> a, sp::in<T, I, J2> b, sp::out<T, I, C> c, sp::iter<I> i) {
+    sp::for_each<J>([&](sp::iter<J> j) {
+      if constexpr (UnitA) {
+        (void)a;
+        c(i, j) += T(1);
+      } else {
+        c(i, j) += a(i, j);
+      }
+    });
+    sp::for_each<J2>([&](sp::iter<J2> j) {
+      if constexpr (UnitB) {
+        (void)b;
+        c(i, j) += T(1);
+      } else {
+        c(i, j) += b(i, j);
+      }
+    });
+  });
+}
+
 // C = A + B (dense)
 template <class T>
 auto dense_add() {
