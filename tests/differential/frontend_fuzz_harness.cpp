@@ -291,7 +291,7 @@ class Runner {
               // emulator, with a scratch budget that makes rows share workers).
               const spindle::test::BufferData& out = data.buffers[static_cast<std::size_t>(data.assembled)];
               ErasedCsrTarget target(out.buffer->axes[1]->index_dtype, out.buffer->dtype);
-              spindle::test::run_assembled_cuda_build(def.stage1, args, target, &nvrtc_, &emulators, 24 * 64);
+              spindle::test::run_assembled_cuda_build(def.stage1, args, target, &nvrtc_, &emulators, 20 * 64);
               std::vector<spindle::fefuzz::CsrEntry> got;
               d = target.read(got);
               if (!d.empty()) d = "assembled output: " + d;

@@ -235,7 +235,7 @@ std::string run_engine(RandomKernel& k, const sp::ir::Function& completed, const
       if (engine == "cuda") {
         // The GPU steps (on the GPU when present, else in the emulator); a scratch budget of 1 to 5 columns' worth per worker
         // count makes rows share workers (and rebalance them) as a large matrix would.
-        const std::int64_t budget = 24 * std::max<std::int64_t>(1, view.levels[1].length) *
+        const std::int64_t budget = 20 * std::max<std::int64_t>(1, view.levels[1].length) *
                                     (1 + static_cast<std::int64_t>(k.seed % 5));
         spindle::test::run_assembled_cuda_build(completed, args, target, &nvrtc, nullptr, budget);
       } else {

@@ -10,6 +10,8 @@
 //                                       ... <write at x>
 //                                       <row epilogue>
 //
+// (mark is 32-bit: i is stored and compared as int32; list holds columns in the output's index
+// type.)
 // symbolic: <write at x> is `if mark[blk, x] != i: mark[blk, x] = i; count += 1` (the value is
 //           not computed), the epilogue `counts[i] = count`;
 // numeric:  <write at x> is `if mark[blk, x] != i: mark[blk, x] = i; ws[blk, x] = identity;
@@ -111,14 +113,15 @@ class AssembleRows : public ir::IRMutator {
     ir::Var x("spindle_col", DType::i64);
     const ir::Expr blk = block_, col = x, i = row_;
     ir::Expr count = ir::load(count_, {});
-    std::vector<ir::Stmt> first{ir::store(mark_, {blk, col}, i, loc)};
+    const ir::Expr row = ir::cast(mark_->dtype, i);  // 32-bit: the runtime checks the row count
+    std::vector<ir::Stmt> first{ir::store(mark_, {blk, col}, row, loc)};
     if (a_.phase == AssemblyContext::numeric) {
       first.push_back(ir::store(ws_, {blk, col}, ir::reduce_identity(op ? *op : ir::ReduceOp::add, ws_->dtype), loc));
-      first.push_back(ir::store(list_, {blk, count}, col, loc));
+      first.push_back(ir::store(list_, {blk, count}, ir::cast(list_->dtype, col), loc));
     }
     first.push_back(ir::store(count_, {}, count + 1, loc));
     std::vector<ir::Stmt> s{
-        ir::if_then_else(ir::binary(ir::BinOp::ne, ir::load(mark_, {blk, col}), i), ir::seq(std::move(first), loc),
+        ir::if_then_else(ir::binary(ir::BinOp::ne, ir::load(mark_, {blk, col}), row), ir::seq(std::move(first), loc),
                          ir::Stmt(), loc)};
     if (a_.phase == AssemblyContext::numeric)
       s.push_back(op ? ir::reduce(ws_, {blk, col}, *op, value, loc) : ir::store(ws_, {blk, col}, value, loc));
@@ -132,7 +135,7 @@ class AssembleRows : public ir::IRMutator {
     ir::Var base("spindle_base", DType::i64), q("spindle_q", DType::i64), col("spindle_col", DType::i64);
     const ir::Expr blk = block_, at = ir::Expr(base) + ir::Expr(q);
     ir::Stmt copy = ir::let_stmt(
-        col, ir::load(list_, {blk, q}),
+        col, ir::cast(DType::i64, ir::load(list_, {blk, q})),
         ir::seq({ir::store(out_indices_, {at}, ir::cast(out_indices_->dtype, col), loc),
                  ir::store(out_values_, {at}, ir::load(ws_, {blk, col}), loc)},
                 loc),

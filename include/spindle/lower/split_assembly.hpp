@@ -122,11 +122,14 @@ inline AssemblyPhase split_assembly(const ir::Function& f, AssemblyContext::Phas
   const ir::Axis blocks = root_axis("spindle_blocks");
   ctx.bounds = buffer("spindle_block_rows", DType::i64, {root_axis("spindle_blocks_plus_one")}, ir::BufferRole::input);
   // Named after the output: a shape error of the call names them (`C_columns`, `C_rows`).
-  ctx.mark = buffer(c->name + "_columns", DType::i64, {blocks, xs}, ir::BufferRole::inout);
+  // The marker holds a row number in 32 bits (the runtime refuses outputs of 2^31 rows or
+  // more); the touched list a column in the output's index type: half the scratch traffic of
+  // 64-bit entries on the common 32-bit case.
+  ctx.mark = buffer(c->name + "_columns", DType::i32, {blocks, xs}, ir::BufferRole::inout);
   ctx.counts = buffer(c->name + "_rows", DType::i64, {rows}, ir::BufferRole::inout);
   if (phase == AssemblyContext::numeric) {
     ctx.workspace = buffer("spindle_workspace", c->dtype, {blocks, xs}, ir::BufferRole::inout);
-    ctx.list = buffer("spindle_touched", DType::i64, {blocks, xs}, ir::BufferRole::inout);
+    ctx.list = buffer("spindle_touched", cols->index_dtype, {blocks, xs}, ir::BufferRole::inout);
     ctx.row_ptr = buffer("spindle_row_ptr", DType::i64, {root_axis("spindle_rows_plus_one")}, ir::BufferRole::input);
     const ir::Axis nnz = root_axis("spindle_nnz");
     ctx.out_indices = buffer(c->name + "_indices", cols->index_dtype, {nnz}, ir::BufferRole::inout);

@@ -16,45 +16,34 @@ namespace spindle::runtime {
 namespace assembly_detail {
 
 // Sorts each row's (column, value) pairs by column; rows already in order are only checked.
-// Two ascending runs (a sum of two rows) are merged; else by row length n and column span
-// s (max - min + 1): n <= 32 an insertion sort in place; a
-// row that fills its span densely enough (s / 64 words < n log2 n / 4) a bucket pass: a bit
-// per column and the value at its column in per-thread scratch, read back in column order;
-// otherwise a sort of 64-bit keys (column << 32 | position) and a gather of the values.
+// A row is a concatenation of ascending runs: the numeric phase lists a column when it is
+// first written, so each input row it walks (a row of B in SpGEMM, of A or B in a sum)
+// contributes one ascending run. By row length n and column span s (max - min + 1): n <= 32
+// an insertion sort in place; a row that fills its span densely enough (s / 64 words <
+// n log2 n / 4) a bucket pass (a bit per column and the value at its column in per-thread
+// scratch, read back in column order); otherwise a natural merge sort: adjacent runs merged
+// pairwise until one is left, O(n log r) for r runs.
 template <class I, class V>
 void sort_rows(ThreadPool& pool, std::int64_t rows, std::int64_t cols, const std::int64_t* row_ptr, I* idx, V* val) {
-  const bool keys_fit = cols <= (std::int64_t{1} << 31);
   const std::int64_t grain = std::max<std::int64_t>(64, rows / (4 * std::max(1, pool.num_threads())));
   pool.parallel_for(rows, grain, [&](std::int64_t b, std::int64_t e) {
-    std::vector<std::uint64_t> keys, bits;
-    std::vector<V> vals, dense;
+    std::vector<std::uint64_t> bits;
+    std::vector<V> dense, tv;
+    std::vector<I> tx;
+    std::vector<std::int64_t> starts, next;
     for (std::int64_t r = b; r < e; ++r) {
       I* x = idx + row_ptr[r];
       V* v = val + row_ptr[r];
       const std::int64_t n = row_ptr[r + 1] - row_ptr[r];
       if (n < 2) continue;
       I lo = x[0], hi = x[0];
-      std::int64_t descents = 0, cut = 0;
+      starts.assign(1, 0);
       for (std::int64_t q = 1; q < n; ++q) {
-        if (x[q - 1] > x[q]) ++descents, cut = q;
+        if (x[q - 1] > x[q]) starts.push_back(q);
         lo = std::min(lo, x[q]);
         hi = std::max(hi, x[q]);
       }
-      if (descents == 0) continue;
-      if (descents == 1) {  // two ascending runs (a sum of two rows): merge them
-        keys.resize(static_cast<std::size_t>(n));
-        vals.resize(static_cast<std::size_t>(n));
-        std::int64_t p = 0, o = cut, out = 0;
-        while (p < cut && o < n) {
-          const std::int64_t take = x[o] < x[p] ? o++ : p++;
-          keys[static_cast<std::size_t>(out)] = static_cast<std::uint64_t>(x[take]);
-          vals[static_cast<std::size_t>(out++)] = v[take];
-        }
-        for (; p < cut; ++p, ++out) keys[static_cast<std::size_t>(out)] = static_cast<std::uint64_t>(x[p]), vals[static_cast<std::size_t>(out)] = v[p];
-        for (; o < n; ++o, ++out) keys[static_cast<std::size_t>(out)] = static_cast<std::uint64_t>(x[o]), vals[static_cast<std::size_t>(out)] = v[o];
-        for (std::int64_t q = 0; q < n; ++q) x[q] = static_cast<I>(keys[static_cast<std::size_t>(q)]), v[q] = vals[static_cast<std::size_t>(q)];
-        continue;
-      }
+      if (starts.size() == 1) continue;  // one run: already sorted
       if (n <= 32) {
         for (std::int64_t q = 1; q < n; ++q) {
           const I key = x[q];
@@ -87,22 +76,38 @@ void sort_rows(ThreadPool& pool, std::int64_t rows, std::int64_t cols, const std
         }
         continue;
       }
-      if (keys_fit) {
-        keys.resize(static_cast<std::size_t>(n));
-        vals.assign(v, v + n);
-        for (std::int64_t q = 0; q < n; ++q)
-          keys[static_cast<std::size_t>(q)] = (static_cast<std::uint64_t>(x[q]) << 32) | static_cast<std::uint64_t>(q);
-        std::sort(keys.begin(), keys.end());
-        for (std::int64_t q = 0; q < n; ++q) {
-          const std::uint64_t k = keys[static_cast<std::size_t>(q)];
-          x[q] = static_cast<I>(k >> 32), v[q] = vals[k & 0xffffffffu];
+      // Natural merge sort between the row and per-thread scratch.
+      starts.push_back(n);
+      tx.resize(static_cast<std::size_t>(n));
+      tv.resize(static_cast<std::size_t>(n));
+      I* sx = x;
+      V* sv = v;
+      I* dx = tx.data();
+      V* dv = tv.data();
+      while (starts.size() > 2) {
+        const std::size_t runs = starts.size() - 1;
+        next.assign(1, 0);
+        for (std::size_t k = 0; k < runs; k += 2) {
+          const std::int64_t from = starts[k], mid = starts[k + 1], to = k + 2 <= runs ? starts[k + 2] : mid;
+          std::int64_t p = from, o = mid, out = from;
+          while (p < mid && o < to) {  // branch-free: the comparison is unpredictable
+            const bool right = sx[o] < sx[p];
+            const std::int64_t take = right ? o : p;
+            dx[out] = sx[take], dv[out++] = sv[take];
+            o += right, p += !right;
+          }
+          for (; p < mid; ++p, ++out) dx[out] = sx[p], dv[out] = sv[p];
+          for (; o < to; ++o, ++out) dx[out] = sx[o], dv[out] = sv[o];
+          next.push_back(to);
         }
-        continue;
+        std::swap(starts, next);
+        std::swap(sx, dx);
+        std::swap(sv, dv);
       }
-      std::vector<std::pair<I, V>> tmp;
-      for (std::int64_t q = 0; q < n; ++q) tmp.emplace_back(x[q], v[q]);
-      std::sort(tmp.begin(), tmp.end(), [](const auto& p, const auto& o) { return p.first < o.first; });
-      for (std::int64_t q = 0; q < n; ++q) x[q] = tmp[static_cast<std::size_t>(q)].first, v[q] = tmp[static_cast<std::size_t>(q)].second;
+      if (sx != x) {
+        std::copy(sx, sx + n, x);
+        std::copy(sv, sv + n, v);
+      }
     }
   });
 }
@@ -157,11 +162,12 @@ SPINDLE_DECL void AssembledKernel::call(const std::vector<CallArg>& args, Assemb
   const std::int64_t blocks = std::max<std::int64_t>(1, std::min<std::int64_t>(pool.num_threads(), rows));
   std::vector<std::int64_t> bounds = even_blocks(rows, blocks);
   const std::size_t scratch = static_cast<std::size_t>(blocks) * static_cast<std::size_t>(cols);
-  std::vector<std::int64_t> mark(scratch, -1), counts(static_cast<std::size_t>(rows), 0);
+  std::vector<std::int32_t> mark(scratch, -1);
+  std::vector<std::int64_t> counts(static_cast<std::size_t>(rows), 0);
 
   std::vector<CallArg> a = base;
   a.push_back(phase_arg(bounds.data(), DType::i64, {blocks + 1}, false));
-  a.push_back(phase_arg(mark.data(), DType::i64, {blocks, cols}, true));
+  a.push_back(phase_arg(mark.data(), DType::i32, {blocks, cols}, true));
   a.push_back(phase_arg(counts.data(), DType::i64, {rows}, true));
   try {
     impl_->sym.call(a);
@@ -177,14 +183,14 @@ SPINDLE_DECL void AssembledKernel::call(const std::vector<CallArg>& args, Assemb
 
   rebalance(bounds, row_ptr);
   std::fill(mark.begin(), mark.end(), -1);
-  std::vector<std::int64_t> counts2(static_cast<std::size_t>(rows), 0), list(scratch);
+  std::vector<std::int64_t> counts2(static_cast<std::size_t>(rows), 0), list(scratch);  // 8-byte slots
   std::unique_ptr<std::int64_t[]> workspace(new std::int64_t[std::max<std::size_t>(scratch, 1)]);  // 8-byte slots
   a = std::move(base);
   a.push_back(phase_arg(bounds.data(), DType::i64, {blocks + 1}, false));
-  a.push_back(phase_arg(mark.data(), DType::i64, {blocks, cols}, true));
+  a.push_back(phase_arg(mark.data(), DType::i32, {blocks, cols}, true));
   a.push_back(phase_arg(counts2.data(), DType::i64, {rows}, true));
   a.push_back(phase_arg(workspace.get(), p.value_dtype, {blocks, cols}, true));
-  a.push_back(phase_arg(list.data(), DType::i64, {blocks, cols}, true));
+  a.push_back(phase_arg(list.data(), p.index_dtype, {blocks, cols}, true));
   a.push_back(phase_arg(row_ptr.data(), DType::i64, {rows + 1}, false));
   a.push_back(phase_arg(out_indices, p.index_dtype, {nnz}, true));
   a.push_back(phase_arg(out_values, p.value_dtype, {nnz}, true));

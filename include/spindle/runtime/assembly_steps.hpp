@@ -63,6 +63,9 @@ struct AssemblyPlan {
     SPINDLE_CHECK(ov.levels[1].index_dtype == index_dtype, DTypeError, "kernel '", kernel, "': argument ", out_arg,
                   " ('", output, "') stores ", dtype_name(ov.levels[1].index_dtype), " column indices but axis ",
                   cols_axis, "'s assembled columns are declared ", dtype_name(index_dtype));
+    SPINDLE_CHECK(ov.levels[0].length <= std::numeric_limits<std::int32_t>::max(), ShapeError, "kernel '", kernel,
+                  "': the assembled output '", output, "' has ", ov.levels[0].length, " rows; at most 2^31 - 1 are "
+                  "supported (its column markers hold row numbers in 32 bits)");
     return {ov.levels[0].length, ov.levels[1].length};
   }
 

@@ -64,14 +64,14 @@ TEST_CASE("assemble_rows: row blocks in parallel, a column marker per block, wor
           block add1:
             for j in [0, J_indptr[i + 1] - J_indptr[i]):  # axis J
               let spindle_col: i64 = i64(J_indices[J_indptr[i] + j])
-              if c_columns[spindle_block, spindle_col] != i:
-                c_columns[spindle_block, spindle_col] = i
+              if c_columns[spindle_block, spindle_col] != i32(i):
+                c_columns[spindle_block, spindle_col] = i32(i)
                 spindle_count = spindle_count + 1
           block add2:
             for j2 in [0, J2_indptr[i + 1] - J2_indptr[i]):  # axis J2
               let spindle_col: i64 = i64(J2_indices[J2_indptr[i] + j2])
-              if c_columns[spindle_block, spindle_col] != i:
-                c_columns[spindle_block, spindle_col] = i
+              if c_columns[spindle_block, spindle_col] != i32(i):
+                c_columns[spindle_block, spindle_col] = i32(i)
                 spindle_count = spindle_count + 1
           c_rows[i] = spindle_count
 )");
@@ -84,25 +84,25 @@ TEST_CASE("assemble_rows: row blocks in parallel, a column marker per block, wor
           block add1:
             for j in [0, J_indptr[i + 1] - J_indptr[i]):  # axis J
               let spindle_col: i64 = i64(J_indices[J_indptr[i] + j])
-              if c_columns[spindle_block, spindle_col] != i:
-                c_columns[spindle_block, spindle_col] = i
+              if c_columns[spindle_block, spindle_col] != i32(i):
+                c_columns[spindle_block, spindle_col] = i32(i)
                 spindle_workspace[spindle_block, spindle_col] = 0.0f
-                spindle_touched[spindle_block, spindle_count] = spindle_col
+                spindle_touched[spindle_block, spindle_count] = i32(spindle_col)
                 spindle_count = spindle_count + 1
               spindle_workspace[spindle_block, spindle_col] += a[J_indptr[i] + j]
           block add2:
             for j2 in [0, J2_indptr[i + 1] - J2_indptr[i]):  # axis J2
               let spindle_col: i64 = i64(J2_indices[J2_indptr[i] + j2])
-              if c_columns[spindle_block, spindle_col] != i:
-                c_columns[spindle_block, spindle_col] = i
+              if c_columns[spindle_block, spindle_col] != i32(i):
+                c_columns[spindle_block, spindle_col] = i32(i)
                 spindle_workspace[spindle_block, spindle_col] = 0.0f
-                spindle_touched[spindle_block, spindle_count] = spindle_col
+                spindle_touched[spindle_block, spindle_count] = i32(spindle_col)
                 spindle_count = spindle_count + 1
               spindle_workspace[spindle_block, spindle_col] += b[J2_indptr[i] + j2]
           c_rows[i] = spindle_count
           let spindle_base: i64 = spindle_row_ptr[i]
           for spindle_q in [0, min(spindle_count, spindle_row_ptr[i + 1] - spindle_base)):  # axis spindle_gather
-            let spindle_col: i64 = spindle_touched[spindle_block, spindle_q]
+            let spindle_col: i64 = i64(spindle_touched[spindle_block, spindle_q])
             c_indices[spindle_base + spindle_q] = i32(spindle_col)
             c_values[spindle_base + spindle_q] = spindle_workspace[spindle_block, spindle_col]
 )");

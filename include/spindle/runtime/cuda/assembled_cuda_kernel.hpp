@@ -11,7 +11,7 @@
 //   4. a sort launch (codegen/cuda_sort_rows.hpp): each row by column, one thread per row
 //
 // The number of GPU workers (blocks of rows) T is bounded by a scratch budget: T * columns *
-// 24 bytes (marker, workspace slot, list entry) <= AssemblyDevice::scratch_budget(), and T <=
+// 20 bytes (marker, workspace slot, list entry) <= AssemblyDevice::scratch_budget(), and T <=
 // rows, T <= 32768. The caller's DeviceCsr receives the arrays only when every step succeeded.
 //
 // assemble_on() runs the steps on any AssemblyDevice: the driver's (AssembledCudaKernel::call)

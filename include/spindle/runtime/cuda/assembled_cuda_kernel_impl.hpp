@@ -18,7 +18,7 @@ namespace spindle::cuda {
 namespace assembly_detail {
 
 inline constexpr std::int64_t kMaxWorkers = 32768;
-inline constexpr std::int64_t kScratchBytesPerColumn = 24;  // marker + workspace slot + list entry
+inline constexpr std::int64_t kScratchBytesPerColumn = 20;  // marker (4) + workspace slot (8) + list entry (8)
 
 // The driver's device: arrays in the runtime's context, every step on its stream.
 class DriverDevice final : public AssemblyDevice {
@@ -102,14 +102,14 @@ SPINDLE_DECL void assemble_on(AssemblyDevice& dev, const runtime::AssemblyPlan& 
 
   std::vector<std::int64_t> bounds = runtime::even_blocks(rows, workers);
   void* d_bounds = dev.allocate(words(workers + 1));
-  void* d_mark = dev.allocate(cells * 8);
+  void* d_mark = dev.allocate(cells * 4);
   void* d_counts = dev.allocate(words(rows));
   dev.upload(d_bounds, bounds.data(), words(workers + 1));
-  dev.fill(d_mark, cells * 8, 0xFF);  // -1: no column marked yet
+  dev.fill(d_mark, cells * 4, 0xFF);  // -1: no column marked yet
   dev.fill(d_counts, words(rows), 0);  // rows no block visits (a kernel whose writes never run) count 0
   std::vector<runtime::CallArg> a = base;
   a.push_back(phase_arg(d_bounds, DType::i64, {workers + 1}, false, on_dev));
-  a.push_back(phase_arg(d_mark, DType::i64, {workers, cols}, true, on_dev));
+  a.push_back(phase_arg(d_mark, DType::i32, {workers, cols}, true, on_dev));
   a.push_back(phase_arg(d_counts, DType::i64, {rows}, true, on_dev));
   try {
     dev.run_phase(p.symbolic, a);
@@ -127,7 +127,7 @@ SPINDLE_DECL void assemble_on(AssemblyDevice& dev, const runtime::AssemblyPlan& 
 
   runtime::rebalance(bounds, row_ptr);
   dev.upload(d_bounds, bounds.data(), words(workers + 1));
-  dev.fill(d_mark, cells * 8, 0xFF);
+  dev.fill(d_mark, cells * 4, 0xFF);
   void* d_counts2 = dev.allocate(words(rows));
   dev.fill(d_counts2, words(rows), 0);
   void* d_workspace = dev.allocate(cells * 8);  // 8-byte slots
@@ -136,10 +136,10 @@ SPINDLE_DECL void assemble_on(AssemblyDevice& dev, const runtime::AssemblyPlan& 
   dev.upload(d_row_ptr, row_ptr.data(), words(rows + 1));
   a = std::move(base);
   a.push_back(phase_arg(d_bounds, DType::i64, {workers + 1}, false, on_dev));
-  a.push_back(phase_arg(d_mark, DType::i64, {workers, cols}, true, on_dev));
+  a.push_back(phase_arg(d_mark, DType::i32, {workers, cols}, true, on_dev));
   a.push_back(phase_arg(d_counts2, DType::i64, {rows}, true, on_dev));
   a.push_back(phase_arg(d_workspace, p.value_dtype, {workers, cols}, true, on_dev));
-  a.push_back(phase_arg(d_list, DType::i64, {workers, cols}, true, on_dev));
+  a.push_back(phase_arg(d_list, p.index_dtype, {workers, cols}, true, on_dev));
   a.push_back(phase_arg(d_row_ptr, DType::i64, {rows + 1}, false, on_dev));
   a.push_back(phase_arg(out_indices, p.index_dtype, {nnz}, true, on_dev));
   a.push_back(phase_arg(out_values, p.value_dtype, {nnz}, true, on_dev));
