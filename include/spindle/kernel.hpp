@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "spindle/format/csr.hpp"
+#include "spindle/format/dcsr.hpp"
 #include "spindle/format/storage_of.hpp"
 #include "spindle/frontend/define.hpp"
 #include "spindle/runtime/assembled_kernel.hpp"
@@ -164,6 +165,37 @@ class CsrAssembly final : public runtime::AssemblyTarget {
   std::vector<T> values_;
 };
 
+// The same for a Dcsr output: the assembled CSR with its empty rows dropped (only the rows
+// that got entries are stored). The Dcsr constructor validates what it is given.
+template <class T, class Index>
+class DcsrAssembly final : public runtime::AssemblyTarget {
+ public:
+  explicit DcsrAssembly(Dcsr<T, Index>& out) : out_(out) {}
+  void allocate(std::int64_t nnz, const std::vector<std::int64_t>& row_ptr, void*& indices, void*& values) override {
+    row_ptr_ = row_ptr;
+    indices_.resize(static_cast<std::size_t>(nnz));
+    values_.resize(static_cast<std::size_t>(nnz));
+    indices = indices_.data();
+    values = values_.data();
+  }
+  void commit() override {
+    std::vector<Index> ids, ptr{0};
+    for (std::size_t r = 0; r + 1 < row_ptr_.size(); ++r)
+      if (row_ptr_[r + 1] > row_ptr_[r]) {
+        ids.push_back(static_cast<Index>(r));
+        ptr.push_back(static_cast<Index>(row_ptr_[r + 1]));
+      }
+    out_ = Dcsr<T, Index>(out_.rows(), out_.cols(), std::move(ids), std::move(ptr), std::move(indices_),
+                          std::move(values_), out_.name());
+  }
+
+ private:
+  Dcsr<T, Index>& out_;
+  std::vector<std::int64_t> row_ptr_;
+  std::vector<Index> indices_;
+  std::vector<T> values_;
+};
+
 template <class A>
 runtime::CallArg make_call_arg(A&& a) {
   runtime::CallArg c;
@@ -209,13 +241,17 @@ class Kernel {
       using T = typename P::value_type;
       using Index = typename detail::last_axis<P>::type::index_type;
       using Arg = std::tuple_element_t<assembled_arg, std::tuple<Args...>>;
-      static_assert(std::is_same_v<Arg, Csr<T, Index>&> || std::is_same_v<Arg, cuda::DeviceCsr<T, Index>&>,
+      static_assert(std::is_same_v<Arg, Csr<T, Index>&> || std::is_same_v<Arg, Dcsr<T, Index>&> ||
+                        std::is_same_v<Arg, cuda::DeviceCsr<T, Index>&>,
                     "spindle: the assembled output of a kernel (out<T, P, C> with C = assembled<P, X, Index>) "
-                    "takes a non-const Csr<T, Index>& (or DeviceCsr<T, Index>& on the GPU) of the output's "
-                    "shape; the call replaces its pattern");
+                    "takes a non-const Csr<T, Index>& or Dcsr<T, Index>& (or DeviceCsr<T, Index>& on the GPU) "
+                    "of the output's shape; the call replaces its pattern");
       auto& c = std::get<assembled_arg>(std::forward_as_tuple(args...));
       if constexpr (std::is_same_v<Arg, Csr<T, Index>&>) {
         detail::CsrAssembly<T, Index> target(c);
+        compile_assembled().call(call_args, target);
+      } else if constexpr (std::is_same_v<Arg, Dcsr<T, Index>&>) {
+        detail::DcsrAssembly<T, Index> target(c);
         compile_assembled().call(call_args, target);
       } else {
         const cuda::AssembledCudaKernel& k = compile_assembled_cuda();

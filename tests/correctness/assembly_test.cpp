@@ -164,6 +164,18 @@ TEMPLATE_TEST_CASE("SpGEMM and sparse add assemble the exact pattern and values 
           CHECK(c.cols() == b.cols());
           CHECK(c.name() == "c");
           check_same(entries(c), want_product, tolerance<T>());
+          // A Dcsr output: the same entries, only the rows that got some stored.
+          sp::Dcsr<T> dc(a.rows(), b.cols(), "dc");
+          sp::ops::spgemm<T>().with_runtime(rt)(a, b, dc);
+          const auto want_d = sp::Dcsr<T>::from_csr(c);
+          CHECK(dc.name() == "dc");
+          CHECK(dc.rows() == c.rows());
+          CHECK(dc.cols() == c.cols());
+          REQUIRE(dc.stored_rows() == want_d.stored_rows());
+          CHECK(std::equal(dc.row_ids().begin(), dc.row_ids().end(), want_d.row_ids().begin()));
+          CHECK(std::equal(dc.indptr().begin(), dc.indptr().end(), want_d.indptr().begin()));
+          CHECK(std::equal(dc.indices().begin(), dc.indices().end(), want_d.indices().begin()));
+          CHECK(std::equal(dc.values().begin(), dc.values().end(), want_d.values().begin()));
           sp::Csr<T> d(a.rows(), a.cols());
           sp::ops::sparse_add<T>().with_runtime(rt)(a, a2, T(1.5), T(-0.5), d);
           check_same(entries(d), want_sum, tolerance<T>());
@@ -534,6 +546,9 @@ TEST_CASE("assembled outputs: definition errors name the rule, call errors leave
   sp::Csr<float> rows_wrong(21, 25);
   CHECK_THROWS_AS(spgemm(a, b, rows_wrong), sp::ShapeError);
   CHECK(rows_wrong.nnz() == 0);
+  sp::Dcsr<float> dcsr_wrong = sp::Dcsr<float>::from_csr(wrong);
+  CHECK_THROWS_AS(spgemm(a, b, dcsr_wrong), sp::ShapeError);
+  CHECK(entries(dcsr_wrong.to_csr()) == before);
   // Inner dimensions that differ are the inputs' error, found before anything is written.
   auto b_bad = random_csr<float>(Shape{"b", 31, 25, 3}, 2);
   sp::Csr<float> c(20, 25);

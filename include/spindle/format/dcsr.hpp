@@ -33,6 +33,9 @@ class Dcsr {
   using index_type = Index;
 
   Dcsr() = default;  // 0x0
+  // rows x cols with no stored row (an output a kernel assembles: spindle::kernel fills it).
+  Dcsr(std::int64_t rows, std::int64_t cols, std::string name = {})
+      : Dcsr(rows, cols, {}, {Index(0)}, {}, {}, std::move(name)) {}
 
   // row_ids: the stored rows, strictly ascending in [0, rows); indptr: row_ids.size() + 1
   // entries; indices/values: the entries of the stored rows, row after row.

@@ -50,11 +50,15 @@ struct AssemblyPlan {
                   "' takes ", symbolic.user_args + 1, " arguments, got ", args.size());
     const CallArg& o = args[static_cast<std::size_t>(out_arg)];
     const StorageView& ov = o.view;
-    SPINDLE_CHECK(!o.is_scalar && ov.levels.size() == 2 && ov.levels[0].kind == LevelKind::dense_fixed &&
-                      ov.levels[1].kind == LevelKind::sparse_variable,
-                  UserError, "kernel '", kernel, "': argument ", out_arg, " ('", output,
-                  "') is the assembled output and must be a ", device ? "DeviceCsr" : "Csr",
-                  " (rows x columns), got ", o.is_scalar ? std::string("a scalar") : ov.description());
+    // A Csr (dense rows) or, on the host, a Dcsr (a sparse root over the stored rows): only
+    // its extents are read here; the target decides what the arrays become.
+    const bool rows_ok = !o.is_scalar && ov.levels.size() == 2 &&
+                         (ov.levels[0].kind == LevelKind::dense_fixed ||
+                          (!device && ov.levels[0].kind == LevelKind::sparse_fixed));
+    SPINDLE_CHECK(rows_ok && ov.levels[1].kind == LevelKind::sparse_variable, UserError, "kernel '", kernel,
+                  "': argument ", out_arg, " ('", output, "') is the assembled output and must be a ",
+                  device ? "DeviceCsr" : "Csr or Dcsr", " (rows x columns), got ",
+                  o.is_scalar ? std::string("a scalar") : ov.description());
     SPINDLE_CHECK(ov.on_device == device, UserError, "kernel '", kernel, "': the assembled output '", output, "' is ",
                   device ? "built on the GPU here (the call has device arguments); hint: pass a DeviceCsr"
                          : "built on the CPU here (the call has host arguments); hint: pass a host Csr");
