@@ -1030,13 +1030,7 @@ class Generator {
       const int root_parent = k_.axes[static_cast<std::size_t>(chain.front())].parent;
       if (root_parent >= 0 && !bound(root_parent) && !by_coordinate(root_parent, {})) continue;
       std::vector<int> its;
-      for (int x : chain) {
-        Iterator it;
-        it.axis = x;
-        it.var = var_name("i");
-        k_.iterators.push_back(it);
-        its.push_back(static_cast<int>(k_.iterators.size()) - 1);
-      }
+      for (int x : chain) its.push_back(new_iterator(x));
       return its;
     }
     return {};
@@ -1301,14 +1295,17 @@ class Generator {
       if (options.empty()) break;
       chosen_axes.push_back(pick_from(options));
     }
-    for (int a : chosen_axes) {
-      Iterator it;
-      it.axis = a;
-      it.var = var_name("i");
-      k_.iterators.push_back(it);
-      its.push_back(static_cast<int>(k_.iterators.size()) - 1);
-    }
+    for (int a : chosen_axes) its.push_back(new_iterator(a));
     return its;
+  }
+
+  // A fresh iterator over axis `a`; its index in k_.iterators.
+  int new_iterator(int a) {
+    Iterator it;
+    it.axis = a;
+    it.var = var_name("i");
+    k_.iterators.push_back(it);
+    return static_cast<int>(k_.iterators.size()) - 1;
   }
 
   void order_iterators() {

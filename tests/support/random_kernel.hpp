@@ -651,12 +651,7 @@ class Generator {
                                    columns_of_->dense_of ? std::vector<ir::Axis>{columns_of_} : ir::axis_chain(columns_of_)));
     int ins = static_cast<int>(range(inputs_.empty() ? 1 : 0, 2));
     for (int q = 0; q < ins; ++q) inputs_.push_back(add_buffer(ir::BufferRole::input, T_));
-    if (chance(0.3)) {
-      is_index_buffer_ = true;
-      index_buffers_.push_back(add_buffer(ir::BufferRole::input, DType::i32));
-      is_index_buffer_ = false;
-    }
-    if (chance(0.4)) add_scalar();
+    maybe_add_index_buffer_and_scalar();
     ir::Buffer c = add_buffer(break_ == Break::inout ? ir::BufferRole::inout : ir::BufferRole::output, T_,
                               {rows_axis_, assembled_axis_});
     k_.assembled = static_cast<int>(k_.buffers.size()) - 1;
@@ -673,16 +668,21 @@ class Generator {
     }
   }
 
-  void make_buffers() {
-    add_by_coordinate_inputs();
-    int ins = static_cast<int>(range(1, 3)), outs = static_cast<int>(range(1, 3));
-    for (int q = 0; q < ins; ++q) inputs_.push_back(add_buffer(ir::BufferRole::input, T_));
+  // Sometimes an i32 index buffer (for indirect writes), sometimes a scalar parameter.
+  void maybe_add_index_buffer_and_scalar() {
     if (chance(0.3)) {
       is_index_buffer_ = true;
       index_buffers_.push_back(add_buffer(ir::BufferRole::input, DType::i32));
       is_index_buffer_ = false;
     }
     if (chance(0.4)) add_scalar();
+  }
+
+  void make_buffers() {
+    add_by_coordinate_inputs();
+    int ins = static_cast<int>(range(1, 3)), outs = static_cast<int>(range(1, 3));
+    for (int q = 0; q < ins; ++q) inputs_.push_back(add_buffer(ir::BufferRole::input, T_));
+    maybe_add_index_buffer_and_scalar();
     for (int q = 0; q < outs; ++q) {
       ir::BufferRole role = chance(0.3) ? ir::BufferRole::inout : ir::BufferRole::output;
       ir::Buffer b = add_buffer(role, T_);
