@@ -139,6 +139,44 @@ void run_cuda_assembled(const Kernel& k, sp::Csr<T, Index>& out, spindle::test::
   spindle::test::run_assembled_cuda_build(k.ir(), args, target, &nvrtc, &cache, budget);
 }
 
+// Runs `kernel` on every CPU engine and thread count and its CUDA build (the GPU, else the
+// emulator, with a scratch budget that makes rows share workers and one that does not), and
+// compares each output with the interpreter's on the same inputs.
+template <class Kernel, class MakeOut, class... Inputs>
+void check_assembled(const Kernel& kernel, MakeOut make_out, const Inputs&... inputs) {
+  static spindle::test::NvrtcCheck nvrtc;
+  static spindle::test::EmulatorCache cache;
+  using Out = decltype(make_out());
+  Out shell = make_out();
+  std::vector<sp::runtime::CallArg> args{sp::detail::make_call_arg(inputs)..., sp::detail::make_call_arg(shell)};
+  spindle::test::Interpreter interp(kernel.ir(), args);
+  interp.run();
+  const auto want = interp.assembled(kernel.ir().buffers.back().buffer->name);
+  auto same = [&](const Out& got) {
+    auto have = entries(got);
+    REQUIRE(have.size() == want.size());
+    for (auto& w : want) {
+      auto it = have.find({w.row, w.col});
+      REQUIRE(it != have.end());
+      double expect = sp::is_float(sp::dtype_v<typename Out::value_type>) ? w.f : static_cast<double>(w.i);
+      CHECK(std::fabs(it->second - expect) <= w.error_bound + 1e-6 * std::fabs(expect));
+    }
+  };
+  for (const auto& engine : spindle::test::cpu_engines())
+    for (int threads : {1, 3}) {
+      INFO(kernel.name() << " engine " << engine << " threads " << threads);
+      Out got = make_out();
+      kernel.with_runtime(spindle::test::engine_runtime(engine, threads))(inputs..., got);
+      same(got);
+    }
+  for (std::int64_t budget : {std::int64_t{20} * std::max<std::int64_t>(shell.cols(), 1) * 4, std::int64_t{1} << 24}) {
+    INFO(kernel.name() << " CUDA build (" << spindle::test::cuda_engine_name() << "), scratch budget " << budget);
+    Out got = make_out();
+    run_cuda_assembled(kernel, got, nvrtc, cache, budget, inputs...);
+    same(got);
+  }
+}
+
 }  // namespace
 
 TEMPLATE_TEST_CASE("SpGEMM and sparse add assemble the exact pattern and values on every shape, engine and thread count",
@@ -251,42 +289,7 @@ TEST_CASE("assembled outputs agree with the reference interpreter on every engin
                                            {b.indices().begin(), b.indices().end()});
   sp::Csr<float> empty_b(47, 53);
 
-  // Runs `kernel` on every CPU engine and thread count and its CUDA build (the GPU, else the
-  // emulator, with a scratch budget that makes rows share workers and one that does not), and
-  // compares each output with the interpreter's on the same inputs.
-  spindle::test::NvrtcCheck nvrtc;
-  spindle::test::EmulatorCache cache;
-  auto check = [&](auto& kernel, auto make_out, auto&&... inputs) {
-    using Out = decltype(make_out());
-    Out shell = make_out();
-    std::vector<sp::runtime::CallArg> args{sp::detail::make_call_arg(inputs)..., sp::detail::make_call_arg(shell)};
-    spindle::test::Interpreter interp(kernel.ir(), args);
-    interp.run();
-    const auto want = interp.assembled(kernel.ir().buffers.back().buffer->name);
-    auto same = [&](const Out& got) {
-      auto have = entries(got);
-      REQUIRE(have.size() == want.size());
-      for (auto& w : want) {
-        auto it = have.find({w.row, w.col});
-        REQUIRE(it != have.end());
-        double expect = sp::is_float(sp::dtype_v<typename Out::value_type>) ? w.f : static_cast<double>(w.i);
-        CHECK(std::fabs(it->second - expect) <= w.error_bound + 1e-6 * std::fabs(expect));
-      }
-    };
-    for (const auto& engine : spindle::test::cpu_engines())
-      for (int threads : {1, 3}) {
-        INFO(kernel.name() << " engine " << engine << " threads " << threads);
-        Out got = make_out();
-        kernel.with_runtime(spindle::test::engine_runtime(engine, threads))(inputs..., got);
-        same(got);
-      }
-    for (std::int64_t budget : {std::int64_t{20} * 53 * 4, std::int64_t{1} << 24}) {
-      INFO(kernel.name() << " CUDA build (" << spindle::test::cuda_engine_name() << "), scratch budget " << budget);
-      Out got = make_out();
-      run_cuda_assembled(kernel, got, nvrtc, cache, budget, inputs...);
-      same(got);
-    }
-  };
+  auto check = [](auto& kernel, auto make_out, auto&&... inputs) { check_assembled(kernel, make_out, inputs...); };
   check(spgemm, [] { return sp::Csr<float>(61, 53); }, a, b);
   check(maxplus, [] { return sp::Csr<float>(61, 53); }, a, b);
   check(scaled, [] { return sp::Csr<float>(61, 47); }, a);
@@ -566,4 +569,40 @@ TEST_CASE("assembled outputs: definition errors name the rule, call errors leave
   // An assembled kernel has no single-kernel or CUDA build.
   CHECK_THROWS_WITH(spgemm.compile(), Contains("is an assembled output"));
   CHECK_THROWS_WITH(spgemm.compile_cuda(), Contains("is an assembled output"));
+}
+
+TEST_CASE("co-iteration into assembled outputs: the sparse add on the union and the element-wise product on the "
+          "intersection have exactly those patterns, on every shape, engine, thread count and the CUDA build",
+          "[correctness][assembly][coiteration]") {
+  using U = sp::union_of<J, J2>;
+  using X = sp::intersection_of<J2, J>;
+  auto add = sp::kernel("union_add", sp::names{"A", "B", "C"},
+                        [](sp::in<float, I, J> a, sp::in<float, I, J2> b, sp::out<float, I, CJ> c, sp::iter<I> i,
+                           sp::iter<U> j) { c(i, j) = a(i, j) * 2.0f - b(i, j); });  // one rounding, FMA or not
+  auto mul = sp::kernel("inter_mul", sp::names{"A", "B", "C"},
+                        [](sp::in<double, I, J> a, sp::in<double, I, J2> b, sp::out<double, I, CJ> c, sp::iter<I> i) {
+                          sp::for_each<X>([&](sp::iter<X> j) { c(i, j) += a(i, j) * b(i, j); });
+                        });
+  for (const Shape& s : matrix_shapes()) {
+    INFO(s);
+    const auto a = random_csr<float>(s, 41), b = random_csr<float>(s, 42);
+    const auto ad = random_csr<double>(s, 43), bd = random_csr<double>(s, 44);
+    std::map<std::pair<std::int64_t, std::int64_t>, double> want_mul;
+    const auto da = entries(ad), db = entries(bd);
+    for (auto& [rc, v] : da)
+      if (auto it = db.find(rc); it != db.end()) want_mul[rc] = v * it->second;
+    for (const auto& engine : spindle::test::cpu_engines())
+      for (int threads : {1, 3}) {
+        INFO("engine " << engine << " threads " << threads);
+        auto& rt = spindle::test::engine_runtime(engine, threads);
+        sp::Csr<float> c(s.rows, s.cols);
+        add.with_runtime(rt)(a, b, c);
+        check_same(entries(c), add_reference(a, b, 2, -1), tolerance<float>());
+        sp::Csr<double> d(s.rows, s.cols);
+        mul.with_runtime(rt)(ad, bd, d);
+        check_same(entries(d), want_mul, tolerance<double>());
+      }
+    check_assembled(add, [&] { return sp::Csr<float>(s.rows, s.cols); }, a, b);
+    check_assembled(mul, [&] { return sp::Csr<double>(s.rows, s.cols); }, ad, bd);
+  }
 }

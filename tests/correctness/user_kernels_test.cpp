@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 
 #include "correctness/correctness_support.hpp"
@@ -1574,4 +1575,203 @@ TEST_CASE("sparse vectors: writes outside the pattern, foreign iterators and bad
   CHECK(s(0) == 3.0f);
   // A matrix where a vector is expected: the level count differs.
   CHECK_THROWS_AS(dot(sp::Csr<float>::random(4, 4, 2, 1), sp::Tensor<float>::zeros({4}), s), sp::ShapeError);
+}
+
+// --- Co-iteration (docs/language.md §3.1): union_of / intersection_of ----------------------
+namespace coiter {
+using shared_coords::I, shared_coords::J, shared_coords::J2, shared_coords::K;
+struct J3 : sp::sparse_variable<I>, sp::coordinates_of<J> {};  // a third CSR over J's columns
+struct V : sp::sparse_root<> {};
+struct V2 : sp::sparse_root<>, sp::coordinates_of<V> {};
+using U = sp::union_of<J, J2>;
+using X = sp::intersection_of<J, J2>;
+using U3 = sp::union_of<J, J2, J3>;
+using X3 = sp::intersection_of<J3, J2, J>;
+
+// Row r of a CSR as coordinate -> value.
+template <class T>
+std::map<std::int64_t, double> row_map(const sp::Csr<T>& m, std::int64_t r) {
+  std::map<std::int64_t, double> out;
+  for (auto p = m.indptr()[r]; p < m.indptr()[r + 1]; ++p) out[m.indices()[p]] = static_cast<double>(m.values()[p]);
+  return out;
+}
+double at(const std::map<std::int64_t, double>& m, std::int64_t c) {
+  auto it = m.find(c);
+  return it == m.end() ? 0.0 : it->second;
+}
+}  // namespace coiter
+
+TEST_CASE("co-iteration: the union and intersection of two and three CSRs' rows and of two sparse vectors match "
+          "plain loops on every engine, the interpreter and the CUDA build (max on the union, dot and counts, "
+          "(A - B) X with a dense loop inside the merge)",
+          "[correctness][user][coiteration][cuda]") {
+  using coiter::I, coiter::J, coiter::J2, coiter::J3, coiter::K, coiter::U, coiter::X, coiter::U3, coiter::X3, coiter::V,
+      coiter::V2, coiter::row_map, coiter::at;
+  // max is not + : on the union, a coordinate only one operand stores is max(value, 0); +1 marks
+  // the visited coordinates (the others stay 0).
+  auto umax = sp::kernel("union_max", [](sp::in<float, I, J> a, sp::in<float, I, J2> b,
+                                         sp::out<float, I, sp::dense<J>> c, sp::iter<I> i) {
+    sp::for_each<U>([&](sp::iter<U> j) { c(i, j) = sp::max(a(i, j), b(i, j)) + 1.0f; });
+  });
+  auto idot = sp::kernel("inter_dot", [](sp::in<double, I, J> a, sp::in<double, I, J2> b, sp::out<double, I> y,
+                                         sp::iter<I> i, sp::iter<X> j) { y(i) += a(i, j) * b(i, j); });
+  auto counts = sp::kernel("merge_counts", [](sp::in<float, I, J> a, sp::in<float, I, J2> b, sp::in<float, I, J3> c,
+                                              sp::out<std::int32_t, I> all, sp::out<std::int32_t, I> any,
+                                              sp::iter<I> i) {
+    sp::for_each<X3>([&](sp::iter<X3> j) { all(i) += sp::cast<std::int32_t>(j) + 1; });
+    sp::for_each<U3>([&](sp::iter<U3> j) { any(i) += 1; });
+    (void)a, (void)b, (void)c;
+  });
+  auto uspmm = sp::kernel("union_spmm", [](sp::in<float, I, J> a, sp::in<float, I, J2> b,
+                                           sp::in<float, sp::dense<J>, K> x, sp::out<float, I, K> z, sp::iter<I> i,
+                                           sp::iter<U> j) {
+    sp::for_each<K>([&](sp::iter<K> k) { z(i, k) += (a(i, j) - b(i, j)) * x(j, k); });
+  });
+
+  for (const Shape& s : matrix_shapes()) {
+    INFO(s);
+    const auto a = random_csr<float>(s, 601);
+    Shape s2 = s;
+    s2.avg_nnz_per_row = s.avg_nnz_per_row / 2 + 1;
+    const auto b = random_csr<float>(s2, 602), c3 = random_csr<float>(s, 603);
+    const auto ad = random_csr<double>(s, 604), bd = random_csr<double>(s2, 605);
+    const std::int64_t kk = 3;
+    auto xin = sp::Tensor<float>::random({s.cols, kk}, 606, -1, 1);
+    std::vector<Ref> cw(static_cast<std::size_t>(s.rows * s.cols)), yw(static_cast<std::size_t>(s.rows)),
+        zw(static_cast<std::size_t>(s.rows * kk));
+    std::vector<std::int32_t> allw(static_cast<std::size_t>(s.rows)), anyw(static_cast<std::size_t>(s.rows));
+    for (std::int64_t r = 0; r < s.rows; ++r) {
+      const auto ra = row_map(a, r), rb = row_map(b, r), rc = row_map(c3, r), rad = row_map(ad, r), rbd = row_map(bd, r);
+      std::set<std::int64_t> uni;
+      for (auto* m : {&ra, &rb})
+        for (auto& e : *m) uni.insert(e.first);
+      for (std::int64_t col : uni) {
+        Ref& o = cw[static_cast<std::size_t>(r * s.cols + col)];
+        o.value = static_cast<double>(std::max(static_cast<float>(at(ra, col)), static_cast<float>(at(rb, col))) + 1.0f);
+        o.terms = 1;
+        for (std::int64_t f = 0; f < kk; ++f) {
+          double t = (at(ra, col) - at(rb, col)) * xin(col, f);
+          Ref& q = zw[static_cast<std::size_t>(r * kk + f)];
+          q.value += t, q.abs_sum += std::abs(t) + std::abs(at(rb, col) * xin(col, f)), ++q.terms;
+        }
+      }
+      for (auto& e : rad)
+        if (rbd.count(e.first)) {
+          double t = e.second * rbd.at(e.first);
+          Ref& q = yw[static_cast<std::size_t>(r)];
+          q.value += t, q.abs_sum += std::abs(t), ++q.terms;
+        }
+      std::set<std::int64_t> any3 = uni;
+      for (auto& e : rc) any3.insert(e.first);
+      anyw[static_cast<std::size_t>(r)] = static_cast<std::int32_t>(any3.size());
+      for (auto& e : ra)
+        if (rb.count(e.first) && rc.count(e.first)) allw[static_cast<std::size_t>(r)] += static_cast<std::int32_t>(e.first) + 1;
+    }
+    auto c = sp::Tensor<float>::zeros({s.rows, s.cols});
+    check_everywhere(
+        umax,
+        [&] {
+          std::vector<sp::runtime::CallArg> x(3);
+          x[0].view = sp::storage_of(a), x[1].view = sp::storage_of(b), x[2].view = sp::storage_of(c);
+          return x;
+        },
+        [&] { c = sp::Tensor<float>::full({s.rows, s.cols}, nan_v<float>); },
+        [&] { check_close<float>(cw, c.values(), "union_max", 0); });
+    auto y = sp::Tensor<double>::zeros({s.rows});
+    check_everywhere(
+        idot,
+        [&] {
+          std::vector<sp::runtime::CallArg> x(3);
+          x[0].view = sp::storage_of(ad), x[1].view = sp::storage_of(bd), x[2].view = sp::storage_of(y);
+          return x;
+        },
+        [&] { y = sp::Tensor<double>::full({s.rows}, nan_v<double>); },
+        [&] { check_close<double>(yw, y.values(), "inter_dot"); });
+    auto all = sp::Tensor<std::int32_t>::zeros({s.rows}), any = sp::Tensor<std::int32_t>::zeros({s.rows});
+    check_everywhere(
+        counts,
+        [&] {
+          std::vector<sp::runtime::CallArg> x(5);
+          x[0].view = sp::storage_of(a), x[1].view = sp::storage_of(b), x[2].view = sp::storage_of(c3);
+          x[3].view = sp::storage_of(all), x[4].view = sp::storage_of(any);
+          return x;
+        },
+        [&] {
+          all = sp::Tensor<std::int32_t>::full({s.rows}, -7);
+          any = sp::Tensor<std::int32_t>::full({s.rows}, -7);
+        },
+        [&] {
+          CHECK(std::equal(allw.begin(), allw.end(), all.values().begin()));
+          CHECK(std::equal(anyw.begin(), anyw.end(), any.values().begin()));
+        });
+    auto z = sp::Tensor<float>::zeros({s.rows, kk});
+    check_everywhere(
+        uspmm,
+        [&] {
+          std::vector<sp::runtime::CallArg> x(4);
+          x[0].view = sp::storage_of(a), x[1].view = sp::storage_of(b), x[2].view = sp::storage_of(xin);
+          x[3].view = sp::storage_of(z);
+          return x;
+        },
+        [&] { z = sp::Tensor<float>::full({s.rows, kk}, nan_v<float>); },
+        [&] { check_close<float>(zw, z.values(), "union_spmm", 2); });
+  }
+  CHECK_THAT(umax.explain(), Catch::Contains("union j_or_j2 of [") && !Catch::Contains("find("));
+  CHECK_THAT(idot.explain(), Catch::Contains("intersection j_and_j2 of [") && !Catch::Contains("find("));
+
+  // Two sparse vectors: z = x .* y - 1 on the intersection, w = x - y on the union.
+  auto vmul = sp::kernel("sv_inter", [](sp::in<float, V> x, sp::in<float, V2> y, sp::out<float, sp::dense<V>> z,
+                                        sp::out<float, sp::dense<V>> w) {
+    sp::for_each<sp::intersection_of<V, V2>>([&](auto v) { z(v) = x(v) * y(v) - 1.0f; });
+    sp::for_each<sp::union_of<V2, V>>([&](auto v) { w(v) = x(v) - y(v); });
+  });
+  for (std::int64_t n : {0, 1, 9, 1000}) {
+    INFO("vector length " << n);
+    const auto x = sv::random_vector(n, 0.3, 700 + n), yv = sv::random_vector(n, 0.5, 800 + n);
+    std::vector<Ref> zw(static_cast<std::size_t>(n)), ww(static_cast<std::size_t>(n));
+    std::map<std::int64_t, double> xm, ym;
+    for (std::size_t q = 0; q < x.indices().size(); ++q) xm[x.indices()[q]] = x.values()[q];
+    for (std::size_t q = 0; q < yv.indices().size(); ++q) ym[yv.indices()[q]] = yv.values()[q];
+    for (std::int64_t col = 0; col < n; ++col) {
+      const bool inx = xm.count(col), iny = ym.count(col);
+      auto& zr = zw[static_cast<std::size_t>(col)];
+      auto& wr = ww[static_cast<std::size_t>(col)];
+      if (inx && iny) zr.value = at(xm, col) * at(ym, col) - 1, zr.abs_sum = std::abs(zr.value) + 1, zr.terms = 1;
+      if (inx || iny) wr.value = at(xm, col) - at(ym, col), wr.abs_sum = std::abs(at(xm, col)) + std::abs(at(ym, col)), wr.terms = 1;
+    }
+    auto z = sp::Tensor<float>::zeros({n}), w = sp::Tensor<float>::zeros({n});
+    check_everywhere(
+        vmul,
+        [&] {
+          std::vector<sp::runtime::CallArg> args(4);
+          args[0].view = sp::storage_of(x), args[1].view = sp::storage_of(yv), args[2].view = sp::storage_of(z);
+          args[3].view = sp::storage_of(w);
+          return args;
+        },
+        [&] {
+          z = sp::Tensor<float>::full({n}, nan_v<float>);
+          w = sp::Tensor<float>::full({n}, nan_v<float>);
+        },
+        [&] {
+          check_close<float>(zw, z.values(), "sv_inter z");
+          check_close<float>(ww, w.values(), "sv_inter w");
+        });
+  }
+}
+
+TEST_CASE("co-iteration: an operand whose parent is not iterated, a write into an operand's own slot and a union as "
+          "the rows of an assembled output are definition errors that name the rule",
+          "[correctness][user][coiteration]") {
+  using coiter::I, coiter::J, coiter::J2, coiter::J3, coiter::K, coiter::U, coiter::X, coiter::U3, coiter::X3, coiter::V,
+      coiter::V2, coiter::row_map, coiter::at;
+  auto no_parent = sp::kernel("union_no_parent", [](sp::in<float, I, J> a, sp::in<float, I, J2> b,
+                                                     sp::out<float, sp::dense<J>> c, sp::iter<U> j) {
+    c(j) += a(0, j) + b(0, j);
+  });
+  CHECK_THROWS_WITH(no_parent.compile(), Catch::Contains("without the parent I of J"));
+  CHECK_THROWS_WITH(sp::kernel("union_into_operand", [](sp::in<float, I, J> a, sp::in<float, I, J2> b,
+                                                         sp::out<float, I, J> c, sp::iter<I> i, sp::iter<U> j) {
+                      c(i, j) = a(i, j) + b(i, j);
+                    }).ir(),
+                    Catch::Contains("union_into_operand"));
 }

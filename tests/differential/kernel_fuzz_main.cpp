@@ -53,7 +53,7 @@ namespace {
 struct Stats {
   long generated = 0, rejected = 0, skipped = 0, compared = 0, failures = 0, large = 0, indirect = 0, computed = 0,
        shared = 0, sparse_roots = 0, row_tiles = 0, owned_tiles = 0, partitioned = 0, assembled = 0,
-       assembled_generated = 0, assembled_rejected = 0, assembled_nonempty = 0, by_coordinate = 0;
+       assembled_generated = 0, assembled_rejected = 0, assembled_nonempty = 0, by_coordinate = 0, merges = 0;
   std::map<std::string, long> runs;
   std::map<std::string, std::string> first_reject;
 };
@@ -280,6 +280,9 @@ std::string describe(const RandomKernel& k, const sp::ir::Function* completed) {
     os << "  " << a->name << " (" << sp::ir::axis_kind_name(a->kind) << (a->parent ? " of " + a->parent->name : "")
        << (a->dense_of ? " = dense<" + a->dense_of->name + ">" : "")
        << (a->coordinates_of ? ", coordinates_of " + a->coordinates_of->name : "")
+       << (a->merge != sp::ir::MergeOp::none ? std::string(", ") + sp::ir::merge_op_name(a->merge) + " of " +
+                                                   a->merge_operands[0]->name + ", ..."
+                                             : std::string())
        << (a->assembled ? ", assembled: the pattern below is ignored" : "") << "): length " << d.length
        << ", positions " << d.positions;
     if (!d.indptr.empty()) {
@@ -364,6 +367,19 @@ bool iterates_sparse_root(const sp::ir::Function& f) {
     bool found = false;
     void visit_SparseIteration(const sp::ir::SparseIterationNode* n) override {
       for (auto& a : n->axes) found = found || (!a->parent && a->is_sparse());
+      sp::ir::IRVisitor::visit_SparseIteration(n);
+    }
+  } scan;
+  scan.visit(f.body);
+  return scan.found;
+}
+
+// Whether an iteration co-iterates sparse fibers (union_of / intersection_of, docs/language.md §3.1).
+bool iterates_merge(const sp::ir::Function& f) {
+  struct Scan : sp::ir::IRVisitor {
+    bool found = false;
+    void visit_SparseIteration(const sp::ir::SparseIterationNode* n) override {
+      for (auto& a : n->axes) found = found || a->merge != sp::ir::MergeOp::none;
       sp::ir::IRVisitor::visit_SparseIteration(n);
     }
   } scan;
@@ -627,6 +643,7 @@ int main(int argc, char** argv) {
     if (k.assembled >= 0) ++st.assembled;
     if (k.assembled >= 0 && !ref.assembled.empty()) ++st.assembled_nonempty;
     if (iterates_fiber_by_coordinate(completed)) ++st.by_coordinate;
+    if (iterates_merge(completed)) ++st.merges;
     bool row_tiles_counted = false;
     for (auto& e : engines) {
       std::string text;
@@ -661,7 +678,8 @@ int main(int argc, char** argv) {
             << " compared with the interpreter (" << st.large << " also on large inputs with 1 and 3 threads; "
             << st.indirect << " with indirect writes, " << st.computed << " with computed write indices, " << st.shared << " indexing another axis's slot by a coordinates_of iterator, " << st.sparse_roots << " iterating a root sparse axis, "
             << st.assembled << " assembled outputs (" << st.assembled_nonempty << " non-empty; of " << st.assembled_generated
-            << " generated, " << st.assembled_rejected << " rejected), " << st.by_coordinate << " fibers by coordinate, " << st.row_tiles
+            << " generated, " << st.assembled_rejected << " rejected), " << st.by_coordinate << " fibers by coordinate, " << st.merges
+            << " co-iterating (union_of / intersection_of), " << st.row_tiles
             << " run with two-dimensional register tiles, " << st.partitioned
             << " scattering one block per thread (ownership), " << st.owned_tiles
             << " of them with tiles or local sums inside the ownership tests);";

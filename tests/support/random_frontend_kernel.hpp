@@ -70,6 +70,10 @@ struct Axis {
   DType index_dtype = DType::i32;
   bool computed_target = false;  // a root axis written at computed indices; its extent is fitted to them
   bool assembled = false;  // assembled<P, X> (docs/language.md §4.6): parent P, coordinates_of X
+  // union_of / intersection_of (docs/language.md §3.1): a view (dense_of = the first operand)
+  // that only iterations use, over sparse axes of one coordinate space.
+  ir::MergeOp merge = ir::MergeOp::none;
+  std::vector<int> merge_operands;
 };
 
 struct Buffer {
@@ -198,19 +202,27 @@ inline bool is_sparse_root(const Axis& a) { return a.dense_of < 0 && a.parent < 
 inline bool is_sparse_root(const Kernel& k, int a) { return is_sparse_root(k.axes[static_cast<std::size_t>(a)]); }
 
 // Does the kernel iterate a root sparse axis (the lambda's iterators or a for_each's)?
-inline bool iterates_sparse_root(const Kernel& k) {
+// Whether some iterator of the kernel (the lambda's or a for_each's) is over an axis `pred` accepts.
+inline bool iterates_axis(const Kernel& k, const std::function<bool(int)>& pred) {
   for (const LambdaParam& p : k.lambda)
-    if (p.kind == LambdaParam::iter && is_sparse_root(k, k.iterators[static_cast<std::size_t>(p.id)].axis)) return true;
+    if (p.kind == LambdaParam::iter && pred(k.iterators[static_cast<std::size_t>(p.id)].axis)) return true;
   std::function<bool(const std::vector<StmtP>&)> scan = [&](const std::vector<StmtP>& body) {
     for (auto& s : body)
       if (s->kind == Stmt::ForEach) {
         for (int it : s->iters)
-          if (is_sparse_root(k, k.iterators[static_cast<std::size_t>(it)].axis)) return true;
+          if (pred(k.iterators[static_cast<std::size_t>(it)].axis)) return true;
         if (scan(s->body)) return true;
       }
     return false;
   };
   return scan(k.body);
+}
+inline bool iterates_sparse_root(const Kernel& k) {
+  return iterates_axis(k, [&](int a) { return is_sparse_root(k, a); });
+}
+// Whether the kernel iterates a union_of / intersection_of (docs/language.md §3.1).
+inline bool iterates_merge(const Kernel& k) {
+  return iterates_axis(k, [&](int a) { return k.axes[static_cast<std::size_t>(a)].merge != ir::MergeOp::none; });
 }
 
 // The buffer of a kernel that assembles a sparse output (over [P, C], C = assembled<P, X>), or -1.
@@ -387,6 +399,11 @@ class CppPrinter {
   }
   std::string axis_type(int a) const {
     const Axis& x = k_.axes[static_cast<std::size_t>(a)];
+    if (x.merge != ir::MergeOp::none) {
+      std::string t = x.merge == ir::MergeOp::union_ ? "sp::union_of<" : "sp::intersection_of<";
+      for (std::size_t q = 0; q < x.merge_operands.size(); ++q) t += (q ? ", " : "") + axis_type(x.merge_operands[q]);
+      return t + ">";
+    }
     return x.dense_of >= 0 ? "sp::dense<" + axis_type(x.dense_of) + ">" : x.type;
   }
 
@@ -684,6 +701,8 @@ class IrBuilder {
       n->kind = ir::AxisKind::dense_fixed;
       n->length = base->length;
       n->dense_of = base;
+      n->merge = a.merge;
+      for (int o : a.merge_operands) n->merge_operands.push_back(r.axes[static_cast<std::size_t>(o)]);
       return n;
     }
     n->kind = a.kind;
@@ -885,7 +904,9 @@ class Generator {
     // generator of its own so that the other kernels of a seed stay as they were.
     if (std::mt19937_64(k_.seed ^ 0x3c6ef372fe94f82bULL)() % 6 == 0) return make_assembled();
     make_axes();
+    make_merged_axes();
     make_arguments();
+    give_merge_operands_arguments();
     // The lambda's own iterators: none (top-level for_each), or 1-3 axes.
     std::vector<int> top;
     if (chance(0.75)) top = choose_axes(static_cast<int>(range(1, 3)));
@@ -1016,6 +1037,10 @@ class Generator {
   // parent at the coordinate of an iterator in scope), preceded by its parent's when needed.
   std::vector<int> choose_axes_from(const std::vector<int>& options) {
     for (int a : options) {
+      if (k_.axes[static_cast<std::size_t>(a)].merge != ir::MergeOp::none) {
+        if (in_buffers_.count(a) && merge_ready(a, {})) return {new_iterator(a)};
+        continue;
+      }
       std::vector<int> chain;
       for (int x = a; x >= 0 && !bound(x); x = k_.axes[static_cast<std::size_t>(x)].parent) {
         if (!in_buffers_.count(x)) {
@@ -1189,7 +1214,7 @@ class Generator {
   std::vector<int> random_chain() {
     std::vector<int> views, real;
     for (std::size_t x = 0; x < k_.axes.size(); ++x)
-      (k_.axes[x].dense_of >= 0 ? views : real).push_back(static_cast<int>(x));
+      if (k_.axes[x].merge == ir::MergeOp::none) (k_.axes[x].dense_of >= 0 ? views : real).push_back(static_cast<int>(x));
     if (!views.empty() && chance(0.25)) return {pick_from(views)};
     return chain_of(pick_from(real));
   }
@@ -1284,6 +1309,7 @@ class Generator {
     auto can = [&](int a) {
       if (!in_buffers_.count(a)) return false;  // no argument would give its extent
       if (bound(a) || std::count(chosen_axes.begin(), chosen_axes.end(), a)) return false;
+      if (k_.axes[static_cast<std::size_t>(a)].merge != ir::MergeOp::none) return merge_ready(a, chosen_axes);
       int p = k_.axes[static_cast<std::size_t>(a)].parent;
       if (p < 0) return true;
       return bound(p) || std::count(chosen_axes.begin(), chosen_axes.end(), p) > 0 || by_coordinate(p, chosen_axes);
@@ -1297,6 +1323,81 @@ class Generator {
     }
     for (int a : chosen_axes) its.push_back(new_iterator(a));
     return its;
+  }
+
+  // Co-iteration (§3.1): every operand's parent is bound, chosen before, or named by
+  // coordinate (an operand without a parent is a sparse root).
+  bool merge_ready(int a, const std::vector<int>& chosen) const {
+    for (int o : k_.axes[static_cast<std::size_t>(a)].merge_operands) {
+      const int p = k_.axes[static_cast<std::size_t>(o)].parent;
+      if (p >= 0 && !bound(p) && !std::count(chosen.begin(), chosen.end(), p) && !by_coordinate(p, chosen)) return false;
+    }
+    return true;
+  }
+
+  // About one kernel in four iterates the union or intersection of sparse axes over one
+  // coordinate space (docs/language.md §3.1), decided by a generator of its own: when no two
+  // sparse axes share a space, a second sparse axis declared coordinates_of one is added.
+  void make_merged_axes() {
+    std::mt19937_64 g(k_.seed ^ 0x9e3779b97f4a7c15ULL);
+    auto draw = [&](std::int64_t lo, std::int64_t hi) { return std::uniform_int_distribution<std::int64_t>(lo, hi)(g); };
+    if (g() % 4 != 0) return;
+    auto groups = [&] {
+      std::map<int, std::vector<int>> m;
+      for (std::size_t x = 0; x < k_.axes.size(); ++x) {
+        const Axis& ax = k_.axes[x];
+        if (ax.dense_of < 0 && !ax.assembled && ax.kind != ir::AxisKind::dense_fixed && ax.kind != ir::AxisKind::dense_variable)
+          m[coord_space(static_cast<int>(x))].push_back(static_cast<int>(x));
+      }
+      return m;
+    };
+    auto m = groups();
+    bool pair = false;
+    for (auto& [space, members] : m) pair = pair || members.size() >= 2;
+    if (!pair && !m.empty()) {
+      auto it = m.begin();
+      std::advance(it, draw(0, static_cast<std::int64_t>(m.size()) - 1));
+      std::vector<int> parents;
+      for (std::size_t x = 0; x < k_.axes.size(); ++x)
+        if (k_.axes[x].dense_of < 0 && !k_.axes[x].computed_target && depth_of(k_, static_cast<int>(x)) < 3)
+          parents.push_back(static_cast<int>(x));
+      const int X = it->second[static_cast<std::size_t>(draw(0, static_cast<std::int64_t>(it->second.size()) - 1))];
+      Axis a;
+      a.type = type_name();
+      a.kind = ir::AxisKind::sparse_variable;
+      // Mostly X's own parent (two CSRs over the same rows), else any.
+      const int xp = k_.axes[static_cast<std::size_t>(X)].parent;
+      a.parent = xp >= 0 && draw(0, 3) > 0 ? xp : parents[static_cast<std::size_t>(draw(0, static_cast<std::int64_t>(parents.size()) - 1))];
+      a.coordinates_of = X;
+      a.index_dtype = draw(0, 4) == 0 ? DType::i64 : DType::i32;
+      k_.axes.push_back(a);
+      m = groups();
+    }
+    int made = 0;
+    for (auto& [space, members] : m) {
+      if (members.size() < 2 || made == 2) continue;
+      std::vector<int> ops = members;
+      std::shuffle(ops.begin(), ops.end(), g);
+      ops.resize(std::min<std::size_t>(ops.size(), static_cast<std::size_t>(draw(2, 3))));
+      Axis v;
+      v.dense_of = ops[0];
+      v.merge = draw(0, 1) ? ir::MergeOp::union_ : ir::MergeOp::intersection;
+      v.merge_operands = ops;
+      k_.axes.push_back(v);
+      ++made;
+    }
+  }
+
+  // Each operand of a merged axis gets an input over its chain, when no buffer has it, so
+  // that the call binds it; a merged axis is iterable when all its operands are.
+  void give_merge_operands_arguments() {
+    for (std::size_t x = 0; x < k_.axes.size(); ++x) {
+      const Axis& ax = k_.axes[x];
+      if (ax.merge == ir::MergeOp::none) continue;
+      for (int o : ax.merge_operands)
+        if (!in_buffers_.count(o)) inputs_.push_back(add_buffer(ir::BufferRole::input, k_.T, false, chain_of(o)));
+      in_buffers_.insert(static_cast<int>(x));
+    }
   }
 
   // A fresh iterator over axis `a`; its index in k_.iterators.

@@ -183,6 +183,7 @@ inline void mark_declared_axes(const ir::Axis& a, std::set<const ir::AxisNode*>&
   for (ir::Axis x = a; x; x = x->dense_of ? x->dense_of : x->parent) {
     used.insert(x.get());
     if (x->coordinates_of) mark_declared_axes(x->coordinates_of, used);
+    for (auto& o : x->merge_operands) mark_declared_axes(o, used);  // union_of / intersection_of
   }
 }
 
@@ -275,6 +276,7 @@ class Generator {
       const std::uint64_t m = std::mt19937_64(k_.seed ^ 0xd1b54a32d192ed03ULL)();
       assembled_mode_ = m % 6 == 0;
       by_coord_mode_ = (m / 6) % 5 == 0;
+      merge_mode_ = (m / 30) % 4 == 0;
     }
     make_axes();
     if (assembled_mode_) make_assembled_buffers();
@@ -472,8 +474,62 @@ class Generator {
         break_ = pick({Break::read, Break::second_output, Break::row_not_first, Break::two_top_level, Break::inout,
                        Break::wrong_column});
     }
+    if (merge_mode_) make_merged_axes();
     // data, parents first
     for (auto& a : k_.axes) make_data(a);
+  }
+
+  // Co-iteration (docs/language.md §3.1), about one kernel in four: union_of / intersection_of
+  // of two or three sparse axes over one coordinate space (a second sparse axis declared
+  // coordinates_of one is made when no two share a space).
+  void make_merged_axes() {
+    auto groups = [&] {
+      std::map<const ir::AxisNode*, std::vector<ir::Axis>> m;
+      for (auto& a : k_.axes)
+        if (!a->dense_of && !a->assembled && a->is_sparse()) m[ir::coordinate_space(a)].push_back(a);
+      return m;
+    };
+    auto m = groups();
+    bool pair = false;
+    for (auto& [space, members] : m) pair = pair || members.size() >= 2;
+    if (!pair && !m.empty()) {
+      auto it = m.begin();
+      std::advance(it, range(0, static_cast<std::int64_t>(m.size()) - 1));
+      const ir::Axis x = pick_from(it->second);
+      std::vector<ir::Axis> parents;
+      for (auto& a : k_.axes)
+        if (!a->dense_of && !a->assembled && a.get() != k_.computed_target && depth(a) < 4) parents.push_back(a);
+      ir::Axis parent = x->parent && chance(0.75) ? x->parent : pick_from(parents);
+      new_axis("W", ir::AxisKind::sparse_variable, parent, x);
+      m = groups();
+    }
+    int made = 0;
+    for (auto& [space, members] : m) {
+      if (members.size() < 2 || made == 2) continue;
+      std::vector<ir::Axis> ops = members;
+      std::shuffle(ops.begin(), ops.end(), rng_);
+      ops.resize(std::min<std::size_t>(ops.size(), static_cast<std::size_t>(range(2, 3))));
+      auto n = std::make_shared<ir::AxisNode>();
+      n->merge = chance(0.5) ? ir::MergeOp::union_ : ir::MergeOp::intersection;
+      n->name = std::string(n->merge == ir::MergeOp::union_ ? "U" : "X") + std::to_string(made);
+      n->kind = ir::AxisKind::dense_fixed;
+      n->length = ops[0]->length;
+      n->dense_of = ops[0];
+      n->merge_operands = ops;
+      merged_.push_back(n);
+      k_.axes.push_back(n);
+      ++made;
+    }
+  }
+
+  // Inputs over the chains of merged axes' operands that no buffer has, so that the merged
+  // axes are iterable.
+  void add_merge_inputs() {
+    for (auto& u : merged_) {
+      for (auto& o : u->merge_operands)
+        if (!in_buffers_.count(o.get())) inputs_.push_back(add_buffer(ir::BufferRole::input, T_, ir::axis_chain(o)));
+      in_buffers_.insert(u.get());
+    }
   }
 
   void make_data(const ir::Axis& a) {
@@ -646,6 +702,7 @@ class Generator {
   // that rule on purpose (break_).
   void make_assembled_buffers() {
     add_by_coordinate_inputs();
+    add_merge_inputs();
     if (chance(0.7) && columns_of_ != by_coord_axis_)
       inputs_.push_back(add_buffer(ir::BufferRole::input, T_,
                                    columns_of_->dense_of ? std::vector<ir::Axis>{columns_of_} : ir::axis_chain(columns_of_)));
@@ -680,6 +737,7 @@ class Generator {
 
   void make_buffers() {
     add_by_coordinate_inputs();
+    add_merge_inputs();
     int ins = static_cast<int>(range(1, 3)), outs = static_cast<int>(range(1, 3));
     for (int q = 0; q < ins; ++q) inputs_.push_back(add_buffer(ir::BufferRole::input, T_));
     maybe_add_index_buffer_and_scalar();
@@ -776,6 +834,13 @@ class Generator {
   bool can_iterate(const ir::Axis& a, const std::vector<ir::Axis>& chosen) const {
     if (!iterable(a)) return false;  // no argument would give its extent
     if (bound(a) || contains(chosen, a)) return false;
+    if (a->merge != ir::MergeOp::none) {  // every operand's parent bound (§3.1)
+      for (auto& o : a->merge_operands)
+        if (o->parent && !bound(o->parent) && !contains(chosen, o->parent) &&
+            !((by_coord_mode_ || assembled_mode_) && ir::parent_by_coordinate(*o) && space_bound(o->parent, chosen)))
+          return false;
+      return true;
+    }
     if (!a->parent) return true;
     if (bound(a->parent) || contains(chosen, a->parent)) return true;
     return (by_coord_mode_ || assembled_mode_) && ir::parent_by_coordinate(*a) && space_bound(a->parent, chosen);
@@ -787,6 +852,8 @@ class Generator {
     if (bound(t) || contains(chosen, t)) return true;
     if (!iterable(t) || depth > 6) return false;
     std::vector<ir::Axis> c = chosen;
+    for (auto& o : t->merge_operands)  // a merged axis: its operands' parents first
+      if (o->parent && !bound(o->parent) && !contains(c, o->parent) && !reach(o->parent, c, depth + 1)) return false;
     if (t->parent && !bound(t->parent) && !contains(c, t->parent)) {
       bool ok = false;
       if (ir::parent_by_coordinate(*t) && (by_coord_mode_ || assembled_mode_) && !chance(0.15)) {
@@ -1120,7 +1187,8 @@ class Generator {
   bool is_index_buffer_ = false;
   const ir::AxisNode* write_target_ = nullptr;
   // The modes of the file comment.
-  bool assembled_mode_ = false, by_coord_mode_ = false;
+  bool assembled_mode_ = false, by_coord_mode_ = false, merge_mode_ = false;
+  std::vector<ir::Axis> merged_;  // union_of / intersection_of axes (merge_mode_)
   enum class Break { none, read, second_output, row_not_first, two_top_level, inout, wrong_column };
   Break break_ = Break::none;
   ir::Axis by_coord_axis_;  // R, whose parent is a root dense axis

@@ -821,6 +821,19 @@ class Interpreter {
     return r;
   }
 
+  // The position of the parent of axis a in the current scope (0 for a root axis).
+  std::int64_t parent_position(const ir::AxisNode* a) const {
+    if (!a->parent) return 0;
+    for (auto it = scope_.rbegin(); it != scope_.rend(); ++it)
+      if (it->axis == a->parent.get()) return it->pos;
+    // §3: a parent that is a root dense axis and is not iterated is at the coordinate of
+    // the innermost iterator over its coordinate space (its positions are its coordinates).
+    if (!a->parent->parent && a->parent->kind == ir::AxisKind::dense_fixed)
+      for (auto it = scope_.rbegin(); it != scope_.rend(); ++it)
+        if (space_of(it->axis) == space_of(a->parent.get())) return it->coord;
+    throw InterpreterError("axis " + a->name + " iterated without its parent");
+  }
+
   // Visits the coordinates of axes [k, end) of iteration n, then runs its body.
   void iterate(const ir::SparseIterationNode& n, std::size_t k) {
     if (k == n.axes.size()) {
@@ -829,18 +842,7 @@ class Interpreter {
     }
     const ir::AxisNode* a = n.axes[k].get();
     const AxisData& d = axis(a);
-    std::int64_t parent = 0;
-    if (a->parent) {
-      bool found = false;
-      for (auto it = scope_.rbegin(); it != scope_.rend() && !found; ++it)
-        if (it->axis == a->parent.get()) parent = it->pos, found = true;
-      // §3: a parent that is a root dense axis and is not iterated is at the coordinate of
-      // the innermost iterator over its coordinate space (its positions are its coordinates).
-      if (!found && !a->parent->parent && a->parent->kind == ir::AxisKind::dense_fixed)
-        for (auto it = scope_.rbegin(); it != scope_.rend() && !found; ++it)
-          if (space_of(it->axis) == space_of(a->parent.get())) parent = it->coord, found = true;
-      if (!found) throw InterpreterError("axis " + a->name + " iterated without its parent");
-    }
+    const std::int64_t parent = parent_position(a);
     auto visit = [&](std::int64_t coord, std::int64_t pos) {
       // Counted like a statement: without it an empty body made the budget count only the
       // outer statements, and a 4-deep nest over large extents with no statement inside
@@ -852,6 +854,27 @@ class Interpreter {
       iterate(n, k + 1);
       scope_.pop_back();
     };
+    if (a->merge != ir::MergeOp::none) {
+      // §3.1: the coordinates stored in any / every operand fiber, ascending, once each;
+      // the iterator is one of the coordinate space (position = coordinate).
+      std::map<std::int64_t, std::size_t> count;
+      for (auto& o : a->merge_operands) {
+        const AxisData& od = axis(o.get());
+        const std::int64_t p = parent_position(o.get());
+        std::int64_t lo, hi;
+        if (od.level.kind == LevelKind::sparse_fixed) {
+          lo = p * od.level.nnz_per_row;
+          hi = lo + od.level.nnz_per_row;
+        } else {
+          lo = od.indptr.at(static_cast<std::size_t>(p));
+          hi = od.indptr.at(static_cast<std::size_t>(p) + 1);
+        }
+        for (std::int64_t q = lo; q < hi; ++q) ++count[od.indices.at(static_cast<std::size_t>(q))];
+      }
+      for (auto& [c, times] : count)
+        if (a->merge == ir::MergeOp::union_ || times == a->merge_operands.size()) visit(c, c);
+      return;
+    }
     switch (d.level.kind) {
       case LevelKind::dense_fixed:
         for (std::int64_t c = 0; c < d.level.length; ++c) visit(c, c);

@@ -34,6 +34,8 @@ namespace detail {
 struct OutermostLoops : ir::IRVisitor {
   std::set<const ir::ForNode*> loops;
   void visit_For(const ir::ForNode* n) override { loops.insert(n); }
+  // A loop inside a merge loop (§3.1) would fork and join once per merged coordinate: serial.
+  void visit_CoIterate(const ir::CoIterateNode*) override {}
 };
 
 // Loops with no loop and no search inside.
@@ -45,6 +47,10 @@ struct InnermostLoops : ir::IRVisitor {
     ir::IRVisitor::visit_For(n);
     if (!inner_found) loops.insert(n);
     inner_found = true;  // the enclosing loop is not innermost
+  }
+  void visit_CoIterate(const ir::CoIterateNode* n) override {  // a merge loop: not vectorisable
+    ir::IRVisitor::visit_CoIterate(n);
+    inner_found = true;
   }
   void visit_FindPos(const ir::FindPosNode* n) override {
     inner_found = true;

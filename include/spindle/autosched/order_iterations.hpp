@@ -269,6 +269,9 @@ class OrderIterations : public ir::IRMutator {
     // which iterator that is.
     for (std::size_t k = 0; k < n->axes.size(); ++k) {
       const ir::Axis& a = n->axes[k];
+      // A co-iteration (§3.1) needs its operands' parents iterated first, and reads its
+      // operands at the merge's positions: it keeps the written order.
+      if (a->merge != ir::MergeOp::none) return written;
       auto parent_at = std::find(n->axes.begin(), n->axes.end(), a->parent);
       if (ir::parent_by_coordinate(*a) && std::find(bound_.begin(), bound_.end(), a->parent.get()) == bound_.end() &&
           (parent_at == n->axes.end() || parent_at - n->axes.begin() > static_cast<long>(k)))

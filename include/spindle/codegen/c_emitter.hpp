@@ -267,6 +267,10 @@ class CEmitter : public CFamilyPrinter {
       bound.insert(n->var.get());
       visit(n->body);
     }
+    void visit_CoIterate(const ir::CoIterateNode* n) override {
+      for (auto* v : ir::co_iterate_vars(*n)) bound.insert(v);
+      ir::IRVisitor::visit_CoIterate(n);
+    }
     void visit_Block(const ir::BlockNode* n) override {
       for (auto& a : n->allocs) {
         local.insert(a.get());

@@ -237,6 +237,51 @@ class CFamilyPrinter : public ir::StrictExprFunctor<std::string>, public ir::Str
     }
     line() << "}\n";
   }
+  // Co-iteration (ir::CoIterateNode): a two-pointer merge of the operands' fibers.
+  void on_CoIterate(const ir::CoIterateNode* n) override {
+    const bool uni = n->op == ir::MergeOp::union_;
+    std::vector<std::string> pos, ext, key, has;
+    line() << "{ /* " << comment_text(std::string(ir::merge_op_name(n->op)) + " over " + n->axis) << " */\n";
+    ++indent_;
+    for (auto& o : n->operands) {
+      pos.push_back(name(o.pos));
+      ext.push_back(fresh(o.pos.name() + "_end"));
+      line() << "long long " << pos.back() << " = 0;\n";
+      line() << "const long long " << ext.back() << " = " << expr(o.extent) << ";\n";
+    }
+    std::string cond;
+    for (std::size_t q = 0; q < pos.size(); ++q)
+      cond += (q ? (uni ? " || " : " && ") : "") + pos[q] + " < " + ext[q];
+    line() << "while (" << cond << ") {\n";
+    ++indent_;
+    const std::string var = name(n->var);
+    for (std::size_t q = 0; q < pos.size(); ++q) {
+      key.push_back(fresh(n->operands[q].pos.name() + "_key"));
+      line() << "const long long " << key[q] << " = " << pos[q] << " < " << ext[q] << " ? (long long)"
+             << expr(n->operands[q].key, 10) << " : 9223372036854775807LL;\n";
+    }
+    std::string least = key[0];
+    for (std::size_t q = 1; q < key.size(); ++q) least = "spindle_min_i64(" + least + ", " + key[q] + ")";
+    line() << "const long long " << var << " = " << least << ";\n";
+    for (std::size_t q = 0; q < pos.size(); ++q) {
+      has.push_back(name(n->operands[q].present));
+      line() << "const int " << has[q] << " = " << key[q] << " == " << var << ";\n";
+    }
+    if (uni) {
+      dispatch(n->body);
+    } else {
+      std::string all;
+      for (std::size_t q = 0; q < has.size(); ++q) all += (q ? " && " : "") + has[q];
+      line() << "if (" << all << ") {\n";
+      indented(n->body);
+      line() << "}\n";
+    }
+    for (std::size_t q = 0; q < pos.size(); ++q) line() << pos[q] << " += " << has[q] << ";\n";
+    --indent_;
+    line() << "}\n";
+    --indent_;
+    line() << "}\n";
+  }
   void on_Seq(const ir::SeqNode* n) override {
     for (auto& s : n->stmts) dispatch(s);
   }

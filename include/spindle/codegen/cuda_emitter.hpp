@@ -448,6 +448,7 @@ class CudaEmitter : public CFamilyPrinter {
         ir::IRVisitor::visit_Load(l);
       }
       void visit_For(const ir::ForNode*) override { other_loop = true; }
+      void visit_CoIterate(const ir::CoIterateNode*) override { other_loop = true; }
       void visit_Block(const ir::BlockNode*) override { other_loop = true; }
     } loads;
     loads.v = v;

@@ -114,8 +114,27 @@ struct assembled : sparse_variable<Parent, Index>, coordinates_of<X> {
   static constexpr bool is_assembled_axis = true;
 };
 
+// Co-iteration (docs/language.md §3.1): an iterator over the coordinates stored in any
+// (union_of) or in every (intersection_of) of the fibers of sparse axes over one coordinate
+// space, under the current positions of their parents, visited once each in ascending order:
+//   for_each<union_of<J, J2>>([&](iter<union_of<J, J2>> j) { c(i, j) = a(i, j) + b(i, j); });
+// Its iterator is an iterator of J's coordinate space (as one of dense<J>): it indexes root
+// slots over J's coordinates, and reads the operands by coordinate, which the merge turns
+// into the position it is at (no search). It is not a buffer slot.
+template <ir::MergeOp Op, class A, class... More>
+struct merged_axis : dense<A> {
+  static constexpr ir::MergeOp merge_op = Op;
+};
+template <class A, class B, class... More>
+struct union_of : merged_axis<ir::MergeOp::union_, A, B, More...> {};
+template <class A, class B, class... More>
+struct intersection_of : merged_axis<ir::MergeOp::intersection, A, B, More...> {};
+
 template <class A>
 inline constexpr bool is_axis_v = std::is_base_of_v<detail::axis_tag, A>;
+
+template <class A>
+concept MergedAxis = requires { A::merge_op; };
 
 template <class A>
 concept AssembledAxis = requires { A::is_assembled_axis; };
@@ -225,9 +244,22 @@ struct has_axis_name<A, std::void_t<decltype(A::axis_name)>> : std::true_type {}
 }  // namespace detail
 
 template <class A>
+std::string axis_name();
+
+template <template <class...> class M, class A, class... More>
+std::string merged_axis_name(M<A, More...>*) {
+  const char* sep = std::is_base_of_v<merged_axis<ir::MergeOp::union_, A, More...>, M<A, More...>> ? "_or_" : "_and_";
+  std::string s = axis_name<A>();
+  ((s += sep + axis_name<More>()), ...);
+  return s;
+}
+
+template <class A>
 std::string axis_name() {
   if constexpr (detail::has_axis_name<A>::value) {
     return std::string(A::axis_name);
+  } else if constexpr (MergedAxis<A>) {
+    return merged_axis_name(static_cast<A*>(nullptr));
   } else if constexpr (!std::is_void_v<typename detail::dense_of_impl<A>::type>) {
     return axis_name<typename detail::dense_of_impl<A>::type>() + "_dense";
   } else {

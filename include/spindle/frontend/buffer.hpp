@@ -134,6 +134,9 @@ template <class T, ir::BufferRole Role, class... Axes>
 class buffer_param {
   static_assert(sizeof...(Axes) > 0, "spindle: a buffer needs at least one axis");
   static_assert((is_axis_v<Axes> && ...), "spindle: buffer axes must be axis types");
+  static_assert((!MergedAxis<Axes> && ...),
+                "spindle: union_of / intersection_of is an iteration, not a buffer slot; a buffer over its "
+                "coordinates uses dense<A> (or an assembled<P, A> output)");
   static_assert(axes_well_formed<Axes...>::value,
                 "spindle: every axis with a parent must directly follow its parent in a buffer's "
                 "axis list, and the first axis must have no parent (e.g. in<float, I, J> for "

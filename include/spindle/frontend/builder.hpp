@@ -53,7 +53,11 @@ class KernelBuilder {
     auto key = std::type_index(typeid(A));
     if (auto it = axes_.find(key); it != axes_.end()) return it->second;
     using D = typename detail::dense_of_impl<A>::type;
-    if constexpr (!std::is_void_v<D>) {
+    if constexpr (MergedAxis<A>) {
+      ir::Axis a = merged_axis(axis_name<A>(), A::merge_op, operand_axes(static_cast<A*>(nullptr)));
+      axes_.emplace(key, a);
+      return a;
+    } else if constexpr (!std::is_void_v<D>) {
       ir::Axis base = axis<D>();
       ir::Axis a = new_dense_view(axis_name<A>(), base);
       axes_.emplace(key, a);
@@ -140,6 +144,29 @@ class KernelBuilder {
     return a;
   }
 
+  // union_of / intersection_of built at run time (docs/language.md §3.1): a root dense_fixed
+  // axis over the operands' coordinate space that records the merge and its operands.
+  ir::Axis merged_axis(const std::string& base, ir::MergeOp op, std::vector<ir::Axis> operands) {
+    SPINDLE_CHECK(operands.size() >= 2, UserError, "kernel '", func_.name, "': ", ir::merge_op_name(op),
+                  " needs at least two sparse axes");
+    for (auto& o : operands) {
+      SPINDLE_CHECK(o->is_sparse() && !o->assembled, UserError, "kernel '", func_.name, "': ", ir::merge_op_name(op),
+                    " of axis ", o->name, ", which is not a sparse axis of an operand; hint: co-iteration merges "
+                    "the stored coordinates of sparse_variable / sparse_fixed / sparse_root axes");
+      SPINDLE_CHECK(ir::coordinate_space(o) == ir::coordinate_space(operands[0]), UserError, "kernel '", func_.name,
+                    "': ", ir::merge_op_name(op), " of axes ", operands[0]->name, " and ", o->name,
+                    ", which range over different coordinate spaces; hint: declare one coordinates_of the other");
+      for (auto& p : operands)
+        SPINDLE_CHECK(&p == &o || p != o, UserError, "kernel '", func_.name, "': ", ir::merge_op_name(op),
+                      " lists axis ", o->name, " twice");
+    }
+    ir::Axis a = new_dense_view(base, operands[0]);
+    auto& node = const_cast<ir::AxisNode&>(*a);  // built just above, not shared yet
+    node.merge = op;
+    node.merge_operands = std::move(operands);
+    return a;
+  }
+
   // --- parameters --------------------------------------------------------------------
   SPINDLE_DECL ir::Buffer add_buffer(DType t, std::vector<ir::Axis> axes, ir::BufferRole role, int arg);
 
@@ -221,6 +248,18 @@ class KernelBuilder {
 
  private:
   SPINDLE_DECL std::string unique_axis_name(const std::string& base);
+
+  template <template <class...> class M, class... Ops>
+  std::vector<ir::Axis> operand_axes(M<Ops...>*) {
+    static_assert(((is_axis_v<Ops> && Ops::axis_kind != ir::AxisKind::dense_fixed &&
+                    Ops::axis_kind != ir::AxisKind::dense_variable) && ...),
+                  "spindle: union_of / intersection_of merges sparse axes (sparse_variable, sparse_fixed, "
+                  "sparse_root)");
+    static_assert((same_coord_space_v<Ops, typename detail::dense_of_impl<M<Ops...>>::type> && ...),
+                  "spindle: union_of / intersection_of needs axes over one coordinate space; declare the "
+                  "others coordinates_of<the first>");
+    return {axis<Ops>()...};
+  }
 
   SPINDLE_DECL void check_buffer_axes(const ir::BufferNode& b) const;
 

@@ -436,7 +436,7 @@ class IterationInference : public ir::IRMutator {
                                   rows->name, ", ", cols->name, "]) at (", ir::IRPrinter().list(idx), ")");
       const Binding* r = binding_of(idx[0]);
       SPINDLE_CHECK(r && r == &scope_.front() && !r->axis->parent && r->axis->kind == ir::AxisKind::dense_fixed &&
-                        ir::coordinate_space(r->axis) == ir::coordinate_space(rows),
+                        r->axis->merge == ir::MergeOp::none && ir::coordinate_space(r->axis) == ir::coordinate_space(rows),
                     UserError, where, ": the row index must be the first iterator of the top-level iteration, "
                     "over the coordinates of ", rows->name, " (an assembled output is built one row at a time); "
                     "hint: make iter<", rows->name, "> the first iterator of the kernel lambda and write c(i, ...)");

@@ -18,6 +18,19 @@ namespace spindle::ir {
 
 enum class AxisKind : std::uint8_t { dense_fixed, dense_variable, sparse_fixed, sparse_variable };
 
+// How an iteration over several sparse fibers of one coordinate space visits coordinates
+// (docs/language.md §3.1): every coordinate stored in any of them, or only those stored in all.
+enum class MergeOp : std::uint8_t { none, union_, intersection };
+
+inline const char* merge_op_name(MergeOp m) {
+  switch (m) {
+    case MergeOp::none: return "none";
+    case MergeOp::union_: return "union";
+    case MergeOp::intersection: return "intersection";
+  }
+  return "?";
+}
+
 inline const char* axis_kind_name(AxisKind k) {
   switch (k) {
     case AxisKind::dense_fixed: return "dense_fixed";
@@ -45,6 +58,12 @@ struct AxisNode {
                         // index X's root slots (docs/language.md §1)
   bool assembled = false;  // spindle::assembled<P, X>: a sparse_variable axis under P over X's
                            // coordinates whose pattern the kernel builds (docs/language.md §4.6)
+  // union_of<A, B, ...> / intersection_of<A, B, ...> (docs/language.md §3.1): a root
+  // dense_fixed axis over the operands' coordinate space (dense_of = the first operand) that
+  // only an iteration uses, visiting the coordinates stored in any / all of the operands'
+  // fibers under the current positions of their parents. No buffer has it as a slot.
+  MergeOp merge = MergeOp::none;
+  std::vector<Axis> merge_operands;
 
   bool is_dense() const { return kind == AxisKind::dense_fixed || kind == AxisKind::dense_variable; }
   bool is_sparse() const { return !is_dense(); }

@@ -68,6 +68,13 @@ class IRVisitor {
     visit(n->else_case);
   }
   virtual void visit_For(const ForNode* n) { visit(n->min); visit(n->extent); visit(n->body); }
+  virtual void visit_CoIterate(const CoIterateNode* n) {
+    for (auto& o : n->operands) {
+      visit(o.extent);
+      visit(o.key);
+    }
+    visit(n->body);
+  }
   virtual void visit_Seq(const SeqNode* n) { for (auto& s : n->stmts) visit(s); }
   virtual void visit_Block(const BlockNode* n) { visit(n->body); }
   virtual void visit_Barrier(const BarrierNode*) {}
@@ -193,6 +200,19 @@ class IRMutator {
     if (lo.same_as(n->min) && ext.same_as(n->extent) && b.same_as(n->body)) return self;
     return for_loop(n->var, lo, ext, n->for_kind, n->iter_kind, n->axis, b, n->loc);
   }
+  virtual Stmt mutate_CoIterate(const CoIterateNode* n, const Stmt& self) {
+    std::vector<CoIterOperand> ops = n->operands;
+    bool changed = false;
+    for (auto& o : ops) {
+      Expr e = mutate(o.extent), k = mutate(o.key);
+      changed |= !e.same_as(o.extent) || !k.same_as(o.key);
+      o.extent = e;
+      o.key = k;
+    }
+    Stmt b = mutate(n->body);
+    if (!changed && b.same_as(n->body)) return self;
+    return co_iterate(n->var, n->op, std::move(ops), n->iter_kind, n->axis, b, n->loc);
+  }
   virtual Stmt mutate_Seq(const SeqNode* n, const Stmt& self) {
     std::vector<Stmt> out;
     bool changed = false;
@@ -287,6 +307,17 @@ inline Expr substitute(const Expr& e, const Var& v, const Expr& by) {
   Substituter s;
   s.add(v, by);
   return s.mutate(e);
+}
+
+// The variables a co-iteration binds for its body: the coordinate, each operand's position
+// and presence flag.
+inline std::vector<const ExprNode*> co_iterate_vars(const CoIterateNode& n) {
+  std::vector<const ExprNode*> vars{n.var.get()};
+  for (auto& o : n.operands) {
+    vars.push_back(o.pos.get());
+    vars.push_back(o.present.get());
+  }
+  return vars;
 }
 
 // Does the expression or statement `node` mention variable v?

@@ -22,6 +22,7 @@
   X(LetStmt)                  \
   X(IfThenElse)               \
   X(For)                      \
+  X(CoIterate)                \
   X(Seq)                      \
   X(Block)                    \
   X(Barrier)                  \

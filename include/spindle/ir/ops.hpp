@@ -153,6 +153,11 @@ inline Stmt for_loop(Var v, Expr lo, Expr ext, ForKind k, IterKind ik, std::stri
   return Stmt(std::make_shared<ForNode>(std::move(v), std::move(lo), std::move(ext), k, ik,
                                         std::move(axis), std::move(body), l));
 }
+inline Stmt co_iterate(Var v, MergeOp op, std::vector<CoIterOperand> operands, IterKind ik, std::string axis,
+                       Stmt body, SourceLoc l = {}) {
+  return Stmt(std::make_shared<CoIterateNode>(std::move(v), op, std::move(operands), ik, std::move(axis),
+                                              std::move(body), l));
+}
 // Flattens nested sequences and drops undefined statements; a single statement is
 // returned as is, an empty sequence is undefined.
 inline Stmt seq(std::vector<Stmt> stmts, SourceLoc l = {}) {

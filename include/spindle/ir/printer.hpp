@@ -140,6 +140,17 @@ class IRPrinter {
       if (!n->axis.empty()) os_ << "  # axis " << n->axis;
       os_ << "\n";
       stmt(n->body, indent + 1);
+    } else if (auto* n = s.as<CoIterateNode>()) {
+      os_ << pad << merge_op_name(n->op) << " " << n->var.name() << " of [";
+      for (size_t q = 0; q < n->operands.size(); ++q) {
+        auto& o = n->operands[q];
+        os_ << (q ? ", " : "") << o.pos.name() << " in [0, " << expr(o.extent) << ") key " << expr(o.key)
+            << " present " << o.present.name();
+      }
+      os_ << "]" << (n->iter_kind == IterKind::reduction ? " reduction" : "") << ":";
+      if (!n->axis.empty()) os_ << "  # axis " << n->axis;
+      os_ << "\n";
+      stmt(n->body, indent + 1);
     } else if (auto* n = s.as<SeqNode>()) {
       for (auto& c : n->stmts) stmt(c, indent);
     } else if (auto* n = s.as<BlockNode>()) {
@@ -187,6 +198,10 @@ class IRPrinter {
     if (a.is_sparse() || a.is_variable()) s += std::string(", ") + dtype_name(a.index_dtype);
     if (a.dense_of) s += ", dense view of " + a.dense_of->name;
     if (a.coordinates_of) s += ", coordinates of " + a.coordinates_of->name;
+    if (a.merge != MergeOp::none) {
+      s += std::string(", ") + merge_op_name(a.merge) + " of ";
+      for (size_t q = 0; q < a.merge_operands.size(); ++q) s += (q ? ", " : "") + a.merge_operands[q]->name;
+    }
     return s + ")";
   }
 

@@ -141,6 +141,36 @@ struct ForNode : StmtNode {
         for_kind(k), iter_kind(ik), axis(std::move(ax)), body(std::move(b)) {}
 };
 
+// Stage II/III: co-iteration of sparse fibers of one coordinate space (docs/language.md
+// §3.1), the lowering of an iteration over union_of / intersection_of. Operand q has its
+// own position `pos` in [0, extent) and `key`, the stored coordinate at `pos` (an i64
+// expression of `pos`). The loop walks all positions in ascending coordinate order, merging:
+//   pos_q = 0 for all q
+//   while (union: some pos_q < extent_q | intersection: every pos_q < extent_q):
+//     k_q = pos_q < extent_q ? key_q : INT64_MAX;  var = min_q k_q;  present_q = (k_q == var)
+//     if (union, or every present_q): body     (pos_q valid where present_q)
+//     pos_q += present_q
+// Fibers are strictly ascending (validated formats), so each coordinate is visited once.
+struct CoIterOperand {
+  Var pos;      // i64: the operand's position in its fiber
+  Var present;  // boolean: whether the operand stores `var`
+  Expr extent;  // positions in the fiber
+  Expr key;     // i64 coordinate at `pos`
+};
+
+struct CoIterateNode : StmtNode {
+  static constexpr StmtKind static_kind = StmtKind::CoIterate;
+  Var var;  // i64: the coordinate visited
+  MergeOp op;
+  std::vector<CoIterOperand> operands;
+  IterKind iter_kind;
+  std::string axis;
+  Stmt body;
+  CoIterateNode(Var v, MergeOp o, std::vector<CoIterOperand> ops, IterKind ik, std::string ax, Stmt b, SourceLoc l)
+      : StmtNode(static_kind, l), var(std::move(v)), op(o), operands(std::move(ops)), iter_kind(ik),
+        axis(std::move(ax)), body(std::move(b)) {}
+};
+
 struct SeqNode : StmtNode {
   static constexpr StmtKind static_kind = StmtKind::Seq;
   std::vector<Stmt> stmts;

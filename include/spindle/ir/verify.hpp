@@ -63,6 +63,21 @@ class Verifier : public IRVisitor {
     visit(n->extent);
     scoped(n->var.get(), [&] { visit(n->body); });
   }
+  void visit_CoIterate(const CoIterateNode* n) override {
+    check(f_.stage != Stage::coordinate, "co-iteration over ", n->axis, " at stage I");
+    check(n->op != MergeOp::none && !n->operands.empty(), "co-iteration over ", n->axis, " has no operands");
+    for (auto& o : n->operands) visit(o.extent);
+    std::vector<const ExprNode*> vars{n->var.get()};
+    for (auto& o : n->operands) vars.push_back(o.pos.get());
+    std::vector<const ExprNode*> added;
+    for (auto* v : vars)
+      if (bound_.insert(v).second) added.push_back(v);
+    for (auto& o : n->operands) visit(o.key);  // a key is an expression of its position
+    for (auto& o : n->operands)
+      if (bound_.insert(o.present.get()).second) added.push_back(o.present.get());
+    visit(n->body);
+    for (auto* v : added) bound_.erase(v);
+  }
   void visit_Block(const BlockNode* n) override {
     for (auto& a : n->allocs) buffers_.insert(a.get());
     visit(n->body);

@@ -18,6 +18,12 @@
 //           list[blk, count] = x; count += 1` then `ws[blk, x] op= v` (or `= v`); the epilogue
 //           stores counts[i] and copies the listed columns and their workspace values to
 //           out_indices / out_values from row_ptr[i] (at most row_ptr[i + 1] - row_ptr[i]).
+// Appending (no marker, no workspace, no gather): when the output's only write sits directly in
+// a co-iteration (docs/language.md §3.1: a CoIterate under the row loop, no other loop between)
+// and is indexed by its coordinate, each row's columns come strictly ascending and once each,
+// so the symbolic phase only counts (`count += 1`) and the numeric phase writes in place:
+// `at = row_ptr[i] + count; if count < row_ptr[i + 1] - row_ptr[i]: out_indices[at] = x;
+// out_values[at] = identity; out_values[at] op= v` then `count += 1` (the row is born sorted).
 // The marker starts at -1 (set by the runtime), so a row's first write of a column always
 // counts; rows are visited once per phase, so the two phases see the same pattern, which the
 // runtime checks by comparing the counts.
@@ -72,6 +78,7 @@ class AssembleRows : public ir::IRMutator {
     SPINDLE_INTERNAL_CHECK(n->for_kind == ir::ForKind::serial, "assemble_rows", "the row loop of '",
                            output_->name, "' is already scheduled");
     row_ = n->var;
+    append_ = appendable(n->body);
     block_ = ir::Var("spindle_block", DType::i64);
     count_ = ir::local_buffer("spindle_count", DType::i64);
     ir::Stmt body = mutate(n->body);
@@ -107,9 +114,69 @@ class AssembleRows : public ir::IRMutator {
     return f.found;
   }
 
+  // Is the output's one write directly inside a co-iteration under the row loop, at its
+  // coordinate (the append case of the file comment)?
+  bool appendable(const ir::Stmt& body) const {
+    struct Scan : ir::IRVisitor {
+      const ir::BufferNode* out = nullptr;
+      int writes = 0;
+      bool ordered = false;
+      std::vector<const ir::CoIterateNode*> merges;  // null for a For
+      void visit_For(const ir::ForNode* n) override {
+        merges.push_back(nullptr);
+        ir::IRVisitor::visit_For(n);
+        merges.pop_back();
+      }
+      void visit_CoIterate(const ir::CoIterateNode* n) override {
+        merges.push_back(n);
+        ir::IRVisitor::visit_CoIterate(n);
+        merges.pop_back();
+      }
+      void write(const ir::BufferNode* b, const std::vector<ir::Expr>& idx) {
+        if (b != out) return;
+        ++writes;
+        ordered = merges.size() == 1 && merges[0] && idx.size() == 2 && strip(idx[1]).same_as(merges[0]->var);
+      }
+      static ir::Expr strip(const ir::Expr& e) {
+        auto* c = e.as<ir::CastNode>();
+        return c && c->value.dtype() == DType::i64 ? c->value : e;
+      }
+      void visit_Store(const ir::StoreNode* n) override {
+        write(n->buffer.get(), n->indices);
+        ir::IRVisitor::visit_Store(n);
+      }
+      void visit_Reduce(const ir::ReduceNode* n) override {
+        write(n->buffer.get(), n->indices);
+        ir::IRVisitor::visit_Reduce(n);
+      }
+    } scan;
+    scan.out = output_.get();
+    scan.visit(body);
+    return scan.writes == 1 && scan.ordered;
+  }
+
+  // The append case: count, and in the numeric phase store at the row's next position.
+  ir::Stmt append(const ir::Expr& col, const ir::Expr& value, const ir::ReduceOp* op, ir::SourceLoc loc) {
+    const ir::Expr i = row_, count = ir::load(count_, {});
+    ir::Stmt next = ir::store(count_, {}, count + 1, loc);
+    if (a_.phase != AssemblyContext::numeric) return next;
+    ir::Var at("spindle_at", DType::i64);
+    std::vector<ir::Stmt> put{ir::store(out_indices_, {at}, ir::cast(out_indices_->dtype, col), loc)};
+    if (op) {
+      put.push_back(ir::store(out_values_, {at}, ir::reduce_identity(*op, out_values_->dtype), loc));
+      put.push_back(ir::reduce(out_values_, {at}, *op, value, loc));
+    } else {
+      put.push_back(ir::store(out_values_, {at}, value, loc));
+    }
+    ir::Expr room = ir::load(row_ptr_, {i + 1}) - ir::load(row_ptr_, {i});
+    ir::Stmt in_row = ir::if_then_else(count < room, ir::seq(std::move(put), loc), ir::Stmt(), loc);
+    return ir::seq({ir::let_stmt(at, ir::load(row_ptr_, {i}) + count, in_row, loc), next}, loc);
+  }
+
   ir::Stmt write(const std::vector<ir::Expr>& idx, const ir::Expr& value, const ir::ReduceOp* op, ir::SourceLoc loc) {
     SPINDLE_INTERNAL_CHECK(row_.defined() && idx.size() == 2 && idx[0].same_as(row_), "assemble_rows", "a write of '",
                            output_->name, "' is not indexed by its row loop");
+    if (append_) return append(ir::cast(DType::i64, idx[1]), value, op, loc);
     ir::Var x("spindle_col", DType::i64);
     const ir::Expr blk = block_, col = x, i = row_;
     ir::Expr count = ir::load(count_, {});
@@ -131,7 +198,7 @@ class AssembleRows : public ir::IRMutator {
   ir::Stmt epilogue(ir::SourceLoc loc) {
     const ir::Expr i = row_, count = ir::load(count_, {});
     ir::Stmt counts = ir::store(counts_, {i}, count, loc);
-    if (a_.phase != AssemblyContext::numeric) return counts;
+    if (a_.phase != AssemblyContext::numeric || append_) return counts;
     ir::Var base("spindle_base", DType::i64), q("spindle_q", DType::i64), col("spindle_col", DType::i64);
     const ir::Expr blk = block_, at = ir::Expr(base) + ir::Expr(q);
     ir::Stmt copy = ir::let_stmt(
@@ -150,6 +217,7 @@ class AssembleRows : public ir::IRMutator {
   ir::Buffer output_, bounds_, mark_, counts_, ws_, list_, row_ptr_, out_indices_, out_values_;
   ir::Var row_, block_;
   ir::Buffer count_;
+  bool append_ = false;
 };
 
 }  // namespace detail

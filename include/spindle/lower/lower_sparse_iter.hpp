@@ -69,9 +69,10 @@ class SparseIterLowering : public ir::IRMutator {
                       n->name, "' iterates axis ", a->name, " without its parent ", a->parent->name,
                       "; hint: iterate ", a->parent->name, " before ", a->name,
                       " (in the same iteration or an enclosing one)");
-      extents.push_back(extent_of(a));
+      if (a->merge == ir::MergeOp::none) extents.push_back(extent_of(a));
+      else extents.emplace_back();  // a co-iteration: its operands' extents (make_loop)
       pos.emplace_back(n->vars[k].name(), DType::i64);
-      bind(n->vars[k], a, pos.back());
+      bind(n->vars[k], a, pos.back(), n->name);
       if (first_reduction < 0 && n->kinds[k] == ir::IterKind::reduction) first_reduction = static_cast<int>(k);
     }
     ir::Stmt body = mutate(n->body);
@@ -85,8 +86,7 @@ class SparseIterLowering : public ir::IRMutator {
     }
     ir::Stmt s = body;
     for (std::size_t k = count; k-- > 0;) {
-      s = ir::for_loop(pos[k], ir::int_imm(0), extents[k], ir::ForKind::serial, n->kinds[k], n->axes[k]->name, s,
-                       n->loc);
+      s = make_loop(depth + k, extents[k], n->kinds[k], s, n->loc);
       if (static_cast<int>(k) == first_reduction && init.defined()) s = ir::seq({init, s}, n->loc);
     }
     scope_.resize(depth);
@@ -107,15 +107,15 @@ class SparseIterLowering : public ir::IRMutator {
                     "': cannot initialise the output of iteration '", n->name, "': spatial axis ", a->name,
                     " depends on reduction axis ", a->parent->name,
                     "; hint: declare the output inout and initialise it before the call");
-      extents.push_back(extent_of(a));
+      if (a->merge == ir::MergeOp::none) extents.push_back(extent_of(a));
+      else extents.emplace_back();
       pos.emplace_back(n->vars[k].name(), DType::i64);
-      bind(n->vars[k], a, pos.back());
+      bind(n->vars[k], a, pos.back(), n->name);
       spatial.push_back(k);
     }
     ir::Stmt s = mutate(n->init);
     for (std::size_t q = spatial.size(); q-- > 0;)
-      s = ir::for_loop(pos[q], ir::int_imm(0), extents[q], ir::ForKind::serial, ir::IterKind::spatial,
-                       n->axes[spatial[q]]->name, s, n->loc);
+      s = make_loop(depth + r + q, extents[q], ir::IterKind::spatial, s, n->loc);
     scope_.resize(depth + r);
     scope_.insert(scope_.end(), saved.begin(), saved.end());
     return s;
@@ -162,6 +162,13 @@ class SparseIterLowering : public ir::IRMutator {
     ir::Var pos;
     ir::Expr coord;
     std::vector<ir::Expr> prefix;  // the ancestor positions the loop runs under (its fiber)
+    struct Operand {               // a co-iteration (axis->merge): each operand's position
+      ir::Axis axis;
+      ir::Var pos, present;
+      ir::Expr extent, key;
+      std::vector<ir::Expr> prefix;
+    };
+    std::vector<Operand> merged;
   };
   struct Aux {
     ir::Buffer indptr, indices;
@@ -257,7 +264,40 @@ class SparseIterLowering : public ir::IRMutator {
   }
   ir::Expr extent_of(const ir::Axis& a) { return extent_under(a, ancestor_positions(a)); }
 
-  void bind(const ir::Var& iter, const ir::Axis& a, const ir::Var& pos) {
+  // The loop of scope_[b] around `body`: a For over its positions, or for a co-iteration
+  // (docs/language.md §3.1) the merge of its operands' fibers (ir::CoIterateNode).
+  ir::Stmt make_loop(std::size_t b, const ir::Expr& extent, ir::IterKind kind, ir::Stmt body, ir::SourceLoc loc) {
+    const Bound& bd = scope_.at(b);
+    if (bd.merged.empty())
+      return ir::for_loop(bd.pos, ir::int_imm(0), extent, ir::ForKind::serial, kind, bd.axis->name, body, loc);
+    std::vector<ir::CoIterOperand> ops;
+    for (auto& o : bd.merged) ops.push_back({o.pos, o.present, o.extent, o.key});
+    return ir::co_iterate(bd.pos, bd.axis->merge, std::move(ops), kind, bd.axis->name, body, loc);
+  }
+
+  void bind(const ir::Var& iter, const ir::Axis& a, const ir::Var& pos, const std::string& iteration) {
+    if (a->merge != ir::MergeOp::none) {
+      Bound b{iter.node(), a, pos, pos, {}, {}};
+      for (auto& o : a->merge_operands) {
+        if (o->parent)
+          SPINDLE_CHECK(find_parent(*o), UserError, "kernel '", ctx_.kernel, "': iteration '", iteration,
+                        "' iterates ", a->name, " (", ir::merge_op_name(a->merge), " of the fibers of ", o->name,
+                        ", ...) without the parent ", o->parent->name, " of ", o->name, "; hint: iterate ",
+                        o->parent->name, " before it (in the same iteration or an enclosing one)");
+        Bound::Operand op;
+        op.axis = o;
+        op.prefix = ancestor_positions(o);
+        op.extent = extent_under(o, op.prefix);
+        op.pos = ir::Var(o->name + "_pos", DType::i64);
+        op.present = ir::Var(o->name + "_has", DType::boolean);
+        std::vector<ir::Expr> idx = op.prefix;
+        idx.push_back(op.pos);
+        op.key = ir::cast(DType::i64, use(aux_.at(o.get()).indices, std::move(idx)));
+        b.merged.push_back(std::move(op));
+      }
+      scope_.push_back(std::move(b));
+      return;
+    }
     ir::Expr coord = pos;
     std::vector<ir::Expr> prefix = ancestor_positions(a);
     if (a->is_sparse()) {
@@ -267,7 +307,7 @@ class SparseIterLowering : public ir::IRMutator {
       // the index type: `j * j` or a store of `j` into an int64 local must not be int32.
       coord = ir::cast(DType::i64, use(aux_.at(a.get()).indices, std::move(idx)));
     }
-    scope_.push_back({iter.node(), a, pos, coord, std::move(prefix)});
+    scope_.push_back({iter.node(), a, pos, coord, std::move(prefix), {}});
   }
 
   static ir::Expr conj(const ir::Expr& a, const ir::Expr& b) { return a.defined() ? (a && b) : b; }
@@ -284,6 +324,13 @@ class SparseIterLowering : public ir::IRMutator {
       const Bound* it = v ? find_iter(v) : nullptr;
       if (it && it->axis == a && prefix_matches(acc.pos, s, it->prefix)) {
         acc.pos.push_back(it->pos);
+        continue;
+      }
+      // A co-iteration's iterator in a slot of one of its operands, under the fiber the merge
+      // walks: the operand's position, present or not (docs/language.md §3.1).
+      if (const Bound::Operand* o = it ? merged_operand(*it, a, acc.pos, s) : nullptr) {
+        if (it->axis->merge == ir::MergeOp::union_) acc.guard = conj(acc.guard, o->present);
+        acc.pos.push_back(o->pos);
         continue;
       }
       if (it && ir::coordinate_space(it->axis) != ir::coordinate_space(a))
@@ -309,6 +356,13 @@ class SparseIterLowering : public ir::IRMutator {
       }
     }
     return acc;
+  }
+
+  static const Bound::Operand* merged_operand(const Bound& it, const ir::Axis& a, const std::vector<ir::Expr>& pos,
+                                              std::size_t slot) {
+    for (auto& o : it.merged)
+      if (o.axis == a && prefix_matches(pos, slot, o.prefix)) return &o;
+    return nullptr;
   }
 
   // Do the buffer's positions for the ancestors of the slot's axis equal the positions the

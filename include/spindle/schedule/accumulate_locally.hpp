@@ -86,6 +86,10 @@ class LocalAccumulation : public ir::IRMutator {
       inner_vars.insert(n->var.get());
       ir::IRVisitor::visit_LetStmt(n);
     }
+    void visit_CoIterate(const ir::CoIterateNode* n) override {
+      for (auto* v : ir::co_iterate_vars(*n)) inner_vars.insert(v);
+      ir::IRVisitor::visit_CoIterate(n);
+    }
   };
 
   static std::optional<Target> candidate(const ir::ForNode* loop) {

@@ -190,6 +190,10 @@ inline std::set<const ir::ExprNode*> bound_vars(const ir::Stmt& s) {
       vars.insert(n->var.get());
       ir::IRVisitor::visit_LetStmt(n);
     }
+    void visit_CoIterate(const ir::CoIterateNode* n) override {
+      for (auto* v : ir::co_iterate_vars(*n)) vars.insert(v);
+      ir::IRVisitor::visit_CoIterate(n);
+    }
   } v;
   v.visit(s);
   return v.vars;

@@ -265,6 +265,12 @@ inline bool ownership_kept(const ir::Function& f) {
       visit(n->body);
       unbind(n->var.get());
     }
+    void visit_CoIterate(const ir::CoIterateNode* n) override {
+      const auto vars = ir::co_iterate_vars(*n);
+      for (auto* v : vars) bind(v);
+      ir::IRVisitor::visit_CoIterate(n);
+      for (auto* v : vars) unbind(v);
+    }
     void visit_IfThenElse(const ir::IfThenElseNode* n) override {
       visit(n->cond);
       if (block.defined() && detail::uses_any(n->cond, {block.get()})) {

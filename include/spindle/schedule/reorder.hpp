@@ -49,6 +49,7 @@ inline const char* stmt_kind_word(const ir::Stmt& s) {
     case ir::StmtKind::LetStmt: return "a let";
     case ir::StmtKind::IfThenElse: return "an if (a guard)";
     case ir::StmtKind::For: return "a loop";
+    case ir::StmtKind::CoIterate: return "a merge loop (union_of / intersection_of)";
     case ir::StmtKind::Seq: return "a sequence of statements";
     case ir::StmtKind::Block: return "a block (local allocations)";
     case ir::StmtKind::Barrier: return "a barrier";
