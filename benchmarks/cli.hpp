@@ -68,10 +68,10 @@ inline const char* kUsage = R"(spindle-bench: Spindle vs Eigen (and SuiteSparse:
 usage: spindle-bench [options]
   --backend cpu|cuda   cpu: Spindle vs Eigen/GraphBLAS/MKL on this CPU; cuda: Spindle's GPU build
                        vs cuSPARSE (see "CUDA backend" below)                 [cpu]
-  --op LIST            spmm, spmv, sddmm, spgemm, spadd, bsr_spmm, ell_spmm, hyb_spmm,
-                       tuned_spmm (comma list, repeatable). spgemm: C = A A, spadd:
-                       C = A + A^T (C = A + A when A is not square), sparse CSR results
-                       (no K); bsr_spmm/ell_spmm/hyb_spmm: Spindle's BSR
+  --op LIST            spmm, spmv, sddmm, spgemm, spadd, spmul, bsr_spmm, ell_spmm,
+                       hyb_spmm, tuned_spmm (comma list, repeatable). spgemm: C = A A,
+                       spadd: C = A + A^T, spmul: C = A .* A^T (A instead of A^T when A
+                       is not square), sparse CSR results (no K); bsr_spmm/ell_spmm/hyb_spmm: Spindle's BSR
                        (--block), ELL or hyb(c, k) (--hyb) SpMM; tuned_spmm: the format spindle::tune::tune_spmm picks for the
                        matrix, K and thread count (tuned before timing; its report goes to
                        stderr); each with Spindle's CSR SpMM and the peers' CSR SpMM
@@ -187,10 +187,10 @@ inline bool parse_args(int argc, char** argv, Config& c) {
       c.cusparse = false;
     } else if (a == "--op") {
       for (auto& op : split_list(value())) {
-        if (op != "spmm" && op != "spmv" && op != "sddmm" && op != "spgemm" && op != "spadd" && op != "bsr_spmm" &&
+        if (op != "spmm" && op != "spmv" && op != "sddmm" && op != "spgemm" && op != "spadd" && op != "spmul" && op != "bsr_spmm" &&
             op != "ell_spmm" && op != "hyb_spmm" && op != "tuned_spmm")
           throw std::invalid_argument("--op: unknown operator '" + op +
-                                      "' (spmm, spmv, sddmm, spgemm, spadd, bsr_spmm, ell_spmm, hyb_spmm, tuned_spmm)");
+                                      "' (spmm, spmv, sddmm, spgemm, spadd, spmul, bsr_spmm, ell_spmm, hyb_spmm, tuned_spmm)");
         c.ops.push_back(op);
       }
     } else if (a == "--block") {

@@ -57,7 +57,7 @@ struct CompileLatency {
 // (runtime::AssembledKernel, a symbolic and a numeric phase); they have no single compile
 // request, so they are left out here (their first compile in the process is reported, per
 // phase, with the kernels of the run).
-inline bool compile_latency_measurable(const std::string& op) { return op != "spgemm" && op != "spadd"; }
+inline bool compile_latency_measurable(const std::string& op) { return !sparse_result_op(op); }
 
 // f(kernel) with the ready-made kernel of an operator.
 template <class T, class F>

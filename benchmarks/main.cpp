@@ -43,6 +43,7 @@ struct Kernels {
   // Kernels that assemble a sparse output (a symbolic and a numeric phase): compile_assembled().
   decltype(spindle::ops::spgemm<T>()) spgemm = spindle::ops::spgemm<T>();
   decltype(spindle::ops::sparse_add<T>()) spadd = spindle::ops::sparse_add<T>();
+  decltype(spindle::ops::sparse_multiply<T>()) spmul = spindle::ops::sparse_multiply<T>();
   decltype(spindle::ops::ell_spmm<T>()) ell_spmm = spindle::ops::ell_spmm<T>();
   spindle::ops::HybSpmm<T> hyb_spmm;
   spindle::ops::BsrSpmm<T, 2, 2> bsr2;
@@ -88,7 +89,7 @@ struct OpCase {
 };
 
 // Ops without a feature size K.
-inline bool op_has_no_feat(const std::string& op) { return op == "spmv" || op == "spgemm" || op == "spadd"; }
+inline bool op_has_no_feat(const std::string& op) { return op == "spmv" || sparse_result_op(op); }
 
 template <class T>
 void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std::vector<TriadResult>& triads,
@@ -235,8 +236,8 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
           c.grb_error = [&] { return relative_error(grb->pattern_result().data(), ce.data(), nnz); };
         }
       }
-      if (op == "spgemm" || op == "spadd") {
-        if (op == "spadd" && rows == cols) {
+      if (sparse_result_op(op)) {
+        if (op != "spgemm" && rows == cols) {
           // A^T, through Eigen (row-major storage of the transpose, sorted rows).
           typename EigenPeer<T>::Sparse at = eigen.matrix().transpose();
           at.makeCompressed();
@@ -257,9 +258,12 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
         if (op == "spgemm") {
           c.spindle = [&] { k.spgemm(a, *b, *csp); };
           c.eigen = [&] { eigen.spgemm(); };
-        } else {
+        } else if (op == "spadd") {
           c.spindle = [&] { k.spadd(a, *b, T(1), T(1), *csp); };
           c.eigen = [&] { eigen.spadd(); };
+        } else {
+          c.spindle = [&] { k.spmul(a, *b, *csp); };
+          c.eigen = [&] { eigen.spmul(); };
         }
         // An empty C of the right shape: a call that writes nothing shows as a pattern mismatch.
         c.poison = [&, bcols] { *csp = spindle::Csr<T>(rows, bcols, "C"); };
@@ -274,11 +278,13 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
           grb->prepare_sparse(bcols);
           if (op == "spgemm")
             c.graphblas = [&] { grb->spgemm(); };
-          else
+          else if (op == "spadd")
             c.graphblas = [&] { grb->spadd(); };
+          else
+            c.graphblas = [&] { grb->spmul(); };
           c.grb_error = [&] { return sparse_result_error(grb->sparse_result(), cref, "graphblas " + m.info.name + " " + op); };
         }
-        if (mkl) {
+        if (mkl && op != "spmul") {  // MKL has no element-wise product of sparse matrices
           mkl->set_b(*b);
           c.mkl_prepare = [&] { mkl->prepare_sparse(); };
           if (op == "spgemm")
@@ -320,7 +326,7 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
         r.bytes = model_bytes(shape);
         std::vector<Contender> cont{{"spindle", c.spindle, {}}, {"eigen", c.eigen, {}}};
         std::vector<double> errors{c.spindle_error(), 0.0};
-        const bool sparse_out = op == "spgemm" || op == "spadd";
+        const bool sparse_out = sparse_result_op(op);
         std::vector<std::string> labels{
             op == "tuned_spmm" ? "spindle::tune::tune_spmm (" + c.format + ", engine " + report.engine + ")"
             : c.spindle_csr   ? "spindle::ops::" + op + " (" + c.format + ", engine " + report.engine + ")"
@@ -329,10 +335,14 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
             : op == "spadd"   ? "spindle::ops::sparse_add (engine " + report.engine +
                                   ", symbolic + numeric phases, rows sorted; C = 1 A + 1 B, B = " +
                                   (b_own ? "A^T" : "A") + ")"
+            : op == "spmul"   ? "spindle::ops::sparse_multiply (engine " + report.engine +
+                                  ", intersection of the rows merged and appended; C = A .* B, B = " +
+                                  (b_own ? "A^T" : "A") + ")"
                           : "spindle::ops::" + op + " (engine " + report.engine + ", default CPU schedule)",
             op == "sddmm"    ? std::string("eigen (row loop + .dot, OpenMP rows)")
             : op == "spgemm" ? std::string("eigen (SparseMatrix<RowMajor> * SparseMatrix, single-threaded)")
             : op == "spadd"  ? std::string("eigen (SparseMatrix<RowMajor> + SparseMatrix, single-threaded)")
+            : op == "spmul"  ? std::string("eigen (SparseMatrix<RowMajor>.cwiseProduct(SparseMatrix), single-threaded)")
                              : std::string("eigen (SparseMatrix<RowMajor> * dense, noalias)")};
         if (c.spindle_csr) {
           c.spindle_csr();
@@ -344,7 +354,8 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
           c.graphblas();
           cont.push_back({"graphblas", c.graphblas, {}});
           errors.push_back(c.grb_error());
-          labels.push_back(op == "spadd" ? std::string("graphblas (GrB_eWiseAdd, PLUS, wait)")
+          labels.push_back(op == "spadd"   ? std::string("graphblas (GrB_eWiseAdd, PLUS, wait)")
+                           : op == "spmul" ? std::string("graphblas (GrB_eWiseMult, TIMES, wait)")
                            : "graphblas (" +
                                  std::string(op == "sddmm" ? "masked mxm X*Y' on A + eWiseMult A"
                                              : op == "spmv" ? "GrB_mxv"
@@ -449,11 +460,13 @@ int run(const Config& cfg) {
       if (op == "hyb_spmm")  // the width-8 part kernel stands for the others (one per bucket width)
         ck = &k.hyb_spmm.compile(8), text = cfg.explain ? k.hyb_spmm.explain(8) : "";
       if (op == "tuned_spmm") ck = &k.spmm.compile(), text = "";  // its candidates compile while it tunes
-      if (op == "spgemm" || op == "spadd") {
+      if (sparse_result_op(op)) {
         // compile() throws for a kernel that assembles its output: its two phases, one line each.
-        const spindle::runtime::AssembledKernel& ak =
-            op == "spgemm" ? k.spgemm.compile_assembled() : k.spadd.compile_assembled();
-        text = cfg.explain ? (op == "spgemm" ? k.spgemm.explain() : k.spadd.explain()) : "";
+        const spindle::runtime::AssembledKernel& ak = op == "spgemm"  ? k.spgemm.compile_assembled()
+                                                      : op == "spadd" ? k.spadd.compile_assembled()
+                                                                      : k.spmul.compile_assembled();
+        text = cfg.explain ? (op == "spgemm" ? k.spgemm.explain() : op == "spadd" ? k.spadd.explain() : k.spmul.explain())
+                           : "";
         for (auto [phase, pk] : {std::pair{".symbolic", &ak.symbolic()}, std::pair{".numeric", &ak.numeric()}})
           report.kernels.push_back({op + phase, spindle::runtime::code_source_name(pk->stats().source),
                                     pk->stats().lower_micros, pk->stats().load_micros});

@@ -11,6 +11,7 @@
 //          conservative sparse product: no pruning, rows sorted); single-threaded, Eigen has
 //          no parallel sparse x sparse product
 //   spadd  C = A + B              sparse sum of two row-major matrices (union pattern);
+//   spmul  C = A .* B             cwiseProduct of two row-major matrices (intersection pattern);
 //          single-threaded
 // Eigen's sparse x dense products parallelise their row loop with OpenMP when the build
 // has OpenMP and Eigen::setNbThreads(t) > 1 (and the product has > 20000 nonzero-terms,
@@ -84,6 +85,7 @@ class EigenPeer {
   }
   void spgemm() { c_ = a_ * b_; }
   void spadd() { c_ = a_ + b_; }
+  void spmul() { c_ = a_.cwiseProduct(b_); }
   const Sparse& sparse_result() const { return c_; }
 
   // out[p] for the p-th stored entry of A (row-major order).

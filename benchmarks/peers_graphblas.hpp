@@ -9,6 +9,7 @@
 //          masked dot products on A's pattern) then GrB_eWiseMult(S, TIMES, S, A)
 //   spgemm GrB_mxm(C, -, -, PLUS_TIMES, A, B)     B imported once like A (CSR, by row)
 //   spadd  GrB_eWiseAdd(C, -, -, PLUS, A, B)      (alpha = beta = 1)
+//   spmul  GrB_eWiseMult(C, -, -, TIMES, A, B)
 // The thread count is the global GxB_NTHREADS. Without GraphBLAS the peer reports that it
 // is unavailable and the tool runs without it.
 #pragma once
@@ -195,6 +196,10 @@ class GraphBlasPeer {
     grb_check(GrB_Matrix_eWiseAdd_BinaryOp(c_, nullptr, nullptr, G::plus(), a_, b_, nullptr), "GrB_eWiseAdd");
     grb_check(GrB_Matrix_wait(c_, GrB_MATERIALIZE), "wait C");
   }
+  void spmul() {
+    grb_check(GrB_Matrix_eWiseMult_BinaryOp(c_, nullptr, nullptr, G::times(), a_, b_, nullptr), "GrB_eWiseMult");
+    grb_check(GrB_Matrix_wait(c_, GrB_MATERIALIZE), "wait C");
+  }
   // The last spgemm/spadd result in CSR, rows sorted (untimed).
   CsrResult<T> sparse_result() const {
     GrB_Index nr = 0, nc = 0;
@@ -307,6 +312,7 @@ class GraphBlasPeer {
   void prepare_sparse(std::int64_t) {}
   void spgemm() {}
   void spadd() {}
+  void spmul() {}
   CsrResult<T> sparse_result() const { return {}; }
 };
 

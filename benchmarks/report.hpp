@@ -152,7 +152,7 @@ inline void print_tables(std::FILE* out, const Report& r) {
       head += " | check";
       std::fprintf(out, "%s\n%s\n", head.c_str(), std::string(head.size(), '-').c_str());
     }
-    const bool no_k = c.op == "spmv" || c.op == "spgemm" || c.op == "spadd";
+    const bool no_k = c.op == "spmv" || sparse_result_op(c.op);
     std::fprintf(out, "%-22.22s %-5s %4s %3d", c.matrix.c_str(), c.op.c_str(),
                  no_k ? "-" : std::to_string(c.feat).c_str(), c.threads);
     for (std::size_t s = 0; s < c.systems.size(); ++s) {
@@ -178,7 +178,7 @@ inline void print_tables(std::FILE* out, const Report& r) {
     }
   seen.clear();
   for (auto& c : r.cases) {
-    if (c.op != "spgemm" && c.op != "spadd") continue;
+    if (!sparse_result_op(c.op)) continue;
     const std::string key = c.matrix + " " + c.op;
     if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
     seen.push_back(key);
@@ -275,7 +275,7 @@ inline std::string to_json(const Report& r) {
     o.str("matrix", c.matrix).str("op", c.op).num("rows", c.rows).num("cols", c.cols).num("nnz", c.nnz)
         .num("feat", c.feat).num("threads", c.threads).num("flops", c.flops).num("bytes", c.bytes)
         .num("triad_gbs", c.triad_gbs);
-    if (c.op == "spgemm" || c.op == "spadd") o.num("nnz_b", c.nnz_b).num("nnz_out", c.nnz_out);
+    if (sparse_result_op(c.op)) o.num("nnz_b", c.nnz_b).num("nnz_out", c.nnz_out);
     if (c.op == "spgemm") o.num("mult_adds", c.mult_adds);
     o.raw("systems", json_array(c.systems, [](const SystemResult& x) {
       return JsonObject().str("name", x.name).str("label", x.label).num("median_s", x.median_s)

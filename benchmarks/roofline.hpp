@@ -94,6 +94,7 @@ inline double model_flops(const CaseShape& c) {
   if (c.op == "spmv") return 2.0 * nnz;
   if (c.op == "spgemm") return 2.0 * static_cast<double>(c.mult_adds);
   if (c.op == "spadd") return nnz + static_cast<double>(c.nnz_b);  // one addition per input entry
+  if (c.op == "spmul") return static_cast<double>(c.nnz_out);       // one product per result entry
   return 2.0 * nnz * k + nnz;  // sddmm: a K-long dot per nonzero, then the scaling by A
 }
 
@@ -104,7 +105,7 @@ inline double model_bytes(const CaseShape& c) {
   const double a = (m + 1) * ib + nnz * ib + nnz * vb;
   if (c.op == "spmm") return a + n * k * vb + m * k * vb;
   if (c.op == "spmv") return a + n * vb + m * vb;
-  if (c.op == "spgemm" || c.op == "spadd") {
+  if (sparse_result_op(c.op)) {
     // A and B read once, C (row offsets, indices, values) written once; B's rows are
     // A's columns (spgemm) or A's rows (spadd), given as b_rows.
     const double nb = static_cast<double>(c.nnz_b), nc = static_cast<double>(c.nnz_out);

@@ -442,7 +442,10 @@ auto spgemm() {
                     });
 }
 
-// C = alpha A + beta B, both CSR of one shape; C's pattern is the union of theirs.
+// C = alpha A + beta B, both CSR of one shape; C's pattern is the union of theirs, walked by
+// one merge per row (union_of, docs/language.md §3.1) and appended in column order. A
+// coordinate only one operand stores reads 0 in the other (alpha * 0 + beta * b), so a
+// non-finite alpha or beta gives NaN there, as IEEE 0 * inf does.
 template <class T, class Index = std::int32_t>
 auto sparse_add() {
   using J_ = JI<Index>;
@@ -450,8 +453,21 @@ auto sparse_add() {
   return sp::kernel("sparse_add", sp::names{"A", "B", "alpha", "beta", "C"},
                     [](sp::in<T, I, J_> a, sp::in<T, I, J2_> b, sp::param<T> alpha, sp::param<T> beta,
                        sp::out<T, I, CJ<Index>> c, sp::iter<I> i) {
-                      sp::for_each<J_>([&](sp::iter<J_> j) { c(i, j) += alpha * a(i, j); });
-                      sp::for_each<J2_>([&](sp::iter<J2_> j) { c(i, j) += beta * b(i, j); });
+                      sp::for_each<sp::union_of<J_, J2_>>(
+                          [&](sp::iter<sp::union_of<J_, J2_>> j) { c(i, j) = alpha * a(i, j) + beta * b(i, j); });
+                    });
+}
+
+// C = A .* B (element-wise product), both CSR of one shape; C's pattern is the intersection
+// of theirs (intersection_of: one merge per row, appended in column order).
+template <class T, class Index = std::int32_t>
+auto sparse_multiply() {
+  using J_ = JI<Index>;
+  using J2_ = J2I<Index>;
+  return sp::kernel("sparse_multiply", sp::names{"A", "B", "C"},
+                    [](sp::in<T, I, J_> a, sp::in<T, I, J2_> b, sp::out<T, I, CJ<Index>> c, sp::iter<I> i) {
+                      sp::for_each<sp::intersection_of<J_, J2_>>(
+                          [&](sp::iter<sp::intersection_of<J_, J2_>> j) { c(i, j) = a(i, j) * b(i, j); });
                     });
 }
 

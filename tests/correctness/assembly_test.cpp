@@ -81,6 +81,16 @@ std::map<std::pair<std::int64_t, std::int64_t>, double> add_reference(const sp::
   return m;
 }
 
+template <class T, class Index>
+std::map<std::pair<std::int64_t, std::int64_t>, double> multiply_reference(const sp::Csr<T, Index>& a,
+                                                                           const sp::Csr<T, Index>& b) {
+  std::map<std::pair<std::int64_t, std::int64_t>, double> m;
+  const auto ea = entries(a), eb = entries(b);
+  for (auto& [rc, v] : ea)
+    if (auto it = eb.find(rc); it != eb.end()) m[rc] = v * it->second;
+  return m;
+}
+
 // Same pattern exactly; values within a relative tolerance of the double reference.
 void check_same(const std::map<std::pair<std::int64_t, std::int64_t>, double>& got,
                 const std::map<std::pair<std::int64_t, std::int64_t>, double>& want, double tol) {
@@ -220,6 +230,10 @@ TEMPLATE_TEST_CASE("SpGEMM and sparse add assemble the exact pattern and values 
           // A second call replaces the pattern (the output's old entries do not matter).
           sp::ops::sparse_add<T>().with_runtime(rt)(a, a, T(1), T(1), d);
           check_same(entries(d), add_reference(a, a, 1, 1), tolerance<T>());
+          // The element-wise product: the intersection of the patterns.
+          sp::Csr<T> e(a.rows(), a.cols());
+          sp::ops::sparse_multiply<T>().with_runtime(rt)(a, a2, e);
+          check_same(entries(e), multiply_reference(a, a2), tolerance<T>());
         }
     }
   }

@@ -237,10 +237,13 @@ class CFamilyPrinter : public ir::StrictExprFunctor<std::string>, public ir::Str
     }
     line() << "}\n";
   }
-  // Co-iteration (ir::CoIterateNode): a two-pointer merge of the operands' fibers.
+  // Co-iteration (ir::CoIterateNode): a merge of the operands' fibers. The main loop runs
+  // while every operand has positions left (its keys load unconditionally); a union then
+  // finishes the operands that remain in a second loop whose exhausted operands read as
+  // INT64_MAX (TACO's sub-lattices, folded into one).
   void on_CoIterate(const ir::CoIterateNode* n) override {
     const bool uni = n->op == ir::MergeOp::union_;
-    std::vector<std::string> pos, ext, key, has;
+    std::vector<std::string> pos, ext;
     line() << "{ /* " << comment_text(std::string(ir::merge_op_name(n->op)) + " over " + n->axis) << " */\n";
     ++indent_;
     for (auto& o : n->operands) {
@@ -249,36 +252,44 @@ class CFamilyPrinter : public ir::StrictExprFunctor<std::string>, public ir::Str
       line() << "long long " << pos.back() << " = 0;\n";
       line() << "const long long " << ext.back() << " = " << expr(o.extent) << ";\n";
     }
-    std::string cond;
-    for (std::size_t q = 0; q < pos.size(); ++q)
-      cond += (q ? (uni ? " || " : " && ") : "") + pos[q] + " < " + ext[q];
-    line() << "while (" << cond << ") {\n";
-    ++indent_;
-    const std::string var = name(n->var);
-    for (std::size_t q = 0; q < pos.size(); ++q) {
-      key.push_back(fresh(n->operands[q].pos.name() + "_key"));
-      line() << "const long long " << key[q] << " = " << pos[q] << " < " << ext[q] << " ? (long long)"
-             << expr(n->operands[q].key, 10) << " : 9223372036854775807LL;\n";
-    }
-    std::string least = key[0];
-    for (std::size_t q = 1; q < key.size(); ++q) least = "spindle_min_i64(" + least + ", " + key[q] + ")";
-    line() << "const long long " << var << " = " << least << ";\n";
-    for (std::size_t q = 0; q < pos.size(); ++q) {
-      has.push_back(name(n->operands[q].present));
-      line() << "const int " << has[q] << " = " << key[q] << " == " << var << ";\n";
-    }
-    if (uni) {
-      dispatch(n->body);
-    } else {
-      std::string all;
-      for (std::size_t q = 0; q < has.size(); ++q) all += (q ? " && " : "") + has[q];
-      line() << "if (" << all << ") {\n";
-      indented(n->body);
+    auto loop = [&](bool all_active) {
+      std::string cond;
+      for (std::size_t q = 0; q < pos.size(); ++q)
+        cond += (q ? (all_active ? " && " : " || ") : "") + pos[q] + " < " + ext[q];
+      line() << "while (" << cond << ") {\n";
+      ++indent_;
+      std::vector<std::string> key, has;
+      for (std::size_t q = 0; q < pos.size(); ++q) {
+        key.push_back(fresh(n->operands[q].pos.name() + "_key"));
+        line() << "const long long " << key[q] << " = ";
+        if (all_active)
+          *out_ << "(long long)" << expr(n->operands[q].key, 10) << ";\n";
+        else
+          *out_ << pos[q] << " < " << ext[q] << " ? (long long)" << expr(n->operands[q].key, 10)
+                << " : 9223372036854775807LL;\n";
+      }
+      std::string least = key[0];
+      for (std::size_t q = 1; q < key.size(); ++q) least = "spindle_min_i64(" + least + ", " + key[q] + ")";
+      line() << "const long long " << name(n->var) << " = " << least << ";\n";
+      for (std::size_t q = 0; q < pos.size(); ++q) {
+        has.push_back(name(n->operands[q].present));
+        line() << "const int " << has[q] << " = " << key[q] << " == " << name(n->var) << ";\n";
+      }
+      if (uni) {
+        dispatch(n->body);
+      } else {
+        std::string every;
+        for (std::size_t q = 0; q < has.size(); ++q) every += (q ? " && " : "") + has[q];
+        line() << "if (" << every << ") {\n";
+        indented(n->body);
+        line() << "}\n";
+      }
+      for (std::size_t q = 0; q < pos.size(); ++q) line() << pos[q] << " += " << has[q] << ";\n";
+      --indent_;
       line() << "}\n";
-    }
-    for (std::size_t q = 0; q < pos.size(); ++q) line() << pos[q] << " += " << has[q] << ";\n";
-    --indent_;
-    line() << "}\n";
+    };
+    loop(true);
+    if (uni) loop(false);
     --indent_;
     line() << "}\n";
   }

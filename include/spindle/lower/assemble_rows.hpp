@@ -222,6 +222,32 @@ class AssembleRows : public ir::IRMutator {
 
 }  // namespace detail
 
+// Whether the numeric phase `f` (scheduled stage III, assemble_rows run) appends its rows in
+// column order (the append case above: it never touches the workspace), so that the runtime
+// need not sort them.
+inline bool rows_appended(const ir::Function& f, const AssemblyContext& a) {
+  if (a.phase != AssemblyContext::numeric) return false;
+  struct Find : ir::IRVisitor {
+    std::string name;
+    bool found = false;
+    void visit_Load(const ir::LoadNode* n) override {
+      found = found || n->buffer->name == name;
+      ir::IRVisitor::visit_Load(n);
+    }
+    void visit_Store(const ir::StoreNode* n) override {
+      found = found || n->buffer->name == name;
+      ir::IRVisitor::visit_Store(n);
+    }
+    void visit_Reduce(const ir::ReduceNode* n) override {
+      found = found || n->buffer->name == name;
+      ir::IRVisitor::visit_Reduce(n);
+    }
+  } find;
+  find.name = a.workspace;
+  find.visit(f.body);
+  return !find.found;
+}
+
 inline ir::Function assemble_rows(const ir::Function& f, const LowerContext& ctx) {
   if (ctx.assembly.phase == AssemblyContext::none) return f;
   SPINDLE_INTERNAL_CHECK(f.stage == ir::Stage::flat, "assemble_rows", "expects stage III");

@@ -7,6 +7,8 @@
 #include <limits>
 #include <utility>
 
+#include "spindle/driver/pipeline.hpp"
+#include "spindle/lower/assemble_rows.hpp"
 #include "spindle/runtime/assembled_kernel.hpp"
 #include "spindle/runtime/assembly_steps.hpp"
 #include "spindle/runtime/runtime.hpp"
@@ -129,11 +131,13 @@ void sort_rows_by_value_type(ThreadPool& pool, DType vt, std::int64_t rows, std:
 struct AssembledKernel::Impl {
   Impl(const ir::Function& f, Runtime& r)
       : rt(&r), plan(f), sym(plan.symbolic.function, r, plan.symbolic.context),
-        num(plan.numeric.function, r, plan.numeric.context) {}
+        num(plan.numeric.function, r, plan.numeric.context),
+        appended(lower::rows_appended(num.lowered().stage3, plan.numeric.context)) {}
 
   Runtime* rt;
   AssemblyPlan plan;
   CompiledKernel sym, num;
+  bool appended;  // the numeric phase appends each row in column order: no sort (assemble_rows)
 };
 
 SPINDLE_DECL AssembledKernel::AssembledKernel(const ir::Function& stage1, Runtime& rt)
@@ -148,8 +152,10 @@ SPINDLE_DECL const CompiledKernel& AssembledKernel::numeric() const { return imp
 SPINDLE_DECL std::string AssembledKernel::explain() const {
   const AssemblyPlan& p = impl_->plan;
   std::string s = message("# assembled output '", p.output, "' [", p.rows_axis, ", columns of ", p.cols_axis,
-                          "]: symbolic phase (distinct columns per row), row offsets by prefix sums, numeric phase "
-                          "(a dense workspace per block of rows), rows sorted by column\n");
+                          "]: symbolic phase (distinct columns per row), row offsets by prefix sums, numeric phase ",
+                          impl_->appended ? "(each row appended in column order by a co-iteration: no workspace, no "
+                                            "sort)\n"
+                                          : "(a dense workspace per block of rows), rows sorted by column\n");
   return s + impl_->sym.explain() + impl_->num.explain();
 }
 
@@ -197,6 +203,10 @@ SPINDLE_DECL void AssembledKernel::call(const std::vector<CallArg>& args, Assemb
   impl_->num.call(a);
   p.check_same_pattern(counts, counts2);
 
+  if (impl_->appended) {
+    target.commit();
+    return;
+  }
   if (p.index_dtype == DType::i32)
     assembly_detail::sort_rows_by_value_type(pool, p.value_dtype, rows, cols, row_ptr.data(),
                                              static_cast<std::int32_t*>(out_indices), out_values);

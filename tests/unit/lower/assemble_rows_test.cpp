@@ -107,3 +107,45 @@ TEST_CASE("assemble_rows: row blocks in parallel, a column marker per block, wor
             c_values[spindle_base + spindle_q] = spindle_workspace[spindle_block, spindle_col]
 )");
 }
+
+TEST_CASE("assemble_rows: an output written once per merged coordinate is counted, then appended in place",
+          "[lower][assembly][coiteration]") {
+  using U = sp::union_of<J, J2>;
+  auto add = sp::define_kernel("uadd", [](sp::in<float, I, J> a, sp::in<float, I, J2> b, sp::out<float, I, Jc> c,
+                                           sp::iter<I> i, sp::iter<U> j) { c(i, j) += a(i, j) + b(i, j); });
+  CHECK(body(phase(add, sp::lower::AssemblyContext::symbolic)) == R"(  block uadd:
+    for spindle_block in [0, spindle_blocks_len) parallel:  # axis spindle_blocks
+      for i in [spindle_block_rows[spindle_block], spindle_block_rows[spindle_block] + spindle_block_rows[spindle_block + 1] - spindle_block_rows[spindle_block]):  # axis I
+        block spindle_row:
+          alloc spindle_count: local i64[]
+          spindle_count = 0
+          union j_or_j2 of [J_pos in [0, J_indptr[i + 1] - J_indptr[i]) key i64(J_indices[J_indptr[i] + J_pos]) present J_has, J2_pos in [0, J2_indptr[i + 1] - J2_indptr[i]) key i64(J2_indices[J2_indptr[i] + J2_pos]) present J2_has]:  # axis J_or_J2
+            spindle_count = spindle_count + 1
+          c_rows[i] = spindle_count
+)");
+  const auto num = phase(add, sp::lower::AssemblyContext::numeric);
+  CHECK(body(num) == R"(  block uadd:
+    for spindle_block in [0, spindle_blocks_len) parallel:  # axis spindle_blocks
+      for i in [spindle_block_rows[spindle_block], spindle_block_rows[spindle_block] + spindle_block_rows[spindle_block + 1] - spindle_block_rows[spindle_block]):  # axis I
+        block spindle_row:
+          alloc spindle_count: local i64[]
+          spindle_count = 0
+          union j_or_j2 of [J_pos in [0, J_indptr[i + 1] - J_indptr[i]) key i64(J_indices[J_indptr[i] + J_pos]) present J_has, J2_pos in [0, J2_indptr[i + 1] - J2_indptr[i]) key i64(J2_indices[J2_indptr[i] + J2_pos]) present J2_has]:  # axis J_or_J2
+            let spindle_at: i64 = spindle_row_ptr[i] + spindle_count
+            if spindle_count < spindle_row_ptr[i + 1] - spindle_row_ptr[i]:
+              c_indices[spindle_at] = i32(j_or_j2)
+              c_values[spindle_at] = 0.0f
+              c_values[spindle_at] += select(J_has, a[J_indptr[i] + J_pos], 0.0f) + select(J2_has, b[J2_indptr[i] + J2_pos], 0.0f)
+            spindle_count = spindle_count + 1
+          c_rows[i] = spindle_count
+)");
+  sp::lower::AssemblyContext numeric = sp::lower::split_assembly(add, sp::lower::AssemblyContext::numeric).context;
+  CHECK(sp::lower::rows_appended(num, numeric));
+  // Two writes per row (the workspace path) are not appended.
+  auto two = sp::define_kernel("add2", [](sp::in<float, I, J> a, sp::in<float, I, J2> b, sp::out<float, I, Jc> c,
+                                           sp::iter<I> i) {
+    sp::for_each<J>([&](sp::iter<J> j) { c(i, j) += a(i, j); });
+    sp::for_each<J2>([&](sp::iter<J2> j) { c(i, j) += b(i, j); });
+  });
+  CHECK_FALSE(sp::lower::rows_appended(phase(two, sp::lower::AssemblyContext::numeric), numeric));
+}

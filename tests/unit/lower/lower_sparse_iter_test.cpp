@@ -136,3 +136,29 @@ TEST_CASE("lower_sparse_iter: errors name the kernel, iteration, buffer and axis
   CHECK_THROWS_AS(stage2(unrelated), sp::UserError);
   CHECK_THROWS_WITH(stage2(unrelated), Catch::Contains("buffer 'a' axis I") && Catch::Contains("iterator 'k' of axis K"));
 }
+
+TEST_CASE("lower_sparse_iter: a union and an intersection become merge loops whose operands read at their positions",
+          "[lower][lower_sparse_iter][coiteration]") {
+  struct J2 : sp::sparse_variable<I>, sp::coordinates_of<J> {};
+  using U = sp::union_of<J, J2>;
+  using X = sp::intersection_of<J2, J>;
+  auto f = sp::define_kernel("merge", [](sp::in<float, I, J> a, sp::in<float, I, J2> b,
+                                         sp::out<float, I, sp::dense<J>> c, sp::out<float, I> y, sp::iter<I> i) {
+    sp::for_each<U>([&](sp::iter<U> u) { c(i, u) = a(i, u) - b(i, u); });
+    sp::for_each<X>([&](sp::iter<X> x) { y(i) += a(i, x) * b(i, x); });
+  });
+  CHECK(body(stage2(f)) == R"(  block merge_fill_c:
+    for i_fill in [0, I_len):  # axis I
+      for j_dense_fill in [0, J_len):  # axis J_dense
+        c[i_fill, j_dense_fill] = 0.0f
+  block merge:
+    for i in [0, I_len):  # axis I
+      block merge1:
+        union j_or_j2 of [J_pos in [0, J_indptr[i + 1] - J_indptr[i]) key i64(J_indices[i, J_pos]) present J_has, J2_pos in [0, J2_indptr[i + 1] - J2_indptr[i]) key i64(J2_indices[i, J2_pos]) present J2_has]:  # axis J_or_J2
+          c[i, j_or_j2] = select(J_has, a[i, J_pos], 0.0f) - select(J2_has, b[i, J2_pos], 0.0f)
+      block merge2:
+        d[i] = 0.0f
+        intersection j2_and_j of [J2_pos in [0, J2_indptr[i + 1] - J2_indptr[i]) key i64(J2_indices[i, J2_pos]) present J2_has, J_pos in [0, J_indptr[i + 1] - J_indptr[i]) key i64(J_indices[i, J_pos]) present J_has] reduction:  # axis J2_and_J
+          d[i] += a[i, J_pos] * b[i, J2_pos]
+)");
+}
