@@ -1316,10 +1316,14 @@ class Generator {
     };
     for (int tries = 0; tries < 12 && static_cast<int>(chosen_axes.size()) < want; ++tries) {
       std::vector<int> options;
+      std::vector<int> merges;  // co-iterations, when there are some, get every other pick
       for (std::size_t a = 0; a < k_.axes.size(); ++a)
-        if (can(static_cast<int>(a))) options.push_back(static_cast<int>(a));
+        if (can(static_cast<int>(a))) {
+          options.push_back(static_cast<int>(a));
+          if (k_.axes[a].merge != ir::MergeOp::none) merges.push_back(static_cast<int>(a));
+        }
       if (options.empty()) break;
-      chosen_axes.push_back(pick_from(options));
+      chosen_axes.push_back(!merges.empty() && chance(0.5) ? pick_from(merges) : pick_from(options));
     }
     for (int a : chosen_axes) its.push_back(new_iterator(a));
     return its;

@@ -905,11 +905,14 @@ class Generator {
     if (by_coord_mode_ && by_coord_axis_ && chance(0.5)) reach(by_coord_axis_, chosen, 0);
     for (int tries = 0; tries < 12 && static_cast<int>(chosen.size()) < want; ++tries) {
       std::vector<ir::Axis> options;
+      std::vector<ir::Axis> merges;  // co-iterations, when there are some, get every other pick
       for (auto& a : k_.axes)
-        if (can(a)) options.push_back(a);
+        if (can(a)) {
+          options.push_back(a);
+          if (a->merge != ir::MergeOp::none) merges.push_back(a);
+        }
       if (options.empty()) break;
-      // Prefer axes the outputs use, so that writes are possible.
-      chosen.push_back(pick_from(options));
+      chosen.push_back(!merges.empty() && chance(0.5) ? pick_from(merges) : pick_from(options));
     }
     if (chosen.empty()) return ir::Stmt();
     std::vector<ir::Var> vars;
