@@ -1619,7 +1619,7 @@ TEST_CASE("co-iteration: the union and intersection of two and three CSRs' rows 
                                               sp::out<std::int32_t, I> all, sp::out<std::int32_t, I> any,
                                               sp::iter<I> i) {
     sp::for_each<X3>([&](sp::iter<X3> j) { all(i) += sp::cast<std::int32_t>(j) + 1; });
-    sp::for_each<U3>([&](sp::iter<U3> j) { any(i) += 1; });
+    sp::for_each<U3>([&](sp::iter<U3>) { any(i) += 1; });
     (void)a, (void)b, (void)c;
   });
   auto uspmm = sp::kernel("union_spmm", [](sp::in<float, I, J> a, sp::in<float, I, J2> b,
