@@ -36,13 +36,24 @@ else
   echo "spindle: WARNING: NVRTC 12 could not be installed; sm_70 compile checks are skipped" >&2
 fi
 
+# Each stage's wall time, printed as it ends: CI keeps the whole under an hour, and the fuzz
+# batches (SPINDLE_FUZZ_BATCH and friends, the counts below) are sized by these figures;
+# long campaigns run outside CI (README.md, "What a kernel means").
+stage_start=$SECONDS
+stage_done() {
+  echo "spindle: stage '$1' took $((SECONDS - stage_start)) s (total $SECONDS s)"
+  stage_start=$SECONDS
+}
+
 run_suite() {  # build dir, extra cmake args...
   local build="$1"; shift
   cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release "$@"
   cmake --build "$build" -j"$jobs"
+  stage_done "build $(basename "$build")"
   # Each run starts from an empty kernel cache so the suite exercises cold compiles too.
   rm -rf "$build/tests/kernel-cache-"*
   ctest --test-dir "$build" -j"$jobs" --output-on-failure --timeout 1500
+  stage_done "ctest $(basename "$build")"
 }
 
 run_suite "${SPINDLE_BUILD_DIR:-$root/build}"
@@ -60,6 +71,7 @@ if ((full)); then
       -DSPINDLE_COMPILE_CHECKS=OFF -DSPINDLE_FUZZ_BATCH=120 \
       -DSPINDLE_FRONTEND_FUZZ_BATCH=20 -DSPINDLE_FUZZ_LARGE_EVERY=5
   )
+  stage_start=$SECONDS  # the subshell printed its stages
   # ThreadSanitizer over the thread pool, the kernel cache (threads and processes) and engines.
   tsan="${SPINDLE_TSAN_BUILD_DIR:-$root/build-tsan}"
   cmake -S "$root" -B "$tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPINDLE_TSAN=ON \
@@ -73,6 +85,7 @@ if ((full)); then
   # timing, where comparing values catches it only in some runs.
   TSAN_OPTIONS="halt_on_error=1" SPINDLE_CACHE_DIR="$tsan/kernel-cache" \
     "$tsan/tests/spindle-kernel-fuzz" --seed 4 --count 40 --engines orc
+  stage_done "ThreadSanitizer"
   # Without LLVM: the system-compiler engine.
   nollvm="${SPINDLE_NOLLVM_BUILD_DIR:-$root/build-nollvm}"
   cmake -S "$root" -B "$nollvm" -DCMAKE_BUILD_TYPE=Release -DSPINDLE_WITH_LLVM=OFF \
@@ -82,11 +95,13 @@ if ((full)); then
   for t in spindle_runtime_tests spindle_error_tests; do
     SPINDLE_CACHE_DIR="$nollvm/kernel-cache" "$nollvm/tests/$t"
   done
-  SPINDLE_CACHE_DIR="$nollvm/kernel-cache" "$nollvm/tests/spindle-kernel-fuzz" --seed 2 --count 200 --engines system
+  SPINDLE_CACHE_DIR="$nollvm/kernel-cache" "$nollvm/tests/spindle-kernel-fuzz" --seed 2 --count 120 --engines system
+  stage_done "without LLVM"
   # libFuzzer targets (Matrix Market reader, CSR validator, cache-entry reader): built with
   # Clang's fuzzer + ASan + UBSan and run once over their committed seed corpora. Long runs:
   # tests/fuzz/run.sh fuzz TARGET SECONDS.
   SPINDLE_FUZZ_DIR="$root/build-fuzz" bash "$root/tests/fuzz/run.sh" build
   SPINDLE_FUZZ_DIR="$root/build-fuzz" bash "$root/tests/fuzz/run.sh" smoke
+  stage_done "libFuzzer"
 fi
 echo "spindle: all tests passed"

@@ -56,6 +56,7 @@ struct Stats {
        assembled_generated = 0, assembled_rejected = 0, assembled_nonempty = 0, by_coordinate = 0, merges = 0;
   std::map<std::string, long> runs;
   std::map<std::string, std::string> first_reject;
+  std::vector<std::pair<double, std::uint64_t>> times;  // seconds, kernel seed
 };
 
 spindle::test::NvrtcCheck nvrtc;
@@ -602,10 +603,25 @@ int main(int argc, char** argv) {
   for (long n = first; count == 0 || n < first + count; ++n) {
     if (seconds > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > seconds) break;
     const std::uint64_t ks = seed * 1000003ull + static_cast<std::uint64_t>(n);
+    // Each kernel's wall time (generation to the last engine), for the slowest-kernels line.
+    struct Timed {
+      std::vector<std::pair<double, std::uint64_t>>& into;
+      std::uint64_t seed;
+      std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+      ~Timed() { into.emplace_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), seed); }
+    } timed{st.times, ks};
     RandomKernel k = spindle::test::generate_kernel(ks);
     ++st.generated;
     if (k.assembled >= 0) ++st.assembled_generated;
     if (verbose) std::cout << "seed " << ks << "..." << std::endl;
+    // The same seed makes the same kernel whatever the heap looks like (a generator that
+    // orders anything by address would make a failing seed impossible to replay): a second
+    // generation, while the first one's nodes still hold their addresses, prints the same.
+    if (sp::ir::to_string(k.function) != sp::ir::to_string(spindle::test::generate_kernel(ks).function)) {
+      ++st.failures;
+      std::cout << "FAIL seed " << ks << ": the generator made a different kernel from the same seed\n";
+      continue;
+    }
     sp::ir::Function completed;
     try {
       completed = front_end(k.function);
@@ -686,6 +702,12 @@ int main(int argc, char** argv) {
   for (auto& [e, n] : st.runs) std::cout << " " << e << " " << n << " runs;";
   std::cout << " " << nvrtc.compiled << " CUDA modules compiled to sm_80 cubins by NVRTC; " << st.failures
             << " disagreements; " << secs << " s\n";
+  // Where the time went (CI sizes its batches by it): the five slowest kernels.
+  std::sort(st.times.rbegin(), st.times.rend());
+  std::cout << "spindle-kernel-fuzz: slowest kernels:";
+  for (std::size_t i = 0; i < st.times.size() && i < 5; ++i)
+    std::cout << " " << st.times[i].second << " (" << static_cast<int>(st.times[i].first * 1000) << " ms)";
+  std::cout << "\n";
   if (verbose)
     for (auto& [k, m] : st.first_reject) std::cout << "  rejection kind: " << m << "\n";
   return st.failures ? 1 : 0;

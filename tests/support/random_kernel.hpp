@@ -483,10 +483,17 @@ class Generator {
   // of two or three sparse axes over one coordinate space (a second sparse axis declared
   // coordinates_of one is made when no two share a space).
   void make_merged_axes() {
+    // Sparse axes grouped by coordinate space, in the order the spaces first appear in
+    // k_.axes (never by address: the same seed must make the same kernel in every process).
     auto groups = [&] {
-      std::map<const ir::AxisNode*, std::vector<ir::Axis>> m;
-      for (auto& a : k_.axes)
-        if (!a->dense_of && !a->assembled && a->is_sparse()) m[ir::coordinate_space(a)].push_back(a);
+      std::vector<std::pair<const ir::AxisNode*, std::vector<ir::Axis>>> m;
+      for (auto& a : k_.axes) {
+        if (a->dense_of || a->assembled || !a->is_sparse()) continue;
+        const ir::AxisNode* space = ir::coordinate_space(a);
+        auto g = std::find_if(m.begin(), m.end(), [&](auto& e) { return e.first == space; });
+        if (g == m.end()) g = m.insert(m.end(), {space, {}});
+        g->second.push_back(a);
+      }
       return m;
     };
     auto m = groups();
