@@ -333,10 +333,10 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
             : op == "spgemm"  ? "spindle::ops::spgemm (engine " + report.engine +
                                    ", symbolic + numeric phases, rows sorted; C = A A)"
             : op == "spadd"   ? "spindle::ops::sparse_add (engine " + report.engine +
-                                  ", symbolic + numeric phases, rows sorted; C = 1 A + 1 B, B = " +
+                                  ", union of the rows merged and appended in column order; C = 1 A + 1 B, B = " +
                                   (b_own ? "A^T" : "A") + ")"
             : op == "spmul"   ? "spindle::ops::sparse_multiply (engine " + report.engine +
-                                  ", intersection of the rows merged and appended; C = A .* B, B = " +
+                                  ", intersection of the rows merged and appended in column order; C = A .* B, B = " +
                                   (b_own ? "A^T" : "A") + ")"
                           : "spindle::ops::" + op + " (engine " + report.engine + ", default CPU schedule)",
             op == "sddmm"    ? std::string("eigen (row loop + .dot, OpenMP rows)")

@@ -24,6 +24,9 @@
 // so the symbolic phase only counts (`count += 1`) and the numeric phase writes in place:
 // `at = row_ptr[i] + count; if count < row_ptr[i + 1] - row_ptr[i]: out_indices[at] = x;
 // out_values[at] = identity; out_values[at] op= v` then `count += 1` (the row is born sorted).
+// The block loop then runs over the bounds (T = their extent - 1): no phase touches a scratch
+// array (uses_assembly_scratch), so the runtime passes them with no rows, allocates nothing
+// for them, and sorts no row.
 // The marker starts at -1 (set by the runtime), so a row's first write of a column always
 // counts; rows are visited once per phase, so the two phases see the same pattern, which the
 // runtime checks by comparing the counts.
@@ -32,6 +35,7 @@
 // Post: stage III; the placeholder is gone; the row blocks are the only parallel loop.
 #pragma once
 
+#include <set>
 #include <string>
 
 #include "spindle/ir/function.hpp"
@@ -86,7 +90,10 @@ class AssembleRows : public ir::IRMutator {
     ir::Stmt per_row = ir::block("spindle_row", {count_}, ir::seq(std::move(row), n->loc), n->loc);
     ir::Expr lo = ir::load(bounds_, {block_}), hi = ir::load(bounds_, {ir::Expr(block_) + 1});
     ir::Stmt rows = ir::for_loop(n->var, n->min + lo, hi - lo, ir::ForKind::serial, n->iter_kind, n->axis, per_row, n->loc);
-    ir::Stmt blocks = ir::for_loop(block_, ir::int_imm(0), mark_->shape[0], ir::ForKind::parallel, ir::IterKind::spatial,
+    // The blocks: the marker's first extent, or (appending: the scratch arrays are never
+    // touched, and the runtime passes them empty) one less than the block bounds'.
+    const ir::Expr nblocks = append_ ? bounds_->shape[0] - ir::int_imm(1) : mark_->shape[0];
+    ir::Stmt blocks = ir::for_loop(block_, ir::int_imm(0), nblocks, ir::ForKind::parallel, ir::IterKind::spatial,
                                    "spindle_blocks", rows, n->loc);
     row_ = ir::Var();
     return blocks;
@@ -222,30 +229,37 @@ class AssembleRows : public ir::IRMutator {
 
 }  // namespace detail
 
+// Whether the lowered phase `f` (scheduled stage III, assemble_rows run) reads or writes one
+// of the per-block scratch arrays: the column marker (both phases), the workspace and the
+// touched-column list (numeric).
+inline bool uses_assembly_scratch(const ir::Function& f, const AssemblyContext& a) {
+  struct Find : ir::IRVisitor {
+    std::set<std::string> names;
+    bool found = false;
+    void visit_Load(const ir::LoadNode* n) override {
+      found = found || names.count(n->buffer->name);
+      ir::IRVisitor::visit_Load(n);
+    }
+    void visit_Store(const ir::StoreNode* n) override {
+      found = found || names.count(n->buffer->name);
+      ir::IRVisitor::visit_Store(n);
+    }
+    void visit_Reduce(const ir::ReduceNode* n) override {
+      found = found || names.count(n->buffer->name);
+      ir::IRVisitor::visit_Reduce(n);
+    }
+  } find;
+  for (const std::string* n : {&a.mark, &a.workspace, &a.list})
+    if (!n->empty()) find.names.insert(*n);
+  find.visit(f.body);
+  return find.found;
+}
+
 // Whether the numeric phase `f` (scheduled stage III, assemble_rows run) appends its rows in
 // column order (the append case above: it never touches the workspace), so that the runtime
 // need not sort them.
 inline bool rows_appended(const ir::Function& f, const AssemblyContext& a) {
-  if (a.phase != AssemblyContext::numeric) return false;
-  struct Find : ir::IRVisitor {
-    std::string name;
-    bool found = false;
-    void visit_Load(const ir::LoadNode* n) override {
-      found = found || n->buffer->name == name;
-      ir::IRVisitor::visit_Load(n);
-    }
-    void visit_Store(const ir::StoreNode* n) override {
-      found = found || n->buffer->name == name;
-      ir::IRVisitor::visit_Store(n);
-    }
-    void visit_Reduce(const ir::ReduceNode* n) override {
-      found = found || n->buffer->name == name;
-      ir::IRVisitor::visit_Reduce(n);
-    }
-  } find;
-  find.name = a.workspace;
-  find.visit(f.body);
-  return !find.found;
+  return a.phase == AssemblyContext::numeric && !uses_assembly_scratch(f, a);
 }
 
 inline ir::Function assemble_rows(const ir::Function& f, const LowerContext& ctx) {

@@ -132,12 +132,16 @@ struct AssembledKernel::Impl {
   Impl(const ir::Function& f, Runtime& r)
       : rt(&r), plan(f), sym(plan.symbolic.function, r, plan.symbolic.context),
         num(plan.numeric.function, r, plan.numeric.context),
-        appended(lower::rows_appended(num.lowered().stage3, plan.numeric.context)) {}
+        appended(lower::rows_appended(num.lowered().stage3, plan.numeric.context) &&
+                 !lower::uses_assembly_scratch(sym.lowered().stage3, plan.symbolic.context)) {}
 
   Runtime* rt;
   AssemblyPlan plan;
   CompiledKernel sym, num;
-  bool appended;  // the numeric phase appends each row in column order: no sort (assemble_rows)
+  // The numeric phase appends each row in column order and neither phase touches the
+  // marker, workspace or column list (assemble_rows' append case): none is allocated, and
+  // no row is sorted.
+  bool appended;
 };
 
 SPINDLE_DECL AssembledKernel::AssembledKernel(const ir::Function& stage1, Runtime& rt)
@@ -167,13 +171,18 @@ SPINDLE_DECL void AssembledKernel::call(const std::vector<CallArg>& args, Assemb
   ThreadPool& pool = impl_->rt->pool();
   const std::int64_t blocks = std::max<std::int64_t>(1, std::min<std::int64_t>(pool.num_threads(), rows));
   std::vector<std::int64_t> bounds = even_blocks(rows, blocks);
-  const std::size_t scratch = static_cast<std::size_t>(blocks) * static_cast<std::size_t>(cols);
+  // Per-block scratch: a column marker, a workspace and a column list of `cols` slots each
+  // (8-byte slots for the last two). An appended assembly uses none (both phases proved by
+  // lower::uses_assembly_scratch never to touch them; their block loop runs over the bounds):
+  // they are passed with no blocks.
+  const std::int64_t scratch_blocks = impl_->appended ? 0 : blocks;
+  const std::size_t scratch = static_cast<std::size_t>(scratch_blocks) * static_cast<std::size_t>(cols);
   std::vector<std::int32_t> mark(scratch, -1);
   std::vector<std::int64_t> counts(static_cast<std::size_t>(rows), 0);
 
   std::vector<CallArg> a = base;
   a.push_back(phase_arg(bounds.data(), DType::i64, {blocks + 1}, false));
-  a.push_back(phase_arg(mark.data(), DType::i32, {blocks, cols}, true));
+  a.push_back(phase_arg(mark.data(), DType::i32, {scratch_blocks, cols}, true));
   a.push_back(phase_arg(counts.data(), DType::i64, {rows}, true));
   try {
     impl_->sym.call(a);
@@ -189,14 +198,14 @@ SPINDLE_DECL void AssembledKernel::call(const std::vector<CallArg>& args, Assemb
 
   rebalance(bounds, row_ptr);
   std::fill(mark.begin(), mark.end(), -1);
-  std::vector<std::int64_t> counts2(static_cast<std::size_t>(rows), 0), list(scratch);  // 8-byte slots
-  std::unique_ptr<std::int64_t[]> workspace(new std::int64_t[std::max<std::size_t>(scratch, 1)]);  // 8-byte slots
+  std::vector<std::int64_t> counts2(static_cast<std::size_t>(rows), 0), list(scratch);
+  std::unique_ptr<std::int64_t[]> workspace(new std::int64_t[std::max<std::size_t>(scratch, 1)]);
   a = std::move(base);
   a.push_back(phase_arg(bounds.data(), DType::i64, {blocks + 1}, false));
-  a.push_back(phase_arg(mark.data(), DType::i32, {blocks, cols}, true));
+  a.push_back(phase_arg(mark.data(), DType::i32, {scratch_blocks, cols}, true));
   a.push_back(phase_arg(counts2.data(), DType::i64, {rows}, true));
-  a.push_back(phase_arg(workspace.get(), p.value_dtype, {blocks, cols}, true));
-  a.push_back(phase_arg(list.data(), p.index_dtype, {blocks, cols}, true));
+  a.push_back(phase_arg(workspace.get(), p.value_dtype, {scratch_blocks, cols}, true));
+  a.push_back(phase_arg(list.data(), p.index_dtype, {scratch_blocks, cols}, true));
   a.push_back(phase_arg(row_ptr.data(), DType::i64, {rows + 1}, false));
   a.push_back(phase_arg(out_indices, p.index_dtype, {nnz}, true));
   a.push_back(phase_arg(out_values, p.value_dtype, {nnz}, true));

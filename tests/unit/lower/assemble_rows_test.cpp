@@ -113,8 +113,11 @@ TEST_CASE("assemble_rows: an output written once per merged coordinate is counte
   using U = sp::union_of<J, J2>;
   auto add = sp::define_kernel("uadd", [](sp::in<float, I, J> a, sp::in<float, I, J2> b, sp::out<float, I, Jc> c,
                                            sp::iter<I> i, sp::iter<U> j) { c(i, j) += a(i, j) + b(i, j); });
-  CHECK(body(phase(add, sp::lower::AssemblyContext::symbolic)) == R"(  block uadd:
-    for spindle_block in [0, spindle_blocks_len) parallel:  # axis spindle_blocks
+  // No scratch array is touched, so the block loop runs over the bounds (the runtime passes
+  // the marker, workspace and list with no rows).
+  const auto sym = phase(add, sp::lower::AssemblyContext::symbolic);
+  CHECK(body(sym) == R"(  block uadd:
+    for spindle_block in [0, spindle_blocks_plus_one_len + -1) parallel:  # axis spindle_blocks
       for i in [spindle_block_rows[spindle_block], spindle_block_rows[spindle_block] + spindle_block_rows[spindle_block + 1] - spindle_block_rows[spindle_block]):  # axis I
         block spindle_row:
           alloc spindle_count: local i64[]
@@ -125,7 +128,7 @@ TEST_CASE("assemble_rows: an output written once per merged coordinate is counte
 )");
   const auto num = phase(add, sp::lower::AssemblyContext::numeric);
   CHECK(body(num) == R"(  block uadd:
-    for spindle_block in [0, spindle_blocks_len) parallel:  # axis spindle_blocks
+    for spindle_block in [0, spindle_blocks_plus_one_len + -1) parallel:  # axis spindle_blocks
       for i in [spindle_block_rows[spindle_block], spindle_block_rows[spindle_block] + spindle_block_rows[spindle_block + 1] - spindle_block_rows[spindle_block]):  # axis I
         block spindle_row:
           alloc spindle_count: local i64[]
@@ -140,7 +143,10 @@ TEST_CASE("assemble_rows: an output written once per merged coordinate is counte
           c_rows[i] = spindle_count
 )");
   sp::lower::AssemblyContext numeric = sp::lower::split_assembly(add, sp::lower::AssemblyContext::numeric).context;
+  sp::lower::AssemblyContext symbolic = sp::lower::split_assembly(add, sp::lower::AssemblyContext::symbolic).context;
   CHECK(sp::lower::rows_appended(num, numeric));
+  CHECK_FALSE(sp::lower::uses_assembly_scratch(sym, symbolic));
+  CHECK_FALSE(sp::lower::uses_assembly_scratch(num, numeric));
   // Two writes per row (the workspace path) are not appended.
   auto two = sp::define_kernel("add2", [](sp::in<float, I, J> a, sp::in<float, I, J2> b, sp::out<float, I, Jc> c,
                                            sp::iter<I> i) {
@@ -148,4 +154,5 @@ TEST_CASE("assemble_rows: an output written once per merged coordinate is counte
     sp::for_each<J2>([&](sp::iter<J2> j) { c(i, j) += b(i, j); });
   });
   CHECK_FALSE(sp::lower::rows_appended(phase(two, sp::lower::AssemblyContext::numeric), numeric));
+  CHECK(sp::lower::uses_assembly_scratch(phase(two, sp::lower::AssemblyContext::symbolic), symbolic));
 }
