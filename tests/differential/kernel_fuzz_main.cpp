@@ -16,6 +16,9 @@
 //
 //   spindle-kernel-fuzz [--seed S] [--count N (0 = until --seconds)] [--seconds T]
 //                       [--engines orc,system,cuda] [--verbose] [--print SEED] [--first N] [--no-large]
+// Every compared kernel whose sparse fibers can be put out of order runs again with them
+// unsorted (check_unsorted): an engine agrees with the interpreter or refuses the call with
+// the binder's "not sorted" FormatError.
 // Every compared kernel (every N-th with --large-every N) runs again on inputs of thousands
 // of rows, with 1 and 3 threads (check_large), unless --no-large. A failing kernel is shrunk
 // (on the inputs it failed on); SPINDLE_FUZZ_EXPLAIN=1 also prints the shrunk kernel's explain().
@@ -52,7 +55,7 @@ namespace {
 
 struct Stats {
   long generated = 0, rejected = 0, skipped = 0, compared = 0, failures = 0, large = 0, indirect = 0, computed = 0,
-       shared = 0, sparse_roots = 0, row_tiles = 0, owned_tiles = 0, partitioned = 0, assembled = 0,
+       unsorted = 0, unsorted_large = 0, unsorted_refused = 0, shared = 0, sparse_roots = 0, row_tiles = 0, owned_tiles = 0, partitioned = 0, assembled = 0,
        assembled_generated = 0, assembled_rejected = 0, assembled_nonempty = 0, by_coordinate = 0, merges = 0;
   std::map<std::string, long> runs;
   std::map<std::string, std::string> first_reject;
@@ -501,6 +504,40 @@ sp::ir::Function shrink(RandomKernel& k, const std::string& engine,
   return cur;
 }
 
+// The same kernel with every sparse fiber's coordinates out of order (shuffle_fibers; the
+// levels say unsorted, as an unsorted Csr does): each engine must either agree with the
+// interpreter, which reads any order, or refuse the call with the binder's FormatError
+// ("not sorted": the kernel searches or merges those coordinates). Found missing on
+// 2026-11-28: a merge of an unsorted fiber visited a coordinate twice.
+// `large`: k holds check_large's inputs (the interpreter gets its budget; no CUDA build of an
+// assembling kernel, as there).
+void check_unsorted(RandomKernel k, const sp::ir::Function& completed, std::uint64_t ks,
+                    const std::vector<std::string>& engines,
+                    std::map<std::string, std::unique_ptr<sp::runtime::Runtime>>& runtimes, Stats& st,
+                    bool large = false) {
+  if (!spindle::test::shuffle_fibers(k, ks * 11 + 5)) return;
+  Reference ref;
+  try {
+    ref = large ? reference(k, k.function, 2'000'000) : reference(k, k.function);
+  } catch (const spindle::test::InterpreterError&) {
+    return;  // undefined or over budget on these inputs
+  }
+  ++(large ? st.unsorted_large : st.unsorted);
+  for (auto& e : engines) {
+    if (large && e == "cuda" && k.assembled >= 0) continue;
+    std::string what = run_engine(k, completed, e, runtimes, ref);
+    const std::string name = label(e) + (large ? " large unsorted" : " unsorted");
+    ++st.runs[name];
+    if (what.rfind("threw: ", 0) == 0 && what.find("has a fiber whose indices are not sorted") != std::string::npos) {
+      ++st.unsorted_refused;
+      continue;
+    }
+    if (what.empty()) continue;
+    ++st.failures;
+    std::cout << "FAIL seed " << ks << " engine " << name << ": " << what << "\n" << describe(k, &completed);
+  }
+}
+
 // The same kernel on inputs of thousands of rows (make_large_data), on the CPU engines with
 // 1 and 3 pool threads and in the CUDA emulator: parallel loops really split, so lost
 // updates and other races show. Inputs are scaled down until the interpreter needs at most
@@ -540,6 +577,8 @@ void check_large(RandomKernel k, const sp::ir::Function& completed, std::uint64_
         }
       }
     }
+  // Merges see fibers of several entries only here (the small inputs' are mostly 0-2 long).
+  if (iterates_merge(completed)) check_unsorted(k, completed, ks + 1, engines, runtimes, st, /*large=*/true);
 }
 
 }  // namespace
@@ -686,6 +725,7 @@ int main(int argc, char** argv) {
         std::cout << "seed " << ks << " " << label(e) << ": ok\n";
       }
     }
+    check_unsorted(k, completed, ks, engines, runtimes, st);
     if (large && n % large_every == 0) check_large(k, completed, ks, engines, runtimes, st);
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -698,7 +738,9 @@ int main(int argc, char** argv) {
             << " co-iterating (union_of / intersection_of), " << st.row_tiles
             << " run with two-dimensional register tiles, " << st.partitioned
             << " scattering one block per thread (ownership), " << st.owned_tiles
-            << " of them with tiles or local sums inside the ownership tests);";
+            << " of them with tiles or local sums inside the ownership tests); " << st.unsorted
+            << " also with unsorted fibers, " << st.unsorted_large << " co-iterating ones on large unsorted inputs ("
+            << st.unsorted_refused << " engine runs refused them: not sorted);";
   for (auto& [e, n] : st.runs) std::cout << " " << e << " " << n << " runs;";
   std::cout << " " << nvrtc.compiled << " CUDA modules compiled to sm_80 cubins by NVRTC; " << st.failures
             << " disagreements; " << secs << " s\n";

@@ -207,7 +207,7 @@ TEST_CASE("unsorted indices where the kernel binary-searches them are a FormatEr
   REQUIRE_FALSE(unsorted.sorted());  // Csr keeps the caller's order and records it
   const auto before_c = snapshot(f.c), before_a = snapshot(unsorted);
   SPINDLE_EXPECT_ERROR(sp::ops::spmm_dense_j<float>()(unsorted, f.b, f.c), sp::FormatError,
-                       "searches the coordinates of axis J (binary search)");
+                       "searches or merges the coordinates of axis J (binary search, co-iteration)");
   // the same through a CsrView over raw arrays: row 0 is {3, 1}
   const std::vector<int> ptr{0, 2, 3}, idx{3, 1, 0};
   std::vector<float> val{1, 2, 3};
@@ -230,6 +230,46 @@ TEST_CASE("unsorted indices where the kernel binary-searches them are a FormatEr
       for (std::int64_t j = 0; j < 40; ++j) s += static_cast<double>(dense(i, j)) * f.b(j, k);
       CHECK(f.c(i, k) == Approx(s).margin(1e-5));
     }
+}
+
+// A merge (union_of / intersection_of) walks each fiber in coordinate order: an unsorted
+// fiber would give a coordinate twice or miss it, so it is a FormatError before anything is
+// written (found on 2026-11-28: sparse_add of an unsorted Csr returned row {0, 2, 0}).
+TEST_CASE("unsorted indices of a co-iterated operand are a FormatError", "[error][sorted][coiteration]") {
+  // row 0 of `unsorted` stores columns {2, 0}
+  const sp::Csr<float> unsorted(2, 3, std::vector<int>{0, 2, 3}, std::vector<int>{2, 0, 1}, std::vector<float>{1, 2, 3});
+  const sp::Csr<float> sorted(2, 3, std::vector<int>{0, 2, 3}, std::vector<int>{0, 2, 1}, std::vector<float>{10, 20, 30});
+  REQUIRE_FALSE(unsorted.sorted());
+  const auto before = snapshot(unsorted);
+  // Assembled outputs (the append case of assemble_rows): the output keeps its old pattern.
+  sp::Csr<float> c(2, 3, std::vector<int>{0, 1, 1}, std::vector<int>{1}, std::vector<float>{sentinel<float>()});
+  const auto before_c = snapshot(c);
+  SPINDLE_EXPECT_ERROR(sp::ops::sparse_add<float>()(unsorted, sorted, 1.0f, 1.0f, c), sp::FormatError,
+                       "merges the coordinates of axis J");
+  SPINDLE_EXPECT_ERROR(sp::ops::sparse_add<float>()(sorted, unsorted, 1.0f, 1.0f, c), sp::FormatError, "not sorted");
+  SPINDLE_EXPECT_ERROR(sp::ops::sparse_multiply<float>()(sorted, unsorted, c), sp::FormatError, "not sorted");
+  CHECK(snapshot(c) == before_c);
+  // A merge into a dense output (no assembly): the dot of each row pair on the intersection.
+  struct I : sp::dense_fixed {};
+  struct J : sp::sparse_variable<I> {};
+  struct J2 : sp::sparse_variable<I>, sp::coordinates_of<J> {};
+  using X = sp::intersection_of<J, J2>;
+  const auto dot = sp::kernel("rowdot", [](sp::in<float, I, J> a, sp::in<float, I, J2> b, sp::out<float, I> y,
+                                           sp::iter<I> i) {
+    sp::for_each<X>([&](sp::iter<X> j) { y(i) += a(i, j) * b(i, j); });
+  });
+  auto y = sp::Tensor<float>::full({2}, sentinel<float>());
+  SPINDLE_EXPECT_ERROR(dot(unsorted, sorted, y), sp::FormatError, "not sorted");
+  CHECK(snapshot(y) == snapshot(sp::Tensor<float>::full({2}, sentinel<float>())));
+  CHECK(snapshot(unsorted) == before);
+  // Control: sorted operands.
+  dot(sorted, sorted, y);
+  CHECK(y(0) == 10.0f * 10.0f + 20.0f * 20.0f);
+  CHECK(y(1) == 30.0f * 30.0f);
+  const sp::Csr<float> ok = unsorted.canonical();
+  sp::ops::sparse_multiply<float>()(ok, sorted, c);
+  CHECK(c.nnz() == 3);
+  CHECK(c.values()[0] == 2.0f * 10.0f);  // column 0 of row 0
 }
 
 // --- writability and aliasing ---------------------------------------------------------------

@@ -101,6 +101,9 @@ struct RandomKernel {
   // assembles a sparse output (docs/language.md §4.6), else -1. Its argument is a CSR view of
   // the output's shape (rows: P's extent, columns: X's); its pattern and values are ignored.
   int assembled = -1;
+  // Sparse axes whose data hold fibers in an order other than ascending (shuffle_fibers):
+  // their levels are passed with sorted = false, as an unsorted Csr or CsrView is.
+  std::set<const ir::AxisNode*> unsorted;
 
   // Fresh call arguments whose values are the initial ones (each call gets its own copy).
   std::vector<runtime::CallArg> args() {
@@ -157,7 +160,7 @@ struct RandomKernel {
       l.indptr = a->is_variable() ? d.indptr_data() : nullptr;
       l.indices = a->is_sparse() ? d.indices_data() : nullptr;
       l.index_dtype = d.index_dtype;
-      l.sorted = true;
+      l.sorted = !unsorted.count(a.get());
       if (a->kind == ir::AxisKind::sparse_fixed) l.nnz = d.positions;
       v.levels.push_back(l);
     }
@@ -1304,6 +1307,37 @@ inline void make_large_data(RandomKernel& k, std::uint64_t seed, double scale) {
   }
   fit_computed_target(k, range);
   for (auto& b : k.buffers) fill_buffer(k, b, range, 40);
+}
+
+// Puts the coordinates of every fiber of k's sparse axes out of order (same coordinates and
+// positions: the values at each position stay, so they now belong to other coordinates —
+// another valid input, which the interpreter reads the same way) and marks those axes
+// unsorted. Returns whether any fiber changed (fibers of fewer than two entries cannot).
+inline bool shuffle_fibers(RandomKernel& k, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  bool any = false;
+  for (auto& a : k.axes) {
+    if (!a->is_sparse() || a->dense_of || a->assembled || a->merge != ir::MergeOp::none) continue;
+    AxisArrays& d = k.data.at(a.get());
+    const std::int64_t fibers = a->kind == ir::AxisKind::sparse_fixed
+                                    ? (d.nnz_per_row > 0 ? static_cast<std::int64_t>(d.indices.size()) / d.nnz_per_row : 0)
+                                    : static_cast<std::int64_t>(d.indptr.size()) - 1;
+    bool changed = false;
+    for (std::int64_t f = 0; f < fibers; ++f) {
+      const std::int64_t lo = a->kind == ir::AxisKind::sparse_fixed ? f * d.nnz_per_row : d.indptr[static_cast<std::size_t>(f)];
+      const std::int64_t hi = a->kind == ir::AxisKind::sparse_fixed ? lo + d.nnz_per_row : d.indptr[static_cast<std::size_t>(f) + 1];
+      if (hi - lo < 2) continue;
+      auto first = d.indices.begin() + lo, last = d.indices.begin() + hi;
+      std::shuffle(first, last, rng);
+      if (std::is_sorted(first, last)) std::reverse(first, last);  // distinct coordinates: now descending
+      changed = true;
+    }
+    if (!changed) continue;
+    d.finish();
+    k.unsorted.insert(a.get());
+    any = true;
+  }
+  return any;
 }
 
 }  // namespace spindle::test

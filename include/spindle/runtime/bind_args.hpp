@@ -46,12 +46,24 @@ class ArgBinder {
       if (s.origin.kind == ir::ParamOrigin::scalar) user_scalars_.push_back(s);
     abi_buffers_ = stage3.buffers;
     abi_scalars_ = stage3.scalars;
-    // Axes that the code searches (binary search into indices) need sorted fibers.
+    // Axes that the code searches (binary search into indices) or merges (co-iteration: a
+    // merge of unsorted fibers would visit a coordinate twice or miss it) need sorted fibers.
     struct Searches : ir::IRVisitor {
       std::set<std::string> names;
+      bool in_key = false;
       void visit_FindPos(const ir::FindPosNode* n) override {
         names.insert(n->indices->name);
         ir::IRVisitor::visit_FindPos(n);
+      }
+      void visit_Load(const ir::LoadNode* n) override {
+        if (in_key) names.insert(n->buffer->name);  // the merged keys: indices arrays
+        ir::IRVisitor::visit_Load(n);
+      }
+      void visit_CoIterate(const ir::CoIterateNode* n) override {
+        in_key = true;
+        for (const auto& o : n->operands) visit(o.key);
+        in_key = false;
+        ir::IRVisitor::visit_CoIterate(n);
       }
     } searches;
     searches.visit(stage3.body);
@@ -134,8 +146,8 @@ class ArgBinder {
         case ir::ParamOrigin::indices: {
           const Binding& b = bound(axes, p);
           SPINDLE_CHECK(b.sorted || !sorted_required_.count(p.origin.axis.get()), FormatError, "kernel '",
-                        kernel_, "' searches the coordinates of axis ", p.origin.axis->name,
-                        " (binary search), but argument '", b.buffer, "' has a fiber whose indices are not "
+                        kernel_, "' searches or merges the coordinates of axis ", p.origin.axis->name,
+                        " (binary search, co-iteration), but argument '", b.buffer, "' has a fiber whose indices are not "
                         "sorted; hint: sort the indices of every row (spindle::Csr sorts on construction)");
           buffers[k] = const_cast<void*>(b.indices);
           break;
