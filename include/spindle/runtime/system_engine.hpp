@@ -3,7 +3,7 @@
 // anonymous memfd (fallback: a private temporary file) and dlopen()s them.
 //
 //   cc -O3 -march=native -fPIC -shared -ffp-contract=fast -fno-math-errno -fwrapv -std=c11
-//      -o kernel.so kernel.c
+//      [-mprefer-vector-width=512 on an x86-64 host with AVX-512F] -o kernel.so kernel.c
 //
 // system_cc may hold a launcher or options, e.g. "ccache cc" or "gcc -O0": it is split on
 // blanks. The identity (part of every kernel-cache key) holds every word of that command,
@@ -14,6 +14,7 @@
 // already loaded library by its path, and "/proc/self/fd/N" would otherwise be reused.
 #pragma once
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -72,6 +73,27 @@ inline std::string host_cpu_description() {
   return message("cpu:'", model, "' cpuflags:", Hasher().add(flags).digest().hex().substr(0, 16));
 }
 
+// Whether this is an x86-64 host whose first processor lists avx512f in /proc/cpuinfo.
+inline bool host_has_avx512f() {
+#if defined(__x86_64__)
+  std::FILE* f = std::fopen("/proc/cpuinfo", "r");
+  if (!f) return false;
+  char line[8192];
+  bool found = false;
+  while (!found && std::fgets(line, sizeof line, f)) {
+    std::string s(line);
+    if (s == "\n") break;
+    if (s.rfind("flags", 0) != 0) continue;
+    std::replace(s.begin(), s.end(), '\n', ' ');
+    found = (s + " ").find(" avx512f ") != std::string::npos;
+  }
+  std::fclose(f);
+  return found;
+#else
+  return false;
+#endif
+}
+
 class SystemModule final : public LoadedModule {
  public:
   SystemModule(void* handle, void* entry, int fd, std::string file)
@@ -96,7 +118,11 @@ class SystemEngine final : public Engine {
  public:
   explicit SystemEngine(const Options& options) : command_(detail::split_command(options.system_cc)) {
     if (command_.empty()) command_.push_back("cc");
-    for (const char* f : detail::kSystemFlags) flags_ += (flags_.empty() ? "" : " ") + std::string(f);
+    flag_list_.assign(std::begin(detail::kSystemFlags), std::end(detail::kSystemFlags));
+    // 512-bit vectors on AVX-512 hosts, as the ORC engine (impl/orc_engine.cpp): GCC's and
+    // Clang's tuning for those cores prefers 256-bit vectors.
+    if (detail::host_has_avx512f()) flag_list_.push_back("-mprefer-vector-width=512");
+    for (const auto& f : flag_list_) flags_ += (flags_.empty() ? "" : " ") + f;
   }
 
   std::string name() const override { return "system"; }
@@ -130,7 +156,7 @@ class SystemEngine final : public Engine {
       SPINDLE_CHECK(ok, IOError, "system engine: cannot write '", source_path, "': ", posix::errno_text(err));
     }
     std::vector<std::string> argv = command_;
-    for (const char* f : detail::kSystemFlags) argv.push_back(f);
+    argv.insert(argv.end(), flag_list_.begin(), flag_list_.end());
     argv.insert(argv.end(), {"-o", object_path, source_path});
     posix::ProcessResult r = posix::run_process(argv);
     if (r.spawn_errno != 0) throw unavailable(r);
@@ -220,6 +246,7 @@ class SystemEngine final : public Engine {
   }
 
   std::vector<std::string> command_;
+  std::vector<std::string> flag_list_;  // kSystemFlags and the host's vector width
   std::string flags_;
   mutable std::mutex identity_mutex_;
   mutable std::string identity_;
