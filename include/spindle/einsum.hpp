@@ -13,7 +13,9 @@
 // (an absent sparse element is 0). Its format is inferred: a Csr with the pattern of the
 // sparse operand that drives the iteration when the output subscripts are exactly that
 // operand's (the result vanishes off it); a Csr whose pattern is assembled for a product of
-// two CSR operands ("ij,jk->ik": Gustavson's SpGEMM, docs/language.md §4.6); else a dense
+// two CSR operands ("ij,jk->ik": Gustavson's SpGEMM, docs/language.md §4.6) and for an
+// element-wise product of CSR operands ("ij,ij->ij": the intersection, one merge per row,
+// §3.1); else a dense
 // Tensor (rank 0 for "ij,ij->"). einsum_into writes the caller's output in its format.
 // frontend/einsum.hpp turns the subscripts into the same stage-I IR a lambda records; the
 // plan — driver, output format, compiled kernel — is built once per (subscripts, operand
@@ -196,6 +198,18 @@ inline std::shared_ptr<const EinsumPlan> einsum_plan_for(EinsumPlans& plans, con
                             "'s row at each of its columns: Gustavson)\n# einsum output: Csr<",
                             dtype_name(dtype), ", ", dtype_name(plan->product_index),
                             "> whose pattern is assembled (a symbolic and a numeric phase, docs/language.md §4.6)\n");
+    slot = plan;
+    return plan;
+  }
+  if (assemble && einsum_intersection_form(s.inputs, s.output, formats)) {
+    ir::Function f = build_einsum_intersection_function(s, formats, dtype);
+    plan->assembled = std::make_shared<const runtime::AssembledKernel>(f, rt);
+    plan->product_index = f.buffers.back().buffer->axes[1]->index_dtype;
+    plan->summary = message("# einsum '", s.text, "' -> '", s.output, "': an element-wise product of ",
+                            s.inputs.size(), " CSR operands: one merge per row over the intersection of their "
+                            "columns (intersection_of, docs/language.md §3.1; no search)\n# einsum output: Csr<",
+                            dtype_name(dtype), ", ", dtype_name(plan->product_index),
+                            "> whose pattern is the intersection, appended in column order (docs/language.md §4.6)\n");
     slot = plan;
     return plan;
   }

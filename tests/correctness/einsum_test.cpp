@@ -218,10 +218,32 @@ TEMPLATE_TEST_CASE("einsum: the Scorch suite's kernels match the definition on e
     REQUIRE(sddmm.is_sparse());
     CHECK(std::vector<std::int32_t>(sddmm.csr().indices().begin(), sddmm.csr().indices().end()) ==
           std::vector<std::int32_t>(a.indices().begin(), a.indices().end()));
-    const auto& fewer = a.nnz() <= b.nnz() ? a : b;
+    // A .* B of two Csr: the intersection of their patterns (one merge per row), exactly.
     auto hadamard = sp::einsum("ij,ij->ij", a, b);
     REQUIRE(hadamard.is_sparse());
-    CHECK(hadamard.csr().nnz() == fewer.nnz());
+    {
+      const auto& h = hadamard.csr();
+      CHECK(h.sorted());
+      std::vector<std::int32_t> want_ptr{0}, want_idx;
+      for (std::int64_t r = 0; r < a.rows(); ++r) {
+        for (auto j : a.row_indices(r)) {
+          const auto row_b = b.row_indices(r);
+          if (std::find(row_b.begin(), row_b.end(), j) != row_b.end()) want_idx.push_back(j);
+        }
+        want_ptr.push_back(static_cast<std::int32_t>(want_idx.size()));
+      }
+      CHECK(std::vector<std::int32_t>(h.indptr().begin(), h.indptr().end()) == want_ptr);
+      CHECK(std::vector<std::int32_t>(h.indices().begin(), h.indices().end()) == want_idx);
+    }
+    // Three operands, and operands of mixed index types (the result takes the wider one).
+    const auto c3 = random_csr<T>(sh.rows, sh.cols, sh.avg_nnz_per_row + 2, 19, 0.2);
+    check_einsum<T>("ij,ij,ij->ij", a, b, c3);
+    REQUIRE(sp::einsum("ij,ij,ij->ij", a, b, c3).is_sparse());
+    const auto b64 = sp::Csr<T, std::int64_t>(b.rows(), b.cols(), std::vector<std::int64_t>(b.indptr().begin(), b.indptr().end()),
+                                              std::vector<std::int64_t>(b.indices().begin(), b.indices().end()),
+                                              std::vector<T>(b.values().begin(), b.values().end()));
+    check_einsum<T>("ij,ij->ij", a, b64);
+    CHECK(sp::einsum("ij,ij->ij", a, b64).template csr<std::int64_t>().nnz() == hadamard.csr().nnz());
     CHECK_FALSE(sp::einsum("ij,jk->ik", a, X).is_sparse());
     // A product of two CSR operands: a Csr whose pattern is the structural product (every
     // (i, k) some a(i, j) b(j, k) reaches, a cancelled sum kept as a stored 0), rows sorted.

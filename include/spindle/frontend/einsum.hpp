@@ -241,6 +241,69 @@ inline ir::Function build_einsum_product_function(const EinsumSpec& s, const std
   return b.finish(iteration);
 }
 
+// An element-wise product of CSR operands whose result's pattern is assembled: two or more
+// CSR operands, all over the same two distinct subscripts "ab", and the output "ab" — the
+// product vanishes wherever one operand does not store the element, so the result is the
+// intersection of their patterns (Scorch's `A .* B`).
+inline bool einsum_intersection_form(const std::vector<std::string>& inputs, const std::string& output,
+                                     const std::vector<EinsumOperandFormat>& formats) {
+  if (inputs.size() < 2 || output.size() != 2 || output[0] == output[1]) return false;
+  for (std::size_t o = 0; o < inputs.size(); ++o)
+    if (inputs[o] != output || !einsum_is_csr(formats[o])) return false;
+  return true;
+}
+
+// The stage-I function of an intersection (einsum_intersection_form), as a lambda writes it:
+//   for_each<intersection_of<J0, J1, ...>>(j): out(i, j) = in0(i, j) * in1(i, j) * ...
+// (docs/language.md §3.1: one merge of the rows' columns, no search), out over [A, C] with
+// C = assembled<A, J0> (the append case of assemble_rows: no workspace, no sort). Its
+// index type is the widest of the operands'. Arguments: the operands in order, then the output.
+inline ir::Function build_einsum_intersection_function(const EinsumSpec& s,
+                                                       const std::vector<EinsumOperandFormat>& formats, DType dtype) {
+  const std::size_t n = s.inputs.size();
+  SPINDLE_CHECK(einsum_intersection_form(s.inputs, s.output, formats), InternalError, "einsum '", s.text,
+                "': not an element-wise product of CSR operands");
+  detail::KernelBuilder b("einsum", ir::SourceLoc{"einsum", 0});
+  std::vector<std::string> arg_names;
+  for (std::size_t o = 0; o < n; ++o) arg_names.push_back("in" + std::to_string(o));
+  arg_names.push_back("out");
+  b.set_names(arg_names, n + 1);
+  auto upper = [](char c) {
+    return std::string(1, static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
+  };
+  const char ca = s.output[0], cb = s.output[1];
+  ir::Axis rows = b.new_axis(upper(ca), ir::AxisKind::dense_fixed, nullptr, DType::i32);
+  std::vector<ir::Axis> cols;
+  DType out_index = DType::i32;
+  for (std::size_t o = 0; o < n; ++o) {
+    const DType index = formats[o].index_dtypes[1];
+    if (index == DType::i64) out_index = DType::i64;
+    cols.push_back(b.new_axis(upper(cb) + (o ? std::to_string(o) : std::string()), ir::AxisKind::sparse_variable, rows,
+                              index, dynamic, dynamic, o ? cols.front() : ir::Axis()));
+  }
+  ir::Axis merged = b.merged_axis("X", ir::MergeOp::intersection, cols);
+  ir::Axis out_cols =
+      b.new_axis(upper(cb) + "_out", ir::AxisKind::sparse_variable, rows, out_index, dynamic, dynamic, cols.front());
+  const_cast<ir::AxisNode&>(*out_cols).assembled = true;  // built just above, not shared yet
+
+  ir::Var i = b.iterator_var(rows), j = b.iterator_var(merged);
+  std::vector<ir::Buffer> in;
+  for (std::size_t o = 0; o < n; ++o)
+    in.push_back(b.add_buffer(dtype, {rows, cols[o]}, ir::BufferRole::input, static_cast<int>(o)));
+  ir::Buffer out = b.add_buffer(dtype, {rows, out_cols}, ir::BufferRole::output, static_cast<int>(n));
+  ir::Expr product;
+  for (std::size_t o = 0; o < n; ++o) {
+    ir::Expr v = ir::load(in[o], {i, j});
+    product = product.defined() ? product * v : v;
+  }
+  detail::KernelBuilder::Frame inner;
+  inner.stmts.push_back(ir::store(out, {i, j}, product, b.loc()));
+  detail::KernelBuilder::Frame outer;
+  outer.stmts.push_back(b.make_iteration("einsum_merge", {merged}, {j}, std::move(inner), b.loc()));
+  ir::Stmt iteration = b.make_iteration("einsum", {rows}, {i}, std::move(outer), b.loc());
+  return b.finish(iteration);
+}
+
 // The stage-I function of an einsum. Arguments: the operands in order, then the output
 // (dense over the output subscripts; the driver's CSR pattern when `sparse_output`; a
 // one-element vector for a scalar result).
