@@ -181,10 +181,24 @@ int main(int argc, char** argv) try {
         if (logo) k.logo = time_of(gnn::select_composition(cd, *logo, sym, f));
         if (c.verbose) {
           std::fprintf(stderr, "\n");
-          for (const auto& [i, t2] : ms)
+          for (const auto& [i, t2] : ms) {
             std::fprintf(stderr, "  %9.3f ms%s%s%s %s\n", t2, i == sel ? " [selected]" : "",
                          static_cast<int>(i) == d ? " [DGL]" : "", static_cast<int>(i) == fixed ? " [PyG]" : "",
                          cd.ranked[i].composition.text.c_str());
+            // Where the time goes: each step's least wall time over the repetitions.
+            const auto& comp = cd.ranked[i].composition;
+            gnn::Workspace<float> sws;
+            std::vector<double> least(comp.steps.size(), INFINITY), step_ms;
+            for (int r = 0; r < c.reps + 1; ++r) {
+              (void)gnn::execute(comp, b, sws, &step_ms);
+              if (r == 0) continue;  // first call: buffers allocated
+              for (std::size_t s = 0; s < step_ms.size(); ++s) least[s] = std::min(least[s], step_ms[s]);
+            }
+            for (std::size_t s = 0; s < comp.steps.size(); ++s)
+              if (comp.steps[s].prim != gnn::Primitive::input)
+                std::fprintf(stderr, "               %9.3f ms  %-16s %s\n", least[s],
+                             gnn::primitive_name(comp.steps[s].prim), comp.steps[s].value->key.c_str());
+          }
         }
         cases.push_back(k);
         ++done;
