@@ -26,6 +26,7 @@ inline const char* c_prelude() {
 #define SPINDLE_REASSOCIATE _Pragma("clang fp reassociate(on)")
 #define SPINDLE_SCALAR_CHAIN _Pragma("clang loop unroll(disable)")
 #define SPINDLE_NO_CONTRACT _Pragma("clang fp contract(off)")
+#define SPINDLE_NO_VECTORIZE _Pragma("clang loop vectorize(disable)")
 #elif defined(__GNUC__)
 #define SPINDLE_VECTORIZE
 #define SPINDLE_INDEPENDENT _Pragma("GCC ivdep")
@@ -33,6 +34,7 @@ inline const char* c_prelude() {
 #define SPINDLE_REASSOCIATE
 #define SPINDLE_SCALAR_CHAIN
 #define SPINDLE_NO_CONTRACT
+#define SPINDLE_NO_VECTORIZE
 #else
 #define SPINDLE_VECTORIZE
 #define SPINDLE_INDEPENDENT
@@ -40,6 +42,7 @@ inline const char* c_prelude() {
 #define SPINDLE_REASSOCIATE
 #define SPINDLE_SCALAR_CHAIN
 #define SPINDLE_NO_CONTRACT
+#define SPINDLE_NO_VECTORIZE
 #endif
 #define SPINDLE_MINMAX(T, S) \
   static inline T spindle_min_##S(T a, T b) { return b < a ? b : a; } \
