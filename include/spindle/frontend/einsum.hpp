@@ -197,6 +197,20 @@ inline EinsumProduct einsum_product_form(const std::vector<std::string>& inputs,
   return {};
 }
 
+// The axis name of a subscript letter ('i' -> "I").
+inline std::string einsum_axis_name(char c) {
+  return std::string(1, static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
+}
+
+// Names the arguments of an einsum kernel: the operands "in0".."in{n-1}", then "out".
+inline std::vector<std::string> einsum_argument_names(detail::KernelBuilder& b, std::size_t operands) {
+  std::vector<std::string> names;
+  for (std::size_t o = 0; o < operands; ++o) names.push_back("in" + std::to_string(o));
+  names.push_back("out");
+  b.set_names(names, operands + 1);
+  return names;
+}
+
 // The stage-I function of a sparse product (einsum_product_form): Gustavson's row-by-row
 // product, as a lambda would write it —
 //   out(a, c) += left(a, b) * right(b, c)
@@ -209,20 +223,17 @@ inline ir::Function build_einsum_product_function(const EinsumSpec& s, const std
   SPINDLE_CHECK(pr.found() && formats.size() == 2, InternalError, "einsum '", s.text, "': not a sparse product");
   const auto l = static_cast<std::size_t>(pr.left), r = static_cast<std::size_t>(pr.right);
   detail::KernelBuilder b("einsum", ir::SourceLoc{"einsum", 0});
-  b.set_names({"in0", "in1", "out"}, 3);
-  auto upper = [](char c) {
-    return std::string(1, static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
-  };
+  einsum_argument_names(b, 2);
   const char ca = s.inputs[l][0], cb = s.inputs[l][1], cc = s.inputs[r][1];
   const DType li = formats[l].index_dtypes[1], ri = formats[r].index_dtypes[1];
   const DType out_index = li == DType::i64 || ri == DType::i64 ? DType::i64 : DType::i32;
-  ir::Axis rows = b.new_axis(upper(ca), ir::AxisKind::dense_fixed, nullptr, DType::i32);
-  ir::Axis inner = b.new_axis(upper(cb), ir::AxisKind::sparse_variable, rows, li);
+  ir::Axis rows = b.new_axis(einsum_axis_name(ca), ir::AxisKind::dense_fixed, nullptr, DType::i32);
+  ir::Axis inner = b.new_axis(einsum_axis_name(cb), ir::AxisKind::sparse_variable, rows, li);
   ir::Axis inner_rows = b.new_dense_view("dense_" + inner->name, inner);
-  ir::Axis cols = b.new_axis(upper(cc), ir::AxisKind::sparse_variable, inner_rows, ri);
+  ir::Axis cols = b.new_axis(einsum_axis_name(cc), ir::AxisKind::sparse_variable, inner_rows, ri);
   ir::Axis out_cols;
   if (assembled_output) {
-    out_cols = b.new_axis(upper(cc) + "_out", ir::AxisKind::sparse_variable, rows, out_index, dynamic, dynamic, cols);
+    out_cols = b.new_axis(einsum_axis_name(cc) + "_out", ir::AxisKind::sparse_variable, rows, out_index, dynamic, dynamic, cols);
     const_cast<ir::AxisNode&>(*out_cols).assembled = true;  // built just above, not shared yet
   } else {
     out_cols = b.new_dense_view("dense_" + cols->name, cols);
@@ -264,26 +275,20 @@ inline ir::Function build_einsum_intersection_function(const EinsumSpec& s,
   SPINDLE_CHECK(einsum_intersection_form(s.inputs, s.output, formats), InternalError, "einsum '", s.text,
                 "': not an element-wise product of CSR operands");
   detail::KernelBuilder b("einsum", ir::SourceLoc{"einsum", 0});
-  std::vector<std::string> arg_names;
-  for (std::size_t o = 0; o < n; ++o) arg_names.push_back("in" + std::to_string(o));
-  arg_names.push_back("out");
-  b.set_names(arg_names, n + 1);
-  auto upper = [](char c) {
-    return std::string(1, static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
-  };
+  const std::vector<std::string> arg_names = einsum_argument_names(b, n);
   const char ca = s.output[0], cb = s.output[1];
-  ir::Axis rows = b.new_axis(upper(ca), ir::AxisKind::dense_fixed, nullptr, DType::i32);
+  ir::Axis rows = b.new_axis(einsum_axis_name(ca), ir::AxisKind::dense_fixed, nullptr, DType::i32);
   std::vector<ir::Axis> cols;
   DType out_index = DType::i32;
   for (std::size_t o = 0; o < n; ++o) {
     const DType index = formats[o].index_dtypes[1];
     if (index == DType::i64) out_index = DType::i64;
-    cols.push_back(b.new_axis(upper(cb) + (o ? std::to_string(o) : std::string()), ir::AxisKind::sparse_variable, rows,
+    cols.push_back(b.new_axis(einsum_axis_name(cb) + (o ? std::to_string(o) : std::string()), ir::AxisKind::sparse_variable, rows,
                               index, dynamic, dynamic, o ? cols.front() : ir::Axis()));
   }
   ir::Axis merged = b.merged_axis("X", ir::MergeOp::intersection, cols);
   ir::Axis out_cols =
-      b.new_axis(upper(cb) + "_out", ir::AxisKind::sparse_variable, rows, out_index, dynamic, dynamic, cols.front());
+      b.new_axis(einsum_axis_name(cb) + "_out", ir::AxisKind::sparse_variable, rows, out_index, dynamic, dynamic, cols.front());
   const_cast<ir::AxisNode&>(*out_cols).assembled = true;  // built just above, not shared yet
 
   ir::Var i = b.iterator_var(rows), j = b.iterator_var(merged);
@@ -312,14 +317,8 @@ inline ir::Function build_einsum_function(const EinsumSpec& s, const std::vector
   const std::size_t n = s.inputs.size();
   SPINDLE_CHECK(formats.size() == n, InternalError, "einsum: ", formats.size(), " formats for ", n, " operands");
   detail::KernelBuilder b("einsum", ir::SourceLoc{"einsum", 0});
-  std::vector<std::string> arg_names;
-  for (std::size_t o = 0; o < n; ++o) arg_names.push_back("in" + std::to_string(o));
-  arg_names.push_back("out");
-  b.set_names(arg_names, n + 1);
+  const std::vector<std::string> arg_names = einsum_argument_names(b, n);
 
-  auto upper = [](char c) {
-    return std::string(1, static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
-  };
   auto axis_kind = [](LevelKind k) { return static_cast<ir::AxisKind>(static_cast<int>(k)); };
   static_assert(static_cast<int>(LevelKind::sparse_variable) == static_cast<int>(ir::AxisKind::sparse_variable));
 
@@ -338,7 +337,7 @@ inline ir::Function build_einsum_function(const EinsumSpec& s, const std::vector
   if (driver >= 0) {
     auto d = static_cast<std::size_t>(driver);
     for (std::size_t l = 0; l < s.inputs[d].size(); ++l) {
-      ir::Axis a = level_axis(d, l, upper(s.inputs[d][l]), operand_axes[d]);
+      ir::Axis a = level_axis(d, l, einsum_axis_name(s.inputs[d][l]), operand_axes[d]);
       operand_axes[d].push_back(a);
       driven[s.inputs[d][l]] = a;
     }
@@ -350,7 +349,7 @@ inline ir::Function build_einsum_function(const EinsumSpec& s, const std::vector
       a = it->second->kind == ir::AxisKind::dense_fixed ? it->second
                                                         : b.new_dense_view("dense_" + it->second->name, it->second);
     else
-      a = b.new_axis(upper(c), ir::AxisKind::dense_fixed, nullptr, DType::i32);
+      a = b.new_axis(einsum_axis_name(c), ir::AxisKind::dense_fixed, nullptr, DType::i32);
     dense_axis[c] = a;
     return a;
   };
@@ -366,7 +365,7 @@ inline ir::Function build_einsum_function(const EinsumSpec& s, const std::vector
       } else if (formats[o].levels[l] == LevelKind::dense_fixed && !dense_for(c)->dense_of) {
         operand_axes[o].push_back(dense_for(c));  // a shared root: the binder checks the extent
       } else {  // its own axis, read at the iterators' coordinates (a search in the fiber)
-        ir::Axis a = level_axis(o, l, upper(c) + "_" + arg_names[o], operand_axes[o]);
+        ir::Axis a = level_axis(o, l, einsum_axis_name(c) + "_" + arg_names[o], operand_axes[o]);
         operand_axes[o].push_back(a);
         own.emplace(c, a);
       }

@@ -148,7 +148,8 @@ class ArgBinder {
           SPINDLE_CHECK(b.sorted || !sorted_required_.count(p.origin.axis.get()), FormatError, "kernel '",
                         kernel_, "' searches or merges the coordinates of axis ", p.origin.axis->name,
                         " (binary search, co-iteration), but argument '", b.buffer, "' has a fiber whose indices are not "
-                        "sorted; hint: sort the indices of every row (spindle::Csr sorts on construction)");
+                        "sorted; hint: sort the indices of every fiber (Csr::canonical() returns a sorted copy; "
+                        "Csr::from_triplets and read_matrix_market build sorted rows)");
           buffers[k] = const_cast<void*>(b.indices);
           break;
         }
