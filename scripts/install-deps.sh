@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages Spindle needs that are not installed yet.
 set -euo pipefail
-packages=(cmake make g++ ccache zlib1g-dev llvm-19-dev libclang-19-dev libclang-cpp19-dev libxgboost0
+packages=(cmake make ninja-build g++ ccache zlib1g-dev llvm-19-dev libclang-19-dev libclang-cpp19-dev libxgboost0
           libeigen3-dev catch2 libgraphblas-dev clang-19 libclang-rt-19-dev)
 missing=()
 for p in "${packages[@]}"; do

@@ -1,7 +1,7 @@
 // Every composition of every GNN layer expression (gnn/layers.hpp: GCN, GIN, GAT, SGC,
 // TAGCN, SAGE-mean, RGCN; promoted and pruned alike) run by gnn::execute against one plain
-// reference: the layer's matrix expression evaluated densely with Eigen (unweighted sparse
-// leaves as their 0/1 pattern, diagonal leaves as diagonal matrices). Random graphs with empty
+// reference: the layer's matrix expression evaluated with Eigen dense matrices and plain
+// loops (unweighted sparse leaves as their 0/1 pattern, diagonal leaves as row scalings). Random graphs with empty
 // rows, both scenarios (K_in > K_out and K_in < K_out), a one-node and an empty graph, and
 // the promoted GCN compositions on cora in float. Operand errors: missing and mismatched.
 #include <catch2/catch.hpp>
@@ -61,13 +61,45 @@ Operands<T> make_operands(std::int64_t n, std::int64_t k_in, std::int64_t k_out,
   return o;
 }
 
+template <class T>
+Mat reference(const gnn::Expr& e, const Operands<T>& o);
+
+// left * r, where left is a factor of a product: a diagonal or sparse leaf scales or
+// gathers the rows of r directly (O(N) or O(nnz) per column of r), anything else is
+// evaluated densely first. A product is evaluated from the right with this, so no step
+// multiplies two N x N matrices (on cora D·A·D·H·W would otherwise cost 2 x 2708^3).
+template <class T>
+Mat multiply_left(const gnn::Expr& left, const Operands<T>& o, const Mat& r) {
+  using Op = gnn::ExprNode::Op;
+  if (left->op != Op::product && left->op != Op::sum) {
+    if (left->info.kind == gnn::MatrixKind::diagonal) {
+      const auto& d = o.diag.at(left->name);
+      REQUIRE(d.dim(0) == r.rows());
+      Mat out = r;
+      for (std::int64_t i = 0; i < d.dim(0); ++i) out.row(i) *= static_cast<double>(d.values()[i]);
+      return out;
+    }
+    if (left->info.kind == gnn::MatrixKind::sparse_unweighted || left->info.kind == gnn::MatrixKind::sparse_weighted) {
+      const auto& a = o.sparse.at(left->name);
+      REQUIRE(a.cols() == r.rows());
+      const bool unit = left->info.kind == gnn::MatrixKind::sparse_unweighted;
+      Mat out = Mat::Zero(a.rows(), r.cols());
+      for (std::int64_t i = 0; i < a.rows(); ++i)
+        for (auto q = a.indptr()[i]; q < a.indptr()[i + 1]; ++q)
+          out.row(i) += (unit ? 1.0 : static_cast<double>(a.values()[q])) * r.row(a.indices()[q]);
+      return out;
+    }
+  }
+  return reference(left, o) * r;
+}
+
 // Dense evaluation of the expression itself (not of a composition).
 template <class T>
 Mat reference(const gnn::Expr& e, const Operands<T>& o) {
   using Op = gnn::ExprNode::Op;
   if (e->op == Op::product) {
-    Mat r = reference(e->children[0], o);
-    for (std::size_t i = 1; i < e->children.size(); ++i) r = r * reference(e->children[i], o);
+    Mat r = reference(e->children.back(), o);
+    for (std::size_t i = e->children.size() - 1; i-- > 0;) r = multiply_left(e->children[i], o, r);
     return r;
   }
   if (e->op == Op::sum) {
