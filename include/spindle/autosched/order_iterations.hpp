@@ -182,9 +182,10 @@ inline double order_cost(const ir::SparseIterationNode* n, const BodyFacts& fact
   return cost;
 }
 
-// May iteration n run in order `perm`? `bound` holds the axes of enclosing iterations.
-inline bool order_allowed(const ir::SparseIterationNode* n, const std::vector<std::size_t>& perm,
-                          const std::set<const ir::AxisNode*>& bound, bool keep_reduction_order) {
+// Why iteration n may not run in order `perm` ("" when it may). `bound` holds the axes of
+// enclosing iterations.
+inline std::string order_problem(const ir::SparseIterationNode* n, const std::vector<std::size_t>& perm,
+                                 const std::set<const ir::AxisNode*>& bound, bool keep_reduction_order) {
   std::vector<int> at(perm.size());
   for (std::size_t l = 0; l < perm.size(); ++l) at[perm[l]] = static_cast<int>(l);
   auto position_of = [&](const ir::AxisNode* a) {
@@ -194,14 +195,20 @@ inline bool order_allowed(const ir::SparseIterationNode* n, const std::vector<st
   };
   for (std::size_t k = 0; k < n->axes.size(); ++k) {
     const ir::Axis& p = n->axes[k]->parent;
-    if (p && !bound.count(p.get()) && position_of(p.get()) > at[k]) return false;
+    if (p && !bound.count(p.get()) && position_of(p.get()) > at[k])
+      return "axis " + n->axes[k]->name + " comes before its parent " + p->name;
   }
   if (keep_reduction_order) {
     int last = -1;
+    const ir::AxisNode* last_axis = nullptr;
     for (std::size_t k = 0; k < n->axes.size(); ++k) {
       if (n->kinds[k] != ir::IterKind::reduction) continue;
-      if (at[k] < last) return false;
+      if (at[k] < last)
+        return "the reduction axes " + last_axis->name + " and " + n->axes[k]->name +
+               " change their relative order, and the body reads a buffer it writes (each element must see its "
+               "updates in the written order)";
       last = at[k];
+      last_axis = n->axes[k].get();
     }
   }
   if (n->init.defined()) {
@@ -215,10 +222,41 @@ inline bool order_allowed(const ir::SparseIterationNode* n, const std::vector<st
         const ir::Axis& a = n->axes[perm[l]];
         if (n->kinds[perm[l]] != ir::IterKind::spatial || !a->parent || bound.count(a->parent.get())) continue;
         int pp = position_of(a->parent.get());
-        if (pp < 0 || n->kinds[perm[static_cast<std::size_t>(pp)]] == ir::IterKind::reduction) return false;
+        if (pp < 0 || n->kinds[perm[static_cast<std::size_t>(pp)]] == ir::IterKind::reduction)
+          return "the iteration has an init, and its spatial axis " + a->name +
+                 " would hang under the reduction axis " + n->axes[perm[static_cast<std::size_t>(pp)]]->name;
       }
   }
-  return true;
+  return {};
+}
+
+// May iteration n run in order `perm`? `bound` holds the axes of enclosing iterations.
+inline bool order_allowed(const ir::SparseIterationNode* n, const std::vector<std::size_t>& perm,
+                          const std::set<const ir::AxisNode*>& bound, bool keep_reduction_order) {
+  return order_problem(n, perm, bound, keep_reduction_order).empty();
+}
+
+// Why iteration n must keep its written order ("" when its axes may be permuted, subject to
+// order_problem). `bound` holds the axes of enclosing iterations.
+inline std::string fixed_order_reason(const ir::SparseIterationNode* n, const BodyFacts& facts,
+                                      const std::vector<const ir::AxisNode*>& bound) {
+  if (facts.nested) return "it holds another iteration (only innermost iterations are reordered)";
+  if (facts.writes_outer_local)
+    return "it writes a local declared outside it (its result depends on the order of the points)";
+  for (std::size_t k = 0; k < n->axes.size(); ++k) {
+    const ir::Axis& a = n->axes[k];
+    // A co-iteration (§3.1) needs its operands' parents iterated first, and reads its
+    // operands at the merge's positions: it keeps the written order.
+    if (a->merge != ir::MergeOp::none) return "axis " + a->name + " co-iterates sparse operands";
+    // An axis whose parent is named by the coordinate of another iterator (§3: the innermost
+    // one over the parent's coordinates) keeps the written order: reordering could change
+    // which iterator that is.
+    auto parent_at = std::find(n->axes.begin(), n->axes.end(), a->parent);
+    if (ir::parent_by_coordinate(*a) && std::find(bound.begin(), bound.end(), a->parent.get()) == bound.end() &&
+        (parent_at == n->axes.end() || parent_at - n->axes.begin() > static_cast<long>(k)))
+      return "the parent of axis " + a->name + " is named by the coordinate of another iterator";
+  }
+  return {};
 }
 
 class OrderIterations : public ir::IRMutator {
@@ -263,20 +301,7 @@ class OrderIterations : public ir::IRMutator {
     facts.visit(n->body);
     facts.finish();
     for (auto& a : facts.accesses) a.search = searches(a, var_axis_);
-    if (facts.nested || facts.writes_outer_local) return written;
-    // An axis whose parent is named by the coordinate of another iterator (§3: the innermost
-    // one over the parent's coordinates) keeps the written order: reordering could change
-    // which iterator that is.
-    for (std::size_t k = 0; k < n->axes.size(); ++k) {
-      const ir::Axis& a = n->axes[k];
-      // A co-iteration (§3.1) needs its operands' parents iterated first, and reads its
-      // operands at the merge's positions: it keeps the written order.
-      if (a->merge != ir::MergeOp::none) return written;
-      auto parent_at = std::find(n->axes.begin(), n->axes.end(), a->parent);
-      if (ir::parent_by_coordinate(*a) && std::find(bound_.begin(), bound_.end(), a->parent.get()) == bound_.end() &&
-          (parent_at == n->axes.end() || parent_at - n->axes.begin() > static_cast<long>(k)))
-        return written;  // (a parent listed after its child is named by coordinate too)
-    }
+    if (!fixed_order_reason(n, facts, bound_).empty()) return written;
     bool reads_written = false;
     for (auto* b : facts.written) reads_written = reads_written || facts.read.count(b);
     std::set<const ir::AxisNode*> bound(bound_.begin(), bound_.end());

@@ -96,6 +96,8 @@ inline std::vector<ir::Stmt> path_to(const ir::Stmt& root, const ir::StmtNode* t
         if ((found = walk(c))) break;
     } else if (auto* n = s.as<ir::SparseIterationNode>()) {
       found = walk(n->init) || walk(n->body);
+    } else if (auto* n = s.as<ir::CoIterateNode>()) {
+      found = walk(n->body);
     }
     if (!found) path.pop_back();
     return found;
