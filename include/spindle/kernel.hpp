@@ -67,6 +67,8 @@ struct KernelState {
   ir::Function stage1;
   runtime::Runtime* runtime = nullptr;
   cuda::CudaRuntime* cuda_runtime = nullptr;
+  Schedule schedule;       // the CPU build's (with_schedule); empty: the default schedule
+  Schedule cuda_schedule;  // the GPU build's (with_cuda_schedule)
   std::mutex mutex;
   BuiltOnce<runtime::CompiledKernel> compiled;
   // A kernel that assembles a sparse output: its two phases (runtime/assembled_kernel.hpp).
@@ -273,7 +275,7 @@ class Kernel {
   // variants compile on the first call that needs them. Needs no GPU.
   const cuda::CompiledCudaKernel& compile_cuda() const {
     return state_->cuda_compiled.get(state_->mutex, [&] {
-      return std::make_shared<const cuda::CompiledCudaKernel>(state_->stage1, cuda_runtime());
+      return std::make_shared<const cuda::CompiledCudaKernel>(state_->stage1, cuda_runtime(), state_->cuda_schedule);
     });
   }
 
@@ -297,7 +299,7 @@ class Kernel {
   // Lowers and compiles now (a call does this on first use) and returns the result.
   const runtime::CompiledKernel& compile() const {
     return state_->compiled.get(state_->mutex, [&] {
-      return std::make_shared<const runtime::CompiledKernel>(state_->stage1, cpu_runtime());
+      return std::make_shared<const runtime::CompiledKernel>(state_->stage1, cpu_runtime(), state_->schedule);
     });
   }
 
@@ -312,20 +314,52 @@ class Kernel {
 
   // The same definition compiled and run with another runtime (cache, pool, engine).
   Kernel with_runtime(runtime::Runtime& rt) const {
-    Kernel k(state_->stage1);
+    Kernel k = copy();
     k.state_->runtime = &rt;
-    k.state_->cuda_runtime = state_->cuda_runtime;
     return k;
   }
   // The same definition with another CUDA runtime (device, cache, fixed architecture).
   Kernel with_cuda_runtime(cuda::CudaRuntime& rt) const {
-    Kernel k(state_->stage1);
-    k.state_->runtime = state_->runtime;
+    Kernel k = copy();
     k.state_->cuda_runtime = &rt;
     return k;
   }
+  // The same definition under a user's schedule on the CPU (schedule/user_schedule.hpp,
+  // docs/schedules.md): its sparse_reorder steps set iteration orders, its loop steps replace
+  // the default CPU schedule. An empty schedule restores the default. A step that does not fit
+  // the kernel raises UserError when the kernel is compiled (first call or compile()).
+  Kernel with_schedule(Schedule s) const {
+    check_schedulable(s);
+    Kernel k = copy();
+    k.state_->schedule = std::move(s);
+    return k;
+  }
+  // The same for the GPU build (calls with device arguments): loop steps replace the default
+  // GPU schedules, and must bind every launch's outer loop to blockIdx.
+  Kernel with_cuda_schedule(Schedule s) const {
+    check_schedulable(s);
+    Kernel k = copy();
+    k.state_->cuda_schedule = std::move(s);
+    return k;
+  }
+  const Schedule& schedule() const { return state_->schedule; }
+  const Schedule& cuda_schedule() const { return state_->cuda_schedule; }
 
  private:
+  Kernel copy() const {
+    Kernel k(state_->stage1);
+    k.state_->runtime = state_->runtime;
+    k.state_->cuda_runtime = state_->cuda_runtime;
+    k.state_->schedule = state_->schedule;
+    k.state_->cuda_schedule = state_->cuda_schedule;
+    return k;
+  }
+  void check_schedulable(const Schedule& s) const {
+    SPINDLE_CHECK(assembled_arg < 0 || s.empty(), UserError, "kernel '", name(),
+                  "' assembles a sparse output (two phases, lower/split_assembly.hpp), which takes no user schedule "
+                  "yet; hint: its default schedule runs the rows in parallel already");
+  }
+
   runtime::Runtime& cpu_runtime() const {
     return state_->runtime ? *state_->runtime : runtime::default_runtime();
   }

@@ -63,9 +63,11 @@ struct NvrtcCheck {
 inline codegen::CudaSource emulated_cuda_source(const ir::Function& stage1, const std::vector<runtime::CallArg>& call,
                                                std::vector<void*>& bufs, std::vector<std::int64_t>& scalars,
                                                std::vector<ir::Var>& vars,
-                                               const lower::AssemblyContext* assembly = nullptr) {
+                                               const lower::AssemblyContext* assembly = nullptr,
+                                               const Schedule* schedule = nullptr) {
   driver::PipelineOptions o;
   o.context.kernel = stage1.name;
+  if (schedule) o.context.schedule = *schedule;
   if (assembly) o.context.assembly = *assembly, o.context.keep_loop_order = true;
   auto prepared = driver::lower_for_cuda(stage1, o);
   runtime::ArgBinder binder(prepared.stage1, prepared.unscheduled);
@@ -100,11 +102,11 @@ struct EmulatorCache {
 // Runs the CUDA build of `stage1` in the emulator; the out/inout arguments are written.
 inline void run_cuda_emulated(const ir::Function& stage1, const std::vector<runtime::CallArg>& call,
                               NvrtcCheck* nvrtc = nullptr, EmulatorCache* cache = nullptr,
-                              const lower::AssemblyContext* assembly = nullptr) {
+                              const lower::AssemblyContext* assembly = nullptr, const Schedule* schedule = nullptr) {
   std::vector<void*> bufs;
   std::vector<std::int64_t> scalars;
   std::vector<ir::Var> vars;
-  codegen::CudaSource source = emulated_cuda_source(stage1, call, bufs, scalars, vars, assembly);
+  codegen::CudaSource source = emulated_cuda_source(stage1, call, bufs, scalars, vars, assembly, schedule);
   if (nvrtc) nvrtc->check(source);
   std::unique_ptr<CudaEmulator> own;
   if (!cache) own = std::make_unique<CudaEmulator>(source);

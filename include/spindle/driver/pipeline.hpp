@@ -3,12 +3,14 @@
 // to stderr; with `dump_dir` it writes the IR after each pass and the generated source.
 //
 //   order_iterations       I -> I    the loop order of each innermost iteration (cost model)
+//   sparse_reorder         I -> I    the user schedule's iteration orders (when it has any)
 //   lower_sparse_iter      I -> II   loops, aux buffers, coordinate translation
 //   simplify
 //   lower_sparse_buffer    II -> III flat buffers
 //   simplify
 //   hoist_loop_invariants            searches and guards out of inner loops
 //   schedule_cpu_default             register tiles, local accumulation, parallel and vector loops
+//     (or apply_user_schedule, the loop steps of the user's schedule, when it has any)
 //     (or assemble_rows, for one phase of a kernel that assembles a sparse output)
 //   simplify
 //   emit_c                           C source with the kernel ABI
@@ -34,6 +36,8 @@
 #include "spindle/lower/lower_sparse_buffer.hpp"
 #include "spindle/lower/lower_sparse_iter.hpp"
 #include "spindle/lower/simplify.hpp"
+#include "spindle/schedule/apply_user_schedule.hpp"
+#include "spindle/schedule/sparse_reorder.hpp"
 #include "spindle/support/timer.hpp"
 
 namespace spindle::driver {
@@ -63,6 +67,15 @@ inline void dump(const PipelineOptions& o, int step, const std::string& name, co
   if (o.dump_dir.empty()) return;
   std::string path = o.dump_dir + "/" + o.context.kernel + "." + std::to_string(step) + "." + name + ".txt";
   std::ofstream(path) << text;
+}
+
+// The user's schedule, as a comment at the top of the generated source: the source is the
+// kernel cache's key, so kernels under different schedules never share an entry.
+inline void mark_schedule(std::string& source, const Schedule& s) {
+  if (s.empty()) return;
+  std::string text = s.to_string();
+  for (std::size_t p = 0; (p = text.find("*/", p)) != std::string::npos;) text.replace(p, 2, "* /");
+  source.insert(0, "/* schedule: " + text + " */\n");
 }
 
 }  // namespace detail
@@ -109,6 +122,11 @@ ir::Function lower_unscheduled(const ir::Function& stage1, const PipelineOptions
   detail::dump(o, 0, "stage1", ir::to_string(stage1));
   out.written = stage1;
   out.stage1 = run.run("order_iterations", stage1, autosched::order_iterations);
+  for (auto& step : o.context.schedule.steps())
+    if (step.op == Schedule::Op::sparse_reorder)
+      out.stage1 = run.run("sparse_reorder", out.stage1, [&](const ir::Function& g, const lower::LowerContext&) {
+        return schedule::sparse_reorder(g, step.target, step.names);
+      });
   ir::Function f = run.run("lower_sparse_iter", out.stage1, lower::lower_sparse_iter);
   f = run.run("simplify", f, simplify_pass);
   out.stage2 = f;
@@ -124,11 +142,16 @@ inline Lowered lower_to_c(const ir::Function& stage1, const PipelineOptions& o) 
   ir::Function f = lower_unscheduled(stage1, o, run, out);
   if (o.context.assembly.phase != lower::AssemblyContext::none)  // one phase of an assembling kernel
     f = run.run("assemble_rows", f, lower::assemble_rows);
+  else if (o.context.schedule.has_loop_steps())
+    f = run.run("apply_user_schedule", f, [](const ir::Function& g, const lower::LowerContext& c) {
+      return schedule::apply_user_schedule(g, c.schedule, schedule::ScheduleTarget::cpu);
+    });
   else
     f = run.run("schedule_cpu_default", f, autosched::schedule_cpu_default);
   out.stage3 = run.run("simplify", f, simplify_pass);
   Timer t;
   out.source = codegen::emit_c(out.stage3);
+  detail::mark_schedule(out.source.source, o.context.schedule);
   run.record("emit_c", t.micros(), out.source.source);
   out.total_micros = total.micros();
   return out;
@@ -156,6 +179,8 @@ inline CudaLowered lower_for_cuda(const ir::Function& stage1, const PipelineOpti
     // thread per block (no SpMM/SDDMM pattern applies).
     out.unscheduled = run.run("assemble_rows", out.unscheduled, lower::assemble_rows);
     out.plan = {};
+  } else if (o.context.schedule.has_loop_steps()) {
+    out.plan = {};  // the user's schedule: one variant, no pattern
   } else {
     out.plan = autosched::cuda_plan(out.unscheduled);
   }
@@ -170,13 +195,19 @@ inline CudaLowered schedule_and_emit_cuda(const CudaLowered& prepared, const Pip
   Timer total;
   PassRunner run(o, out.passes);
   out.variant = v;
-  ir::Function f = run.run("schedule_cuda_default", out.unscheduled,
-                           [&](const ir::Function& g, const lower::LowerContext& c) {
-                             return autosched::schedule_cuda_default(g, c, v);
-                           });
+  ir::Function f =
+      o.context.schedule.has_loop_steps() && o.context.assembly.phase == lower::AssemblyContext::none
+          ? run.run("apply_user_schedule", out.unscheduled,
+                    [&](const ir::Function& g, const lower::LowerContext& c) {
+                      return schedule::apply_user_schedule(g, c.schedule, schedule::ScheduleTarget::gpu);
+                    })
+          : run.run("schedule_cuda_default", out.unscheduled, [&](const ir::Function& g, const lower::LowerContext& c) {
+              return autosched::schedule_cuda_default(g, c, v);
+            });
   out.stage3 = run.run("simplify", f, simplify_pass);
   Timer t;
   out.source = codegen::emit_cuda(out.stage3);
+  detail::mark_schedule(out.source.source, o.context.schedule);
   run.record("emit_cuda", t.micros(), out.source.source);
   out.total_micros += total.micros();
   return out;

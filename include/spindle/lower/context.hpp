@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "spindle/schedule/user_schedule.hpp"
+
 namespace spindle::lower {
 
 // A kernel that assembles a sparse output (docs/language.md §4.6) is compiled twice from
@@ -24,6 +26,9 @@ struct LowerContext {
   int vector_bits = 256;    // SIMD width of the target in bits (CPU schedules)
   bool keep_loop_order = false;  // order_iterations leaves every iteration as written
   AssemblyContext assembly;      // phase none: an ordinary kernel
+  // The user's schedule (schedule/user_schedule.hpp): its sparse_reorder steps run after
+  // order_iterations; its loop steps replace the default schedule of the target.
+  Schedule schedule;
 };
 
 }  // namespace spindle::lower

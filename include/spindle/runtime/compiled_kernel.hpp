@@ -49,6 +49,8 @@ class CompiledKernel {
   // One phase of a kernel that assembles a sparse output (runtime/assembled_kernel.hpp): the
   // loops run in the written order and the row loop is rewritten by lower/assemble_rows.hpp.
   SPINDLE_DECL CompiledKernel(const ir::Function& stage1, Runtime& rt, const lower::AssemblyContext& assembly);
+  // Under a user's schedule (schedule/user_schedule.hpp) instead of the default one.
+  SPINDLE_DECL CompiledKernel(const ir::Function& stage1, Runtime& rt, const Schedule& schedule);
   SPINDLE_DECL ~CompiledKernel();
   CompiledKernel(const CompiledKernel&) = delete;
   CompiledKernel& operator=(const CompiledKernel&) = delete;

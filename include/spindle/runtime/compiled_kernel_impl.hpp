@@ -15,10 +15,11 @@
 namespace spindle::runtime {
 
 struct CompiledKernel::Impl {
-  Impl(const ir::Function& stage1, Runtime& rt, const lower::AssemblyContext& assembly)
-      : rt(&rt), binder(init(stage1, rt, assembly)) {}
+  Impl(const ir::Function& stage1, Runtime& rt, const lower::AssemblyContext& assembly, const Schedule& schedule)
+      : rt(&rt), binder(init(stage1, rt, assembly, schedule)) {}
 
-  ArgBinder init(const ir::Function& stage1, Runtime& r, const lower::AssemblyContext& assembly) {
+  ArgBinder init(const ir::Function& stage1, Runtime& r, const lower::AssemblyContext& assembly,
+                 const Schedule& schedule) {
     Timer t;
     driver::PipelineOptions o;
     o.context.kernel = stage1.name;
@@ -26,6 +27,8 @@ struct CompiledKernel::Impl {
     o.context.vector_bits = host_vector_bits();
     o.context.keep_loop_order = r.options().keep_loop_order || assembly.phase != lower::AssemblyContext::none;
     o.context.assembly = assembly;
+    o.context.schedule = schedule;
+    this->schedule = schedule;
     o.debug = r.options().debug;
     o.dump_dir = r.options().dump_dir;
     lowered = driver::lower_to_c(stage1, o);
@@ -44,6 +47,7 @@ struct CompiledKernel::Impl {
   }
 
   Runtime* rt;
+  Schedule schedule;
   driver::Lowered lowered;
   std::shared_ptr<LoadedModule> module;
   codegen::KernelEntry entry = nullptr;
@@ -53,11 +57,14 @@ struct CompiledKernel::Impl {
 };
 
 SPINDLE_DECL CompiledKernel::CompiledKernel(const ir::Function& stage1, Runtime& rt)
-    : impl_(std::make_unique<Impl>(stage1, rt, lower::AssemblyContext{})) {}
+    : impl_(std::make_unique<Impl>(stage1, rt, lower::AssemblyContext{}, Schedule{})) {}
+
+SPINDLE_DECL CompiledKernel::CompiledKernel(const ir::Function& stage1, Runtime& rt, const Schedule& schedule)
+    : impl_(std::make_unique<Impl>(stage1, rt, lower::AssemblyContext{}, schedule)) {}
 
 SPINDLE_DECL CompiledKernel::CompiledKernel(const ir::Function& stage1, Runtime& rt,
                                             const lower::AssemblyContext& assembly)
-    : impl_(std::make_unique<Impl>(stage1, rt, assembly)) {}
+    : impl_(std::make_unique<Impl>(stage1, rt, assembly, Schedule{})) {}
 
 SPINDLE_DECL CompiledKernel::~CompiledKernel() = default;
 
@@ -92,6 +99,7 @@ SPINDLE_DECL std::string CompiledKernel::explain() const {
   const driver::Lowered& l = impl_->lowered;
   std::string s = "== kernel " + l.stage1.name + " ==\n";
   s += autosched::describe_loop_orders(l.written, l.stage1);
+  if (!impl_->schedule.empty()) s += "# schedule: " + impl_->schedule.to_string() + "\n";
   s += ir::to_string(l.stage1) + ir::to_string(l.stage2) + ir::to_string(l.stage3);
   s += "# passes:";
   for (auto& p : l.passes) s += " " + p.pass + "(" + std::to_string(static_cast<long>(p.micros)) + "us)";

@@ -34,6 +34,9 @@ class CompiledCudaKernel {
   // One phase of a kernel that assembles a sparse output (runtime/cuda/assembled_cuda_kernel.hpp):
   // the function and context made by lower/split_assembly.hpp.
   SPINDLE_DECL CompiledCudaKernel(const ir::Function& stage1, CudaRuntime& rt, const lower::AssemblyContext& assembly);
+  // Under a user's schedule (schedule/user_schedule.hpp): its loop steps replace the default
+  // GPU schedules (one variant for every call).
+  SPINDLE_DECL CompiledCudaKernel(const ir::Function& stage1, CudaRuntime& rt, const Schedule& schedule);
   SPINDLE_DECL ~CompiledCudaKernel();
   CompiledCudaKernel(const CompiledCudaKernel&) = delete;
   CompiledCudaKernel& operator=(const CompiledCudaKernel&) = delete;

@@ -22,15 +22,17 @@ struct CompiledCudaKernel::Impl {
     runtime::CompileStats stats;
   };
 
-  Impl(const ir::Function& stage1, CudaRuntime& r, const lower::AssemblyContext& assembly)
-      : rt(&r), options(pipeline_options(stage1.name, r, assembly)), prepared(driver::lower_for_cuda(stage1, options)),
+  Impl(const ir::Function& stage1, CudaRuntime& r, const lower::AssemblyContext& assembly, const Schedule& schedule)
+      : rt(&r), options(pipeline_options(stage1.name, r, assembly, schedule)), prepared(driver::lower_for_cuda(stage1, options)),
         binder(prepared.stage1, prepared.unscheduled, /*device=*/true) {
     for (auto& s : prepared.unscheduled.scalars) scalar_vars.push_back(s.var);
   }
 
   static driver::PipelineOptions pipeline_options(const std::string& kernel, const CudaRuntime& r,
-                                                  const lower::AssemblyContext& assembly) {
+                                                  const lower::AssemblyContext& assembly,
+                                                  const Schedule& schedule) {
     driver::PipelineOptions o;
+    o.context.schedule = schedule;
     o.context.kernel = kernel;
     o.context.keep_loop_order = assembly.phase != lower::AssemblyContext::none;  // as the CPU phases
     o.context.assembly = assembly;
@@ -119,11 +121,15 @@ struct CompiledCudaKernel::Impl {
 };
 
 SPINDLE_DECL CompiledCudaKernel::CompiledCudaKernel(const ir::Function& stage1, CudaRuntime& rt)
-    : impl_(std::make_unique<Impl>(stage1, rt, lower::AssemblyContext{})) {}
+    : impl_(std::make_unique<Impl>(stage1, rt, lower::AssemblyContext{}, Schedule{})) {}
+
+SPINDLE_DECL CompiledCudaKernel::CompiledCudaKernel(const ir::Function& stage1, CudaRuntime& rt,
+                                                    const Schedule& schedule)
+    : impl_(std::make_unique<Impl>(stage1, rt, lower::AssemblyContext{}, schedule)) {}
 
 SPINDLE_DECL CompiledCudaKernel::CompiledCudaKernel(const ir::Function& stage1, CudaRuntime& rt,
                                                     const lower::AssemblyContext& assembly)
-    : impl_(std::make_unique<Impl>(stage1, rt, assembly)) {}
+    : impl_(std::make_unique<Impl>(stage1, rt, assembly, Schedule{})) {}
 
 SPINDLE_DECL CompiledCudaKernel::~CompiledCudaKernel() = default;
 
@@ -156,8 +162,13 @@ SPINDLE_DECL std::string CompiledCudaKernel::explain() const {
   const driver::CudaLowered& p = impl_->prepared;
   std::string s = "== kernel " + p.stage1.name + " (CUDA) ==\n";
   s += autosched::describe_loop_orders(p.written, p.stage1);
+  if (!impl_->options.context.schedule.empty())
+    s += "# schedule: " + impl_->options.context.schedule.to_string() + "\n";
   s += ir::to_string(p.stage1) + ir::to_string(p.stage2) + "# unscheduled stage III\n" + ir::to_string(p.unscheduled);
-  s += "# default GPU schedule: " + pattern();
+  if (impl_->options.context.schedule.has_loop_steps())
+    s += "# user GPU schedule: " + impl_->options.context.schedule.to_string();
+  else
+    s += "# default GPU schedule: " + pattern();
   if (p.plan.feature.defined()) s += ", variant chosen per call from the feature size " + ir::to_string(p.plan.feature);
   s += "\n";
   std::lock_guard<std::mutex> lock(impl_->mutex);

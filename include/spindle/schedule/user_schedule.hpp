@@ -1,0 +1,179 @@
+// spindle::Schedule: a schedule a user writes for a kernel, as a list of steps. It is data
+// (names and numbers, no IR): the pipeline applies it (schedule/apply_user_schedule.hpp and
+// schedule/sparse_reorder.hpp), explain() prints it, and it is part of the generated source,
+// so two schedules never share a kernel-cache entry.
+//
+//   spindle::Schedule s;
+//   s.split("k", 32).vectorize("k_i").parallel("i");
+//   auto tuned = spmm.with_schedule(s);      // same definition, this schedule
+//
+// Stage I (coordinate space, before lowering):
+//   sparse_reorder(iteration, axes)  the loop order of one sparse iteration, by axis names
+//                                    (replaces order_iterations' choice for it)
+// Loops (stage III, the lowered loops, named after their iterators: i, j, k; split makes
+// k_o / k_i, fuse makes <outer>_<inner>_f):
+//   split(loop, factor)   reorder({loops})   fuse(outer, inner)
+//   parallel(loop)        vectorize(loop)    unroll(loop)        cache_write(loop, buffer)
+// GPU only (a kernel called with device arguments):
+//   bind(loop, "blockIdx.x" | ... | "threadIdx.z")   rfactor(loop, lanes)
+//   cache_read(loop, {buffers}, thread_loop, tile)   atomic(loop)
+// A schedule with loop steps replaces the default schedule of that target: nothing runs in
+// parallel or vectorised unless the schedule says so. A name that names several sibling
+// loops (SpMM's init loop over k and its reduction loop over k) applies split, parallel,
+// vectorize, unroll and bind to each of them. Every step is checked where it is applied; one that
+// does not fit raises UserError naming the step and the loop.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "spindle/support/error.hpp"
+
+namespace spindle {
+
+class Schedule {
+ public:
+  enum class Op : std::uint8_t {
+    sparse_reorder,
+    split,
+    reorder,
+    fuse,
+    parallel,
+    vectorize,
+    unroll,
+    cache_write,
+    bind,
+    rfactor,
+    cache_read,
+    atomic
+  };
+
+  struct Step {
+    Op op;
+    std::vector<std::string> names;  // loops, axes, buffers; see each builder
+    std::int64_t number = 0;         // split factor, rfactor lanes, cache_read tile
+    std::string target;              // sparse_reorder: iteration; bind: GPU index; cache_read: thread loop
+  };
+
+  Schedule& sparse_reorder(std::string iteration, std::vector<std::string> axes) {
+    SPINDLE_CHECK(!axes.empty(), UserError, "Schedule::sparse_reorder(\"", iteration,
+                  "\"): no axes given; hint: list every axis of the iteration, outermost first");
+    return add({Op::sparse_reorder, std::move(axes), 0, std::move(iteration)});
+  }
+  Schedule& split(std::string loop, std::int64_t factor) {
+    SPINDLE_CHECK(factor >= 1, UserError, "Schedule::split(\"", loop, "\", ", factor,
+                  "): the factor must be at least 1; hint: it is the extent of the new inner loop");
+    return add({Op::split, {std::move(loop)}, factor, {}});
+  }
+  Schedule& reorder(std::vector<std::string> loops) {
+    SPINDLE_CHECK(loops.size() >= 2, UserError,
+                  "Schedule::reorder: name at least two loops of a perfectly nested band, outermost first");
+    return add({Op::reorder, std::move(loops), 0, {}});
+  }
+  Schedule& fuse(std::string outer, std::string inner) {
+    return add({Op::fuse, {std::move(outer), std::move(inner)}, 0, {}});
+  }
+  Schedule& parallel(std::string loop) { return add({Op::parallel, {std::move(loop)}, 0, {}}); }
+  Schedule& vectorize(std::string loop) { return add({Op::vectorize, {std::move(loop)}, 0, {}}); }
+  Schedule& unroll(std::string loop) { return add({Op::unroll, {std::move(loop)}, 0, {}}); }
+  Schedule& cache_write(std::string loop, std::string buffer) {
+    return add({Op::cache_write, {std::move(loop), std::move(buffer)}, 0, {}});
+  }
+  Schedule& bind(std::string loop, std::string gpu_index) {
+    static const char* const kinds[] = {"blockIdx.x",  "blockIdx.y",  "blockIdx.z",
+                                        "threadIdx.x", "threadIdx.y", "threadIdx.z"};
+    bool known = false;
+    for (const char* k : kinds) known = known || gpu_index == k;
+    SPINDLE_CHECK(known, UserError, "Schedule::bind(\"", loop, "\", \"", gpu_index,
+                  "\"): unknown GPU index; hint: one of blockIdx.x/y/z, threadIdx.x/y/z (parallel(loop) for the CPU)");
+    return add({Op::bind, {std::move(loop)}, 0, std::move(gpu_index)});
+  }
+  Schedule& rfactor(std::string loop, int lanes) {
+    return add({Op::rfactor, {std::move(loop)}, lanes, {}});
+  }
+  Schedule& cache_read(std::string loop, std::vector<std::string> buffers, std::string thread_loop,
+                       std::int64_t tile) {
+    std::vector<std::string> names{std::move(loop)};
+    for (auto& b : buffers) names.push_back(std::move(b));
+    SPINDLE_CHECK(names.size() >= 2, UserError, "Schedule::cache_read(\"", names[0],
+                  "\"): no buffers given; hint: name the buffers whose reads are staged");
+    return add({Op::cache_read, std::move(names), tile, std::move(thread_loop)});
+  }
+  Schedule& atomic(std::string loop) { return add({Op::atomic, {std::move(loop)}, 0, {}}); }
+
+  const std::vector<Step>& steps() const { return steps_; }
+  bool empty() const { return steps_.empty(); }
+  // Steps on the lowered loops (anything but sparse_reorder): they replace the default schedule.
+  bool has_loop_steps() const {
+    for (auto& s : steps_)
+      if (s.op != Op::sparse_reorder) return true;
+    return false;
+  }
+
+  static const char* op_name(Op op) {
+    switch (op) {
+      case Op::sparse_reorder: return "sparse_reorder";
+      case Op::split: return "split";
+      case Op::reorder: return "reorder";
+      case Op::fuse: return "fuse";
+      case Op::parallel: return "parallel";
+      case Op::vectorize: return "vectorize";
+      case Op::unroll: return "unroll";
+      case Op::cache_write: return "cache_write";
+      case Op::bind: return "bind";
+      case Op::rfactor: return "rfactor";
+      case Op::cache_read: return "cache_read";
+      case Op::atomic: return "atomic";
+    }
+    return "?";
+  }
+
+  // One step as the builder call that makes it: split("k", 32).
+  static std::string describe(const Step& s) {
+    auto quoted = [](const std::string& n) { return "\"" + n + "\""; };
+    auto list = [&](std::size_t from) {
+      std::string out = "{";
+      for (std::size_t k = from; k < s.names.size(); ++k) out += (k > from ? ", " : "") + quoted(s.names[k]);
+      return out + "}";
+    };
+    std::string a;
+    switch (s.op) {
+      case Op::sparse_reorder: a = quoted(s.target) + ", " + list(0); break;
+      case Op::split: a = quoted(s.names[0]) + ", " + std::to_string(s.number); break;
+      case Op::reorder: a = list(0); break;
+      case Op::fuse:
+      case Op::cache_write: a = quoted(s.names[0]) + ", " + quoted(s.names[1]); break;
+      case Op::bind: a = quoted(s.names[0]) + ", " + quoted(s.target); break;
+      case Op::rfactor: a = quoted(s.names[0]) + ", " + std::to_string(s.number); break;
+      case Op::cache_read:
+        a = quoted(s.names[0]) + ", " + list(1) + ", " + quoted(s.target) + ", " + std::to_string(s.number);
+        break;
+      default: a = quoted(s.names[0]); break;
+    }
+    return std::string(op_name(s.op)) + "(" + a + ")";
+  }
+
+  // The whole schedule as a chain of builder calls, or "" when empty.
+  std::string to_string() const {
+    std::string out;
+    for (auto& s : steps_) out += (out.empty() ? "" : ".") + describe(s);
+    return out;
+  }
+
+  friend bool operator==(const Schedule& a, const Schedule& b) { return a.to_string() == b.to_string(); }
+
+ private:
+  Schedule& add(Step s) {
+    for (auto& n : s.names)
+      SPINDLE_CHECK(!n.empty(), UserError, "Schedule::", op_name(s.op), ": an empty name; hint: loops are named "
+                    "after their iterators (i, j, k), axes and buffers as the kernel declares them");
+    steps_.push_back(std::move(s));
+    return *this;
+  }
+
+  std::vector<Step> steps_;
+};
+
+}  // namespace spindle

@@ -1,0 +1,291 @@
+// User schedules (spindle::Schedule, Kernel::with_schedule; docs/schedules.md): every
+// schedule gives the kernel's result (against plain loops, on every test shape, with 1 and 3
+// threads), is printed by explain() and in the generated source, and a step that does not
+// fit is a UserError naming the step and the loop.
+#include <catch2/catch.hpp>
+
+#include <limits>
+
+#include "correctness/correctness_support.hpp"
+#include "spindle/driver/pipeline.hpp"
+#include "support/emulated_cuda_call.hpp"
+
+namespace {
+
+using namespace spindle_test;
+namespace sp = spindle;
+
+using sp::ops::I;
+using sp::ops::J;
+using sp::ops::K;
+using sp::ops::N;
+struct M : sp::dense_fixed {};
+
+float nan_f() { return std::numeric_limits<float>::quiet_NaN(); }
+
+auto make_spmm() {
+  return sp::kernel("spmm", [](sp::in<float, I, J> a, sp::in<float, sp::dense<J>, K> b, sp::out<float, I, K> c,
+                               sp::iter<I> i, sp::iter<J> j, sp::iter<K> k) { c(i, k) += a(i, j) * b(j, k); });
+}
+
+auto make_spmv() {
+  return sp::kernel("spmv", [](sp::in<float, I, J> a, sp::in<float, sp::dense<J>> x, sp::out<float, I> y,
+                               sp::iter<I> i, sp::iter<J> j) { y(i) += a(i, j) * x(j); });
+}
+
+// A dense kernel over [I, K] (two rectangular loops: fuse applies).
+auto make_scale() {
+  return sp::kernel("scale", [](sp::in<float, I, K> b, sp::out<float, I, K> c, sp::iter<I> i, sp::iter<K> k) {
+    c(i, k) = 2.0f * b(i, k) + 1.0f;
+  });
+}
+
+std::vector<sp::Schedule> spmm_schedules() {
+  std::vector<sp::Schedule> out;
+  out.emplace_back().parallel("i");
+  out.emplace_back().split("k", 8).vectorize("k_i").parallel("i");
+  out.emplace_back().split("k", 4).unroll("k_i").split("i", 5).parallel("i_o");
+  out.emplace_back().sparse_reorder("spmm", {"I", "K", "J"}).parallel("i").vectorize("j");
+  out.emplace_back().reorder({"k", "j"}).parallel("i");
+  out.emplace_back().reorder({"k", "j"}).split("k", 16).vectorize("k_i").cache_write("k_i", "c").parallel("i");
+  out.emplace_back().split("k", 3);  // serial, with a guard (3 does not divide K)
+  out.emplace_back().sparse_reorder("spmm", {"I", "J", "K"});  // the written order, default loop schedule
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("SpMM under user schedules matches a CSR loop on every shape, 1 and 3 threads", "[correctness][schedule]") {
+  const auto spmm = make_spmm();
+  const auto schedules = spmm_schedules();
+  for (int threads : {1, 3}) {
+    sp::Options o = sp::Options::from_env();
+    o.num_threads = threads;
+    sp::runtime::Runtime rt(o);
+    for (const auto& s : schedules) {
+      const auto k = spmm.with_runtime(rt).with_schedule(s);
+      for (const Shape& shape : matrix_shapes()) {
+        for (std::int64_t feat : {1, 7, 33}) {
+          INFO(shape << " K=" << feat << " threads " << threads << " schedule " << s.to_string());
+          const auto a = random_csr<float>(shape, 7);
+          const auto b = sp::Tensor<float>::random({shape.cols, feat}, 8, -1, 1);
+          auto c = sp::Tensor<float>::full({shape.rows, feat}, nan_f());
+          k(a, b, c);
+          check_close<float>(ref_spmm(a, b.values(), feat), c.values(), "scheduled spmm");
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("SpMV and a dense kernel under user schedules", "[correctness][schedule]") {
+  const auto spmv = make_spmv();
+  std::vector<sp::Schedule> ss;
+  ss.emplace_back().parallel("i").vectorize("j");  // a vectorised reduction: re-associated sums
+  ss.emplace_back().split("j", 4).unroll("j_i");    // ragged rows: j_i guarded
+  ss.emplace_back().split("i", 16).parallel("i_o").split("j", 2);
+  for (const auto& s : ss) {
+    const auto k = spmv.with_schedule(s);
+    for (const Shape& shape : matrix_shapes()) {
+      INFO(shape << " schedule " << s.to_string());
+      const auto a = random_csr<float>(shape, 17);
+      const auto x = sp::Tensor<float>::random({shape.cols}, 18, -1, 1);
+      auto y = sp::Tensor<float>::full({shape.rows}, nan_f());
+      k(a, x, y);
+      check_close<float>(ref_spmv(a, x.values()), y.values(), "scheduled spmv");
+    }
+  }
+
+  const auto scale = make_scale();
+  std::vector<sp::Schedule> ds;
+  ds.emplace_back().fuse("i", "k").parallel("i_k_f");
+  ds.emplace_back().reorder({"k", "i"}).parallel("k").vectorize("i");
+  ds.emplace_back().fuse("i", "k").split("i_k_f", 8).parallel("i_k_f_o").vectorize("i_k_f_i");
+  for (const auto& s : ds) {
+    for (auto [rows, cols] : {std::pair<std::int64_t, std::int64_t>{0, 5}, {5, 0}, {1, 1}, {37, 13}}) {
+      INFO(rows << "x" << cols << " schedule " << s.to_string());
+      const auto b = sp::Tensor<float>::random({rows, cols}, 19, -1, 1);
+      auto c = sp::Tensor<float>::full({rows, cols}, nan_f());
+      scale.with_schedule(s)(b, c);
+      for (std::int64_t e = 0; e < rows * cols; ++e) REQUIRE(c.values()[e] == 2.0f * b.values()[e] + 1.0f);
+    }
+  }
+}
+
+TEST_CASE("a user schedule is printed by explain() and is part of the generated source", "[correctness][schedule]") {
+  const auto spmm = make_spmm();
+  sp::Schedule s;
+  s.split("k", 8).vectorize("k_i").parallel("i");
+  REQUIRE(s.to_string() == "split(\"k\", 8).vectorize(\"k_i\").parallel(\"i\")");
+  const auto k = spmm.with_schedule(s);
+  const std::string e = k.explain();
+  CHECK(e.find("# schedule: split(\"k\", 8).vectorize(\"k_i\").parallel(\"i\")") != std::string::npos);
+  CHECK(e.find("apply_user_schedule") != std::string::npos);
+  CHECK(e.find("schedule_cpu_default") == std::string::npos);
+  const std::string& src = k.compile().source();
+  CHECK(src.rfind("/* schedule: split(\"k\", 8)", 0) == 0);
+  // Both k loops (the init's and the reduction's) were split: no loop named k is left.
+  const auto& stage3 = k.compile().lowered().stage3;
+  CHECK(sp::schedule::detail::loops_named(stage3.body, "k").empty());
+  CHECK(sp::schedule::detail::loops_named(stage3.body, "k_i").size() == 2);
+  // Different schedules: different sources (cache keys); the empty schedule is the default.
+  sp::Schedule other;
+  other.split("k", 4).vectorize("k_i").parallel("i");
+  CHECK(spmm.with_schedule(other).compile().source() != src);
+  CHECK(spmm.with_schedule(sp::Schedule{}).compile().source() == spmm.compile().source());
+  CHECK(spmm.with_schedule(s).schedule() == s);
+}
+
+TEST_CASE("a schedule step that does not fit is a UserError naming the step and the loop",
+          "[correctness][schedule][error]") {
+  const auto spmm = make_spmm();
+  const auto a = random_csr<float>({"small", 6, 5, 2}, 3);
+  const auto b = sp::Tensor<float>::random({5, 4}, 4, -1, 1);
+  auto c = sp::Tensor<float>::full({6, 4}, 7.0f);
+  const std::vector<float> before(c.values().begin(), c.values().end());
+  auto fails = [&](sp::Schedule s, std::vector<std::string> parts) {
+    INFO(s.to_string());
+    try {
+      spmm.with_schedule(s)(a, b, c);
+      FAIL("no error");
+    } catch (const sp::UserError& e) {
+      const std::string m = e.what();
+      INFO(m);
+      for (auto& p : parts) CHECK(m.find(p) != std::string::npos);
+    }
+    CHECK(std::vector<float>(c.values().begin(), c.values().end()) == before);  // nothing written
+  };
+  fails(sp::Schedule().parallel("j"),
+        {"kernel 'spmm': schedule step 1, parallel(\"j\")", "reduction loop", "atomic_writeback"});
+  fails(sp::Schedule().split("k", 4).vectorize("k"), {"schedule step 2, vectorize(\"k\")", "no loop named 'k'",
+                                                       "k_o", "k_i"});
+  fails(sp::Schedule().parallel("i").parallel("k"), {"schedule step 2", "inside loop 'i', which is parallel"});
+  fails(sp::Schedule().unroll("k"), {"unroll", "not a constant"});
+  fails(sp::Schedule().bind("i", "blockIdx.x"), {"bind", "GPU schedule step", "with_cuda_schedule"});
+  fails(sp::Schedule().atomic("j"), {"atomic", "GPU schedule step"});
+  fails(sp::Schedule().fuse("i", "j"), {"fuse", "not a perfectly nested band"});
+  fails(sp::Schedule().fuse("j", "k"), {"fuse", "a fused loop must be one or the other"});
+  fails(sp::Schedule().sparse_reorder("spmm", {"J", "I", "K"}), {"sparse_reorder(\"spmm\")", "axis J comes before its "
+                                                                 "parent I"});
+  fails(sp::Schedule().sparse_reorder("spmm", {"I", "K"}), {"name every axis", "[I, J, K]"});
+  fails(sp::Schedule().sparse_reorder("spmm", {"I", "K", "Q"}), {"no axis Q"});
+  fails(sp::Schedule().sparse_reorder("nope", {"I", "J", "K"}), {"no iteration named 'nope'", "spmm"});
+  CHECK_THROWS_AS(sp::Schedule().split("k", 0), sp::UserError);
+  CHECK_THROWS_AS(sp::Schedule().bind("k", "warp.x"), sp::UserError);
+  CHECK_THROWS_AS(sp::Schedule().reorder({"k"}), sp::UserError);
+}
+
+TEST_CASE("reorder and vectorize refuse what would change more than the association of a reduction",
+          "[correctness][schedule][error]") {
+  auto message_of = [](auto&& call) {
+    try {
+      call();
+    } catch (const sp::UserError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  // t = t * 0.5 + ...: a local declared outside the iteration, so the order of every point matters.
+  const auto outer = sp::kernel("outer_local", [](sp::in<float, I, J> a, sp::in<float, sp::dense<J>, K> b,
+                                                  sp::out<float, M> y) {
+    sp::local<float> t(0.0f);
+    sp::for_each<I, K, J>([&](sp::iter<I> i, sp::iter<K> k, sp::iter<J> j) { t = t * 0.5f + a(i, j) * b(j, k); });
+    sp::for_each<M>([&](sp::iter<M> m) { y(m) = t; });
+  });
+  const auto a = random_csr<float>({"small", 6, 5, 2}, 3);
+  const auto b = sp::Tensor<float>::random({5, 3}, 4, -1, 1);
+  auto y = sp::Tensor<float>::full({2}, 0.0f);
+  std::string m = message_of([&] { outer.with_schedule(sp::Schedule().reorder({"k", "i"}))(a, b, y); });
+  CHECK(m.find("changes the order of the reduction loops") != std::string::npos);
+  CHECK(m.find("it stores to 't'") != std::string::npos);
+  m = message_of([&] { outer.with_schedule(sp::Schedule().vectorize("j"))(a, b, y); });
+  CHECK(m.find("vectorize(\"j\")") != std::string::npos);
+  CHECK(m.find("it stores to 't'") != std::string::npos);
+  m = message_of([&] { outer.with_schedule(sp::Schedule().parallel("i"))(a, b, y); });
+  CHECK(m.find("writes 't', a local allocated outside it") != std::string::npos);
+  // A split keeps the order of the points: the same value as the default schedule.
+  auto y0 = sp::Tensor<float>::full({2}, 0.0f);
+  outer(a, b, y0);
+  outer.with_schedule(sp::Schedule().split("j", 2).split("k", 2))(a, b, y);
+  CHECK(std::vector<float>(y.values().begin(), y.values().end()) ==
+        std::vector<float>(y0.values().begin(), y0.values().end()));
+
+  // out(i) += out(i) * 0.5 + a(l) b(m): each element sees its updates in the order m, l.
+  const auto own = sp::kernel("reads_own", [](sp::in<float, N> x, sp::in<float, M> w, sp::out<float, K> out,
+                                              sp::iter<M> mm, sp::iter<N> l, sp::iter<K> i) {
+    out(i) += out(i) * 0.5f + x(l) * w(mm);
+  });
+  const auto x = sp::Tensor<float>::random({3}, 5, -1, 1);
+  const auto w = sp::Tensor<float>::random({4}, 6, -1, 1);
+  auto out = sp::Tensor<float>::full({2}, 0.0f);
+  m = message_of([&] { own.with_schedule(sp::Schedule().sparse_reorder("reads_own", {"N", "M", "K"}))(x, w, out); });
+  CHECK(m.find("the reduction axes M and N change their relative order") != std::string::npos);
+  // (loops are named after the axes: m, n; the buffers, without spindle::names, a, b, c)
+  m = message_of([&] { own.with_schedule(sp::Schedule().reorder({"n", "m"}))(x, w, out); });
+  CHECK(m.find("it reads 'c', which it reduces into") != std::string::npos);
+}
+
+TEST_CASE("kernels that assemble a sparse output take no schedule yet", "[correctness][schedule][error]") {
+  auto add = sp::ops::sparse_add<float>();
+  CHECK_THROWS_WITH(add.with_schedule(sp::Schedule().parallel("i")),
+                    Catch::Contains("assembles a sparse output") && Catch::Contains("no user schedule"));
+  CHECK_NOTHROW(add.with_schedule(sp::Schedule{}));
+}
+
+TEST_CASE("SpMM under user GPU schedules: NVRTC compiles them and the emulator matches a CSR loop",
+          "[correctness][schedule][cuda]") {
+  const auto spmm = make_spmm();
+  std::vector<sp::Schedule> ss;
+  // One thread per feature of a row: the init and the reduction loop over k both split and bound.
+  ss.emplace_back().split("k", 32).bind("k_i", "threadIdx.x").bind("i", "blockIdx.x");
+  // The init moved into the k loop first, 4 rows per block.
+  ss.emplace_back().reorder({"k", "j"}).split("k", 8).bind("k_i", "threadIdx.x").split("i", 4).bind("i_i",
+      "threadIdx.y").bind("i_o", "blockIdx.x");
+  // A feature tile per block along y, the register tile cached.
+  ss.emplace_back().reorder({"k", "j"}).split("k", 16).cache_write("k_i", "c").bind("k_i", "threadIdx.x")
+      .bind("i", "blockIdx.x").bind("k_o", "blockIdx.y");
+  sp::test::NvrtcCheck nvrtc;
+  for (const auto& s : ss) {
+    for (const Shape& shape : matrix_shapes()) {
+      for (std::int64_t feat : {1, 33}) {
+        INFO(shape << " K=" << feat << " schedule " << s.to_string());
+        const auto a = random_csr<float>(shape, 27);
+        auto b = sp::Tensor<float>::random({shape.cols, feat}, 28, -1, 1);
+        auto c = sp::Tensor<float>::full({shape.rows, feat}, nan_f());
+        auto acopy = a;
+        std::vector<sp::runtime::CallArg> args{sp::detail::make_call_arg(acopy), sp::detail::make_call_arg(b),
+                                               sp::detail::make_call_arg(c)};
+        sp::test::run_cuda_emulated(spmm.ir(), args, &nvrtc, nullptr, nullptr, &s);
+        check_close<float>(ref_spmm(a, b.values(), feat), c.values(), "gpu-scheduled spmm");
+      }
+    }
+  }
+  if (nvrtc.available) CHECK(nvrtc.compiled >= 3);
+
+  // The kernel API: explain() of the CUDA build names the schedule (lowering needs no GPU).
+  sp::Schedule g;
+  g.split("k", 32).bind("k_i", "threadIdx.x").bind("i", "blockIdx.x");
+  const auto k = spmm.with_cuda_schedule(g);
+  const auto lowered = k.compile_cuda().lower_variant(32);
+  CHECK(lowered.source.source.rfind("/* schedule: split(\"k\", 32)", 0) == 0);
+  CHECK(k.compile_cuda().explain().find("# user GPU schedule: split(\"k\", 32)") != std::string::npos);
+
+  // What the GPU cannot run is a UserError naming it.
+  auto fails = [&](sp::Schedule s, std::vector<std::string> parts) {
+    INFO(s.to_string());
+    try {
+      (void)spmm.with_cuda_schedule(s).compile_cuda().lower_variant(32);
+      FAIL("no error");
+    } catch (const sp::UserError& e) {
+      const std::string m = e.what();
+      INFO(m);
+      for (auto& p : parts) CHECK(m.find(p) != std::string::npos);
+    }
+  };
+  fails(sp::Schedule().split("k", 32).bind("k_i", "threadIdx.x"), {"outside a loop bound to blockIdx"});
+  fails(sp::Schedule().bind("i", "blockIdx.x").bind("j", "blockIdx.y"), {"reduction loop"});
+  fails(sp::Schedule().bind("i", "blockIdx.x").bind("k", "threadIdx.x"), {"not a constant in [1, 1024]"});
+  fails(sp::Schedule().bind("i", "blockIdx.x").parallel("k"), {"parallel is a CPU schedule step"});
+  fails(sp::Schedule().split("k", 2048).bind("k_i", "threadIdx.x").bind("i", "blockIdx.x"),
+        {"not a constant in [1, 1024]"});
+}
