@@ -19,6 +19,8 @@
 // target stays in registers across the loop outside (register_tile) a quarter; a top-level
 // iteration whose outermost loop is a reduction cannot run in parallel. The written order
 // wins ties. Iterations of more than 7 axes keep their order (7! = 5040 candidates).
+// Nothing is reordered under SPINDLE_LOOP_ORDER=written, for a phase of an assembling
+// kernel, or under a user schedule with loop steps (docs/schedules.md).
 #pragma once
 
 #include <algorithm>
@@ -328,7 +330,10 @@ class OrderIterations : public ir::IRMutator {
 
 inline ir::Function order_iterations(const ir::Function& f, const lower::LowerContext& ctx) {
   SPINDLE_INTERNAL_CHECK(f.stage == ir::Stage::coordinate, "order_iterations", "expects stage I");
-  if (ctx.keep_loop_order) return f;
+  // A user schedule with loop steps names the loops of the written order (its sparse_reorder
+  // steps change it): the cost model's choice depends on the thread count, and a schedule
+  // must address the same loops on every machine.
+  if (ctx.keep_loop_order || ctx.schedule.has_loop_steps()) return f;
   ir::Function out = f;
   out.body = order_detail::OrderIterations(ctx.num_threads).mutate(f.body);
   return out;
