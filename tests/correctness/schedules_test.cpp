@@ -136,6 +136,40 @@ TEST_CASE("a user schedule is printed by explain() and is part of the generated 
   CHECK(spmm.with_schedule(s).schedule() == s);
 }
 
+TEST_CASE("Schedule::parse reads what to_string prints, with or without quotes", "[correctness][schedule]") {
+  std::vector<sp::Schedule> all = spmm_schedules();
+  all.emplace_back().split("k", 32).bind("k_i", "threadIdx.x").bind("i", "blockIdx.x").rfactor("j", 4).atomic("j");
+  all.emplace_back().cache_read("i", {"b", "a"}, "k_i", 32).fuse("i", "k").unroll("k_i");
+  all.emplace_back();
+  for (const auto& s : all) {
+    INFO(s.to_string());
+    CHECK(sp::Schedule::parse(s.to_string()) == s);
+  }
+  CHECK(sp::Schedule::parse(" split( k , 8 ) . vectorize(k_i).parallel(\"i\")") ==
+        sp::Schedule().split("k", 8).vectorize("k_i").parallel("i"));
+  CHECK(sp::Schedule::parse("sparse_reorder(spmm, {I, K, J}).reorder({k, j}).bind(k, threadIdx.y)") ==
+        sp::Schedule().sparse_reorder("spmm", {"I", "K", "J"}).reorder({"k", "j"}).bind("k", "threadIdx.y"));
+  auto fails = [](const std::string& text, const std::string& part) {
+    INFO(text);
+    CHECK_THROWS_WITH(sp::Schedule::parse(text), Catch::Contains(part));
+  };
+  fails("split(k)", "split takes 2 arguments, got 1");
+  fails("split(k, eight)", "expected an integer, got 'eight'");
+  fails("split(k, 8) vectorize(k_i)", "expected '.' at column 13");
+  fails("tile(k, 8)", "unknown step 'tile'");
+  fails("reorder(k, j)", "reorder takes 1 argument");
+  fails("reorder(k)", "argument 1 is a list in braces");
+  fails("parallel(\"i)", "unterminated string");
+  fails("split(k, 0)", "the factor must be at least 1");
+  fails("bind(i, warp.x)", "unknown GPU index");
+  // The parsed schedule runs: the same result as the builder's.
+  const auto a = random_csr<float>({"small", 9, 7, 3}, 31);
+  const auto b = sp::Tensor<float>::random({7, 5}, 32, -1, 1);
+  auto c = sp::Tensor<float>::full({9, 5}, nan_f());
+  make_spmm().with_schedule(sp::Schedule::parse("split(k, 2).vectorize(k_i).parallel(i)"))(a, b, c);
+  check_close<float>(ref_spmm(a, b.values(), 5), c.values(), "parsed schedule");
+}
+
 TEST_CASE("a schedule step that does not fit is a UserError naming the step and the loop",
           "[correctness][schedule][error]") {
   const auto spmm = make_spmm();

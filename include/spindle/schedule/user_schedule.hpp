@@ -24,6 +24,7 @@
 // does not fit raises UserError naming the step and the loop.
 #pragma once
 
+#include <cctype>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -164,6 +165,12 @@ class Schedule {
 
   friend bool operator==(const Schedule& a, const Schedule& b) { return a.to_string() == b.to_string(); }
 
+  // The schedule that to_string() printed, or one typed on a command line with or without
+  // quotes: split("k", 8).vectorize("k_i") or split(k, 8).vectorize(k_i). Lists in braces
+  // (sparse_reorder(spmm, {I, K, J}), reorder({k, j})). A malformed text is a UserError
+  // naming the column; each step is then checked as its builder checks it.
+  static Schedule parse(const std::string& text);
+
  private:
   Schedule& add(Step s) {
     for (auto& n : s.names)
@@ -175,5 +182,157 @@ class Schedule {
 
   std::vector<Step> steps_;
 };
+
+namespace schedule_parse_detail {
+
+struct Arg {
+  bool is_list = false;
+  std::vector<std::string> items;  // one item unless a list
+};
+
+class Parser {
+ public:
+  explicit Parser(const std::string& t) : t_(t) {}
+
+  Schedule run() {
+    Schedule s;
+    skip();
+    if (p_ == t_.size()) return s;
+    for (;;) {
+      std::size_t at = p_;
+      std::string op = word("a step name (split, reorder, ...)");
+      expect('(');
+      std::vector<Arg> args;
+      skip();
+      if (peek() != ')') {
+        for (;;) {
+          args.push_back(arg());
+          if (peek() == ',') {
+            ++p_;
+            continue;
+          }
+          break;
+        }
+      }
+      expect(')');
+      apply(s, op, args, at);
+      skip();
+      if (p_ == t_.size()) return s;
+      expect('.');
+    }
+  }
+
+ private:
+  [[noreturn]] void fail(std::size_t at, const std::string& what) const {
+    throw UserError(message("Schedule::parse: ", what, " at column ", at + 1, " of '", t_,
+                            "'; hint: steps as the builder calls print them, joined by '.': split(\"k\", 8)."
+                            "vectorize(\"k_i\").parallel(\"i\") (quotes optional)"));
+  }
+  void skip() {
+    while (p_ < t_.size() && (t_[p_] == ' ' || t_[p_] == '\t' || t_[p_] == '\n')) ++p_;
+  }
+  char peek() {
+    skip();
+    return p_ < t_.size() ? t_[p_] : '\0';
+  }
+  void expect(char c) {
+    if (peek() != c) fail(p_, std::string("expected '") + c + "'");
+    ++p_;
+  }
+  static bool name_char(char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.';
+  }
+  std::string word(const char* what) {
+    skip();
+    std::size_t b = p_;
+    while (p_ < t_.size() && (std::isalnum(static_cast<unsigned char>(t_[p_])) || t_[p_] == '_')) ++p_;
+    if (b == p_) fail(b, std::string("expected ") + what);
+    return t_.substr(b, p_ - b);
+  }
+  std::string item() {
+    skip();
+    std::size_t b = p_;
+    if (peek() == '"') {
+      ++p_;
+      while (p_ < t_.size() && t_[p_] != '"') ++p_;
+      if (p_ == t_.size()) fail(b, "unterminated string");
+      return t_.substr(b + 1, p_++ - b - 1);
+    }
+    if (p_ < t_.size() && t_[p_] == '-') ++p_;
+    while (p_ < t_.size() && name_char(t_[p_])) ++p_;
+    if (b == p_) fail(b, "expected a name or a number");
+    return t_.substr(b, p_ - b);
+  }
+  Arg arg() {
+    Arg a;
+    if (peek() == '{') {
+      ++p_;
+      a.is_list = true;
+      if (peek() != '}') {
+        for (;;) {
+          a.items.push_back(item());
+          if (peek() == ',') {
+            ++p_;
+            continue;
+          }
+          break;
+        }
+      }
+      expect('}');
+      return a;
+    }
+    a.items.push_back(item());
+    return a;
+  }
+  std::int64_t number(const Arg& a, std::size_t at) const {
+    const std::string& v = a.items[0];
+    std::size_t used = 0;
+    long long x = 0;
+    try {
+      x = std::stoll(v, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (a.is_list || used == 0 || used != v.size()) fail(at, "expected an integer, got '" + v + "'");
+    return x;
+  }
+  void apply(Schedule& s, const std::string& op, const std::vector<Arg>& args, std::size_t at) const {
+    auto arity = [&](std::size_t n) {
+      if (args.size() != n)
+        fail(at, op + " takes " + std::to_string(n) + " argument" + (n == 1 ? "" : "s") + ", got " +
+                     std::to_string(args.size()));
+    };
+    auto name = [&](std::size_t k) {
+      if (args[k].is_list) fail(at, op + ": argument " + std::to_string(k + 1) + " is a name, not a list");
+      return args[k].items[0];
+    };
+    auto list = [&](std::size_t k) {
+      if (!args[k].is_list) fail(at, op + ": argument " + std::to_string(k + 1) + " is a list in braces");
+      return args[k].items;
+    };
+    if (op == "sparse_reorder") arity(2), s.sparse_reorder(name(0), list(1));
+    else if (op == "split") arity(2), s.split(name(0), number(args[1], at));
+    else if (op == "reorder") arity(1), s.reorder(list(0));
+    else if (op == "fuse") arity(2), s.fuse(name(0), name(1));
+    else if (op == "parallel") arity(1), s.parallel(name(0));
+    else if (op == "vectorize") arity(1), s.vectorize(name(0));
+    else if (op == "unroll") arity(1), s.unroll(name(0));
+    else if (op == "cache_write") arity(2), s.cache_write(name(0), name(1));
+    else if (op == "bind") arity(2), s.bind(name(0), name(1));
+    else if (op == "rfactor") arity(2), s.rfactor(name(0), static_cast<int>(number(args[1], at)));
+    else if (op == "cache_read") arity(4), s.cache_read(name(0), list(1), name(2), number(args[3], at));
+    else if (op == "atomic") arity(1), s.atomic(name(0));
+    else
+      fail(at, "unknown step '" + op + "' (sparse_reorder, split, reorder, fuse, parallel, vectorize, unroll, "
+               "cache_write, bind, rfactor, cache_read, atomic)");
+  }
+
+  const std::string& t_;
+  std::size_t p_ = 0;
+};
+
+}  // namespace schedule_parse_detail
+
+inline Schedule Schedule::parse(const std::string& text) { return schedule_parse_detail::Parser(text).run(); }
 
 }  // namespace spindle
