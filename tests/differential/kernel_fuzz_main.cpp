@@ -16,12 +16,16 @@
 //
 //   spindle-kernel-fuzz [--seed S] [--count N (0 = until --seconds)] [--seconds T]
 //                       [--engines orc,system,cuda] [--verbose] [--print SEED] [--first N] [--no-large]
+//                       [--large-every N] [--no-schedules]
 // Every compared kernel whose sparse fibers can be put out of order runs again with them
 // unsorted (check_unsorted): an engine agrees with the interpreter or refuses the call with
 // the binder's "not sorted" FormatError.
 // Every compared kernel (every N-th with --large-every N) runs again on inputs of thousands
 // of rows, with 1 and 3 threads (check_large), unless --no-large. A failing kernel is shrunk
 // (on the inputs it failed on); SPINDLE_FUZZ_EXPLAIN=1 also prints the shrunk kernel's explain().
+// Every compared kernel that does not assemble also runs under a random user schedule
+// (check_scheduled: sparse_reorder, split, reorder, fuse, parallel, vectorize, unroll, the
+// steps apply_user_schedule accepts) on the first CPU engine with 1 and 3 threads.
 // Exit status: 0 when no disagreement, 1 otherwise.
 #include <algorithm>
 #include <chrono>
@@ -32,6 +36,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -56,7 +61,9 @@ namespace {
 struct Stats {
   long generated = 0, rejected = 0, skipped = 0, compared = 0, failures = 0, large = 0, indirect = 0, computed = 0,
        unsorted = 0, unsorted_large = 0, unsorted_refused = 0, shared = 0, sparse_roots = 0, row_tiles = 0, owned_tiles = 0, partitioned = 0, assembled = 0,
-       assembled_generated = 0, assembled_rejected = 0, assembled_nonempty = 0, by_coordinate = 0, merges = 0;
+       assembled_generated = 0, assembled_rejected = 0, assembled_nonempty = 0, by_coordinate = 0, merges = 0,
+       scheduled = 0, schedule_refused = 0;
+  std::map<std::string, long> schedule_kept;  // kept random schedule steps by primitive
   std::map<std::string, long> runs;
   std::map<std::string, std::string> first_reject;
   std::vector<std::pair<double, std::uint64_t>> times;  // seconds, kernel seed
@@ -538,25 +545,179 @@ void check_unsorted(RandomKernel k, const sp::ir::Function& completed, std::uint
   }
 }
 
+// The stage-III loops of `completed` under the user schedule `s` (its sparse_reorder steps
+// and its loop steps), as a CompiledKernel on the CPU builds them; throws the UserError of a
+// step that does not apply.
+sp::ir::Function schedule_loops(const sp::ir::Function& completed, const sp::Schedule& s) {
+  sp::driver::PipelineOptions o;
+  o.context.kernel = completed.name;
+  o.context.num_threads = 3;
+  o.context.schedule = s;
+  std::vector<sp::driver::PassRecord> log;
+  sp::driver::PassRunner run(o, log);
+  sp::driver::Lowered out;
+  sp::ir::Function f = sp::driver::lower_unscheduled(completed, o, run, out);
+  return sp::schedule::apply_user_schedule(f, s, sp::schedule::ScheduleTarget::cpu);
+}
+
+// A random user schedule for `completed` (docs/schedules.md), built one step at a time on
+// the loops the steps so far leave: maybe a sparse_reorder of one iteration (its axes
+// shuffled), then up to five of split (by 1, 2, 3, 4 or 8), reorder (a loop and one inside
+// it), fuse, parallel, vectorize and unroll on random loops. A step that apply_user_schedule
+// refuses (a UserError: the step does not fit, or it could change the result) is dropped
+// and counted. `scheduled`: the loops under the schedule returned.
+sp::Schedule random_schedule(const sp::ir::Function& completed, std::uint64_t seed, Stats& st,
+                             sp::ir::Function& scheduled) {
+  std::mt19937_64 rng(seed);
+  sp::Schedule s;
+  auto accept = [&](const sp::Schedule& c) {
+    try {
+      scheduled = schedule_loops(completed, c);
+    } catch (const sp::UserError&) {
+      ++st.schedule_refused;
+      return false;
+    }
+    s = c;
+    ++st.schedule_kept[sp::Schedule::op_name(c.steps().back().op)];
+    return true;
+  };
+  struct Iterations : sp::ir::IRVisitor {
+    std::vector<std::pair<std::string, std::vector<std::string>>> found;
+    void visit_SparseIteration(const sp::ir::SparseIterationNode* n) override {
+      std::vector<std::string> axes;
+      for (auto& a : n->axes) axes.push_back(a->name);
+      if (axes.size() >= 2) found.emplace_back(n->name, std::move(axes));
+      sp::ir::IRVisitor::visit_SparseIteration(n);
+    }
+  } its;
+  its.visit(completed.body);
+  scheduled = schedule_loops(completed, s);
+  if (!its.found.empty() && rng() % 2) {
+    auto [name, axes] = its.found[rng() % its.found.size()];
+    std::shuffle(axes.begin(), axes.end(), rng);
+    sp::Schedule c = s;
+    c.sparse_reorder(name, axes);
+    accept(c);
+  }
+  const int wanted = 1 + static_cast<int>(rng() % 5);
+  int kept = 0;
+  for (int attempt = 0; attempt < 16 && kept < wanted; ++attempt) {
+    auto loops = sp::schedule::detail::all_loops(scheduled.body);
+    if (loops.empty()) break;
+    const sp::ir::ForNode* l = loops[rng() % loops.size()];
+    auto inner = sp::schedule::detail::all_loops(l->body);
+    const std::string name = l->var.name();
+    sp::Schedule c = s;
+    switch (rng() % 6) {
+      case 0: {
+        static const int factors[] = {1, 2, 3, 4, 8};
+        c.split(name, factors[rng() % 5]);
+        break;
+      }
+      case 1:
+        if (inner.empty()) continue;
+        c.reorder({inner[rng() % inner.size()]->var.name(), name});
+        break;
+      case 2:
+        if (inner.empty()) continue;
+        c.fuse(name, inner.front()->var.name());
+        break;
+      case 3: c.parallel(name); break;
+      case 4: c.vectorize(name); break;
+      default: c.unroll(name); break;
+    }
+    if (accept(c)) ++kept;
+  }
+  return s;
+}
+// A random schedule of one kernel, on a CPU engine (check_scheduled).
+struct ScheduledRun {
+  sp::Schedule schedule;  // empty: none
+  sp::ir::Function loops;  // the scheduled stage III, printed on a failure
+  std::string engine;
+};
+
+// k under `run`'s schedule with 1 and 3 pool threads on its current inputs, against `ref`;
+// false (and counted, printed) on a disagreement.
+bool run_scheduled(RandomKernel& k, const sp::ir::Function& completed, const ScheduledRun& run,
+                   std::map<std::string, std::unique_ptr<sp::runtime::Runtime>>& runtimes, const Reference& ref,
+                   const std::string& inputs, std::uint64_t ks, Stats& st) {
+  std::unique_ptr<sp::runtime::CompiledKernel> ck;
+  for (int threads : {1, 3}) {
+    const std::string name = run.engine + " scheduled" + inputs + " " + std::to_string(threads) + "t";
+    ++st.runs[name];
+    std::string what;
+    try {
+      if (!ck) ck = std::make_unique<sp::runtime::CompiledKernel>(completed, *runtimes.at(run.engine), run.schedule);
+      runtimes.at(run.engine)->pool().set_num_threads(threads);
+      ck->call(k.args());
+      what = compare(k, ref.exact, ref.outputs, outputs(k));
+    } catch (const std::exception& ex) {
+      what = std::string("threw: ") + ex.what();
+    }
+    if (what.empty()) continue;
+    ++st.failures;
+    std::cout << "FAIL seed " << ks << " engine " << name << " under the schedule " << run.schedule.to_string()
+              << ": " << what << "\n" << describe(k, &completed) << "--- the scheduled loops:\n"
+              << sp::ir::to_string(run.loops) << "\n";
+    return false;
+  }
+  return true;
+}
+
+// k (completed, not assembling) under a random user schedule (random_schedule) on the first
+// CPU engine, with 1 and 3 pool threads, on the inputs `ref` was computed on (check_large
+// runs the returned schedule on the large inputs too): a schedule may re-associate
+// reductions and nothing else (docs/language.md §4.3), so it agrees with the interpreter as
+// the default schedule does. Returns the schedule when it agreed, else an empty one.
+ScheduledRun check_scheduled(RandomKernel& k, const sp::ir::Function& completed, std::uint64_t ks,
+                             const std::vector<std::string>& engines,
+                             std::map<std::string, std::unique_ptr<sp::runtime::Runtime>>& runtimes,
+                             const Reference& ref, Stats& st) {
+  ScheduledRun run;
+  if (k.assembled >= 0) return run;  // an assembling kernel takes no user schedule (kernel.hpp)
+  auto e = std::find_if(engines.begin(), engines.end(), [](const std::string& x) { return x != "cuda"; });
+  if (e == engines.end()) return run;
+  run.engine = *e;
+  try {
+    run.schedule = random_schedule(completed, ks * 13 + 3, st, run.loops);
+  } catch (const std::exception& ex) {
+    ++st.failures;
+    std::cout << "FAIL seed " << ks << ": building a random schedule threw: " << ex.what() << "\n"
+              << describe(k, &completed);
+    return {};
+  }
+  if (run.schedule.empty()) return run;
+  ++st.scheduled;
+  if (!run_scheduled(k, completed, run, runtimes, ref, "", ks, st)) return {};
+  return run;
+}
+
+// Gives k inputs of thousands of rows (make_large_data), scaled down until the interpreter
+// needs at most 2M steps, and the interpreter's result on them; false when it is undefined
+// there or over budget even at the smallest scale.
+bool large_reference(RandomKernel& k, std::uint64_t ks, Reference& ref) {
+  for (double scale : {1.0, 0.5, 0.25, 0.1, 0.03}) {
+    spindle::test::make_large_data(k, ks * 7 + 1, scale);
+    try {
+      ref = reference(k, k.function, 2'000'000);
+      return true;
+    } catch (const spindle::test::InterpreterError& e) {
+      if (std::string(e.what()).find("budget") == std::string::npos) return false;  // undefined on these inputs
+    }
+  }
+  return false;
+}
+
 // The same kernel on inputs of thousands of rows (make_large_data), on the CPU engines with
 // 1 and 3 pool threads and in the CUDA emulator: parallel loops really split, so lost
 // updates and other races show. Inputs are scaled down until the interpreter needs at most
 // 2M steps (statements plus iteration points, see reference_interpreter.hpp).
 void check_large(RandomKernel k, const sp::ir::Function& completed, std::uint64_t ks, const std::vector<std::string>& engines,
-                 std::map<std::string, std::unique_ptr<sp::runtime::Runtime>>& runtimes, Stats& st) {
+                 std::map<std::string, std::unique_ptr<sp::runtime::Runtime>>& runtimes, Stats& st,
+                 const ScheduledRun& scheduled) {
   Reference ref;
-  bool ok = false;
-  for (double scale : {1.0, 0.5, 0.25, 0.1, 0.03}) {
-    spindle::test::make_large_data(k, ks * 7 + 1, scale);
-    try {
-      ref = reference(k, k.function, 2'000'000);
-      ok = true;
-      break;
-    } catch (const spindle::test::InterpreterError& e) {
-      if (std::string(e.what()).find("budget") == std::string::npos) return;  // undefined on these inputs
-    }
-  }
-  if (!ok) return;
+  if (!large_reference(k, ks, ref)) return;
   ++st.large;
   bool shrunk = false;
   for (auto& e : engines)
@@ -577,6 +738,7 @@ void check_large(RandomKernel k, const sp::ir::Function& completed, std::uint64_
         }
       }
     }
+  if (!scheduled.schedule.empty()) run_scheduled(k, completed, scheduled, runtimes, ref, " large", ks, st);
   // Merges see fibers of several entries only here (the small inputs' are mostly 0-2 long).
   if (iterates_merge(completed)) check_unsorted(k, completed, ks + 1, engines, runtimes, st, /*large=*/true);
 }
@@ -587,7 +749,7 @@ int main(int argc, char** argv) {
   std::uint64_t seed = 1;
   long count = 500;
   double seconds = 0;
-  bool verbose = false, large = true;
+  bool verbose = false, large = true, schedules = true;
   long large_every = 1;
   long print = -1;
   long first = 0;  // index of the first kernel of the batch (to rerun one: --first N --count 1)
@@ -606,6 +768,7 @@ int main(int argc, char** argv) {
     else if (s == "--seconds") seconds = std::stod(next());
     else if (s == "--verbose") verbose = true;
     else if (s == "--no-large") large = false;
+    else if (s == "--no-schedules") schedules = false;
     else if (s == "--large-every") large_every = std::max(1L, std::stol(next()));
     else if (s == "--print") print = std::stol(next());
     else if (s == "--first") first = std::stol(next());
@@ -614,7 +777,7 @@ int main(int argc, char** argv) {
       std::stringstream ss(next());
       for (std::string e; std::getline(ss, e, ',');) engines.push_back(e);
     } else {
-      std::fprintf(stderr, "usage: spindle-kernel-fuzz [--seed S] [--count N] [--seconds T] [--engines orc,system,cuda] [--verbose] [--print SEED] [--first N] [--no-large] [--large-every N]\n");
+      std::fprintf(stderr, "usage: spindle-kernel-fuzz [--seed S] [--count N] [--seconds T] [--engines orc,system,cuda] [--verbose] [--print SEED] [--first N] [--no-large] [--large-every N] [--no-schedules]\n");
       return 2;
     }
   }
@@ -726,7 +889,9 @@ int main(int argc, char** argv) {
       }
     }
     check_unsorted(k, completed, ks, engines, runtimes, st);
-    if (large && n % large_every == 0) check_large(k, completed, ks, engines, runtimes, st);
+    ScheduledRun scheduled;
+    if (schedules) scheduled = check_scheduled(k, completed, ks, engines, runtimes, ref, st);
+    if (large && n % large_every == 0) check_large(k, completed, ks, engines, runtimes, st, scheduled);
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cout << "spindle-kernel-fuzz: seed " << seed << ": " << st.generated << " kernels generated, " << st.rejected
@@ -741,6 +906,9 @@ int main(int argc, char** argv) {
             << " of them with tiles or local sums inside the ownership tests); " << st.unsorted
             << " also with unsorted fibers, " << st.unsorted_large << " co-iterating ones on large unsorted inputs ("
             << st.unsorted_refused << " engine runs refused them: not sorted);";
+  std::cout << " " << st.scheduled << " also under a random user schedule (steps kept:";
+  for (auto& [op, n] : st.schedule_kept) std::cout << " " << op << " " << n;
+  std::cout << "; " << st.schedule_refused << " steps refused);";
   for (auto& [e, n] : st.runs) std::cout << " " << e << " " << n << " runs;";
   std::cout << " " << nvrtc.compiled << " CUDA modules compiled to sm_80 cubins by NVRTC; " << st.failures
             << " disagreements; " << secs << " s\n";
