@@ -545,8 +545,8 @@ void check_unsorted(RandomKernel k, const sp::ir::Function& completed, std::uint
   }
 }
 
-// The stage-III loops of `completed` under the user schedule `s` (its sparse_reorder steps
-// and its loop steps), as a CompiledKernel on the CPU builds them; throws the UserError of a
+// The stage-III loops of `completed` under the user schedule `s` (its sparse_reorder steps,
+// its loop steps, then peel_split_tails), as a CompiledKernel on the CPU builds them; throws the UserError of a
 // step that does not apply.
 sp::ir::Function schedule_loops(const sp::ir::Function& completed, const sp::Schedule& s) {
   sp::driver::PipelineOptions o;
@@ -557,7 +557,7 @@ sp::ir::Function schedule_loops(const sp::ir::Function& completed, const sp::Sch
   sp::driver::PassRunner run(o, log);
   sp::driver::Lowered out;
   sp::ir::Function f = sp::driver::lower_unscheduled(completed, o, run, out);
-  return sp::schedule::apply_user_schedule(f, s, sp::schedule::ScheduleTarget::cpu);
+  return sp::schedule::peel_split_tails(sp::schedule::apply_user_schedule(f, s, sp::schedule::ScheduleTarget::cpu));
 }
 
 // A random user schedule for `completed` (docs/schedules.md), built one step at a time on

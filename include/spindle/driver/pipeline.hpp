@@ -10,7 +10,8 @@
 //   simplify
 //   hoist_loop_invariants            searches and guards out of inner loops
 //   schedule_cpu_default             register tiles, local accumulation, parallel and vector loops
-//     (or apply_user_schedule, the loop steps of the user's schedule, when it has any)
+//     (or apply_user_schedule, the loop steps of the user's schedule, when it has any,
+//      then peel_split_tails: split's guards out of the full tiles)
 //     (or assemble_rows, for one phase of a kernel that assembles a sparse output)
 //   simplify
 //   emit_c                           C source with the kernel ABI
@@ -37,6 +38,7 @@
 #include "spindle/lower/lower_sparse_iter.hpp"
 #include "spindle/lower/simplify.hpp"
 #include "spindle/schedule/apply_user_schedule.hpp"
+#include "spindle/schedule/peel_split_tails.hpp"
 #include "spindle/schedule/sparse_reorder.hpp"
 #include "spindle/support/timer.hpp"
 
@@ -142,11 +144,14 @@ inline Lowered lower_to_c(const ir::Function& stage1, const PipelineOptions& o) 
   ir::Function f = lower_unscheduled(stage1, o, run, out);
   if (o.context.assembly.phase != lower::AssemblyContext::none)  // one phase of an assembling kernel
     f = run.run("assemble_rows", f, lower::assemble_rows);
-  else if (o.context.schedule.has_loop_steps())
+  else if (o.context.schedule.has_loop_steps()) {
     f = run.run("apply_user_schedule", f, [](const ir::Function& g, const lower::LowerContext& c) {
       return schedule::apply_user_schedule(g, c.schedule, schedule::ScheduleTarget::cpu);
     });
-  else
+    f = run.run("peel_split_tails", f, [](const ir::Function& g, const lower::LowerContext&) {
+      return schedule::peel_split_tails(g);
+    });
+  } else
     f = run.run("schedule_cpu_default", f, autosched::schedule_cpu_default);
   out.stage3 = run.run("simplify", f, simplify_pass);
   Timer t;
