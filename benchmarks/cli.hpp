@@ -40,6 +40,8 @@ struct Config {
   int hyb_partitions = 1;  // hyb_spmm: column partitions c
   int hyb_width = 32;      // hyb_spmm: largest bucket width k (a power of two)
   std::string tuning_file;  // tuned_spmm: tuning records to reuse and extend ("" = none)
+  // scheduled_spmm: Spindle's CSR SpMM under this user schedule (docs/schedules.md)
+  std::string schedule = "split(k, 16).vectorize(k_i).parallel(i)";
   int kron_block = 1;       // every matrix becomes (A + I) (x) a dense D x D block (D > 1)
   double tolerance = -1;  // < 0: per dtype (1e-4 for f32, 1e-10 for f64)
   bool json = false;
@@ -69,17 +71,21 @@ usage: spindle-bench [options]
   --backend cpu|cuda   cpu: Spindle vs Eigen/GraphBLAS/MKL on this CPU; cuda: Spindle's GPU build
                        vs cuSPARSE (see "CUDA backend" below)                 [cpu]
   --op LIST            spmm, spmv, sddmm, spgemm, spadd, spmul, bsr_spmm, ell_spmm,
-                       hyb_spmm, tuned_spmm (comma list, repeatable). spgemm: C = A A,
+                       hyb_spmm, tuned_spmm, scheduled_spmm (comma list, repeatable).
+                       spgemm: C = A A,
                        spadd: C = A + A^T, spmul: C = A .* A^T (A instead of A^T when A
                        is not square), sparse CSR results (no K); bsr_spmm/ell_spmm/hyb_spmm: Spindle's BSR
                        (--block), ELL or hyb(c, k) (--hyb) SpMM; tuned_spmm: the format spindle::tune::tune_spmm picks for the
                        matrix, K and thread count (tuned before timing; its report goes to
-                       stderr); each with Spindle's CSR SpMM and the peers' CSR SpMM
+                       stderr); scheduled_spmm: Spindle's CSR SpMM under --schedule; each
+                       with Spindle's CSR SpMM (default schedule) and the peers' CSR SpMM
                                                           [spmm; cuda: spmm,sddmm]
   --block B            bsr_spmm block size B x B: 2, 3, 4 or 8                [4]
   --hyb C,K            hyb_spmm: C column partitions, buckets up to width K (a power
                        of two, <= 1024)                                        [1,32]
   --tuning-file PATH   tuned_spmm: reuse and append tuning records (JSON Lines)
+  --schedule TEXT      scheduled_spmm: a user schedule of the SpMM kernel (loops i, j, k;
+                       docs/schedules.md)   [split(k, 16).vectorize(k_i).parallel(i)]
   --kron-block D       replace each matrix A by (A + I) (x) a dense D x D block: the operator
                        of a D-component finite-element problem on A's mesh (exact aligned
                        blocks, for the block formats)                          [off]
@@ -188,15 +194,17 @@ inline bool parse_args(int argc, char** argv, Config& c) {
     } else if (a == "--op") {
       for (auto& op : split_list(value())) {
         if (op != "spmm" && op != "spmv" && op != "sddmm" && op != "spgemm" && op != "spadd" && op != "spmul" && op != "bsr_spmm" &&
-            op != "ell_spmm" && op != "hyb_spmm" && op != "tuned_spmm")
+            op != "ell_spmm" && op != "hyb_spmm" && op != "tuned_spmm" && op != "scheduled_spmm")
           throw std::invalid_argument("--op: unknown operator '" + op +
-                                      "' (spmm, spmv, sddmm, spgemm, spadd, spmul, bsr_spmm, ell_spmm, hyb_spmm, tuned_spmm)");
+                                      "' (spmm, spmv, sddmm, spgemm, spadd, spmul, bsr_spmm, ell_spmm, hyb_spmm, tuned_spmm, scheduled_spmm)");
         c.ops.push_back(op);
       }
     } else if (a == "--block") {
       c.block = static_cast<int>(parse_int(a, value(), 2, 8));
       if (c.block != 2 && c.block != 3 && c.block != 4 && c.block != 8)
         throw std::invalid_argument("--block: 2, 3, 4 or 8");
+    } else if (a == "--schedule") {
+      c.schedule = value();
     } else if (a == "--hyb") {
       const auto parts = split_list(value());
       if (parts.size() != 2) throw std::invalid_argument("--hyb: C,K (column partitions, largest bucket width)");

@@ -53,11 +53,16 @@ struct CompileLatency {
   std::string error;
 };
 
-// Whether the figures below exist for an operator: spgemm and spadd assemble a sparse output
+// Whether the figures below exist for an operator: spgemm, spadd and spmul assemble a sparse output
 // (runtime::AssembledKernel, a symbolic and a numeric phase); they have no single compile
 // request, so they are left out here (their first compile in the process is reported, per
 // phase, with the kernels of the run).
-inline bool compile_latency_measurable(const std::string& op) { return !sparse_result_op(op); }
+// hyb_spmm (a kernel per bucket width), tuned_spmm (its candidates compile while it tunes) and
+// scheduled_spmm (the schedule of the command line) have no single ready-made kernel either:
+// the kernel line of the run reports their compile.
+inline bool compile_latency_measurable(const std::string& op) {
+  return !sparse_result_op(op) && op != "hyb_spmm" && op != "tuned_spmm" && op != "scheduled_spmm";
+}
 
 // f(kernel) with the ready-made kernel of an operator.
 template <class T, class F>

@@ -46,6 +46,7 @@ struct Kernels {
   decltype(spindle::ops::sparse_multiply<T>()) spmul = spindle::ops::sparse_multiply<T>();
   decltype(spindle::ops::ell_spmm<T>()) ell_spmm = spindle::ops::ell_spmm<T>();
   spindle::ops::HybSpmm<T> hyb_spmm;
+  decltype(spindle::ops::spmm<T>()) scheduled_spmm = spindle::ops::spmm<T>();  // with --schedule (main)
   spindle::ops::BsrSpmm<T, 2, 2> bsr2;
   spindle::ops::BsrSpmm<T, 3, 3> bsr3;
   spindle::ops::BsrSpmm<T, 4, 4> bsr4;
@@ -126,7 +127,8 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
       OpCase<T> c;
       c.op = op;
       c.feat = feat;
-      const bool format_case = op == "bsr_spmm" || op == "ell_spmm" || op == "hyb_spmm" || op == "tuned_spmm";
+      const bool format_case =
+          op == "bsr_spmm" || op == "ell_spmm" || op == "hyb_spmm" || op == "tuned_spmm" || op == "scheduled_spmm";
       if (op == "spmm" || format_case) {
         // Y = A X: Eigen's result is the reference; the peers run on A in CSR.
         x = random_dense<T>(cols, feat, seed);
@@ -173,6 +175,9 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
             k.hyb_spmm(*hyb, spindle::TensorView<const T>(x.data(), {cols, feat}),
                        spindle::TensorView<T>(ys.data(), {rows, feat}));
           };
+        } else if (op == "scheduled_spmm") {
+          c.format = "schedule " + k.scheduled_spmm.schedule().to_string();
+          c.spindle = [&] { k.scheduled_spmm(a, x, ys); };
         } else if (op == "tuned_spmm") {
           // Tuned per thread count (the record key includes it), after set_threads below.
           c.spindle_prepare = [&] {
@@ -439,8 +444,9 @@ int run(const Config& cfg) {
     if (cfg.compile_latency)
       for (auto& op : cfg.ops) {
         if (!compile_latency_measurable(op)) {
-          std::fprintf(stderr, "[bench] compile latency of %s: not measured (a kernel assembling a sparse output has "
-                               "two phases; see the kernel lines)\n", op.c_str());
+          std::fprintf(stderr, "[bench] compile latency of %s: not measured (%s; see the kernel lines)\n", op.c_str(),
+                       sparse_result_op(op) ? "a kernel assembling a sparse output has two phases"
+                                            : "no single ready-made kernel");
           continue;
         }
         std::fprintf(stderr, "[bench] compile latency of %s\n", op.c_str());
@@ -450,6 +456,7 @@ int run(const Config& cfg) {
     // figures above include the first JIT use of the process.
     report.engine = spindle::runtime::Runtime::default_instance().engine().name();
     Kernels<T> k;
+    k.scheduled_spmm = k.spmm.with_schedule(spindle::Schedule::parse(cfg.schedule));
     for (auto& op : cfg.ops) {
       const spindle::runtime::CompiledKernel* ck = nullptr;
       std::string text;
@@ -460,6 +467,8 @@ int run(const Config& cfg) {
       if (op == "hyb_spmm")  // the width-8 part kernel stands for the others (one per bucket width)
         ck = &k.hyb_spmm.compile(8), text = cfg.explain ? k.hyb_spmm.explain(8) : "";
       if (op == "tuned_spmm") ck = &k.spmm.compile(), text = "";  // its candidates compile while it tunes
+      if (op == "scheduled_spmm")
+        ck = &k.scheduled_spmm.compile(), text = cfg.explain ? k.scheduled_spmm.explain() : "";
       if (sparse_result_op(op)) {
         // compile() throws for a kernel that assembles its output: its two phases, one line each.
         const spindle::runtime::AssembledKernel& ak = op == "spgemm"  ? k.spgemm.compile_assembled()
