@@ -24,7 +24,7 @@
 // of rows, with 1 and 3 threads (check_large), unless --no-large. A failing kernel is shrunk
 // (on the inputs it failed on); SPINDLE_FUZZ_EXPLAIN=1 also prints the shrunk kernel's explain().
 // Every compared kernel that does not assemble also runs under a random user schedule
-// (check_scheduled: sparse_reorder, split, reorder, fuse, parallel, vectorize, unroll, the
+// (check_scheduled: sparse_reorder, split, reorder, fuse, parallel, vectorize, cache_write, unroll, the
 // steps apply_user_schedule accepts) on the first CPU engine with 1 and 3 threads.
 // Exit status: 0 when no disagreement, 1 otherwise.
 #include <algorithm>
@@ -563,7 +563,7 @@ sp::ir::Function schedule_loops(const sp::ir::Function& completed, const sp::Sch
 // A random user schedule for `completed` (docs/schedules.md), built one step at a time on
 // the loops the steps so far leave: maybe a sparse_reorder of one iteration (its axes
 // shuffled), then up to five of split (by 1, 2, 3, 4 or 8), reorder (a loop and one inside
-// it), fuse, parallel, vectorize and unroll on random loops. A step that apply_user_schedule
+// it), fuse, parallel, vectorize, cache_write (a written buffer) and unroll on random loops. A step that apply_user_schedule
 // refuses (a UserError: the step does not fit, or it could change the result) is dropped
 // and counted. `scheduled`: the loops under the schedule returned.
 sp::Schedule random_schedule(const sp::ir::Function& completed, std::uint64_t seed, Stats& st,
@@ -608,7 +608,7 @@ sp::Schedule random_schedule(const sp::ir::Function& completed, std::uint64_t se
     auto inner = sp::schedule::detail::all_loops(l->body);
     const std::string name = l->var.name();
     sp::Schedule c = s;
-    switch (rng() % 6) {
+    switch (rng() % 7) {
       case 0: {
         static const int factors[] = {1, 2, 3, 4, 8};
         c.split(name, factors[rng() % 5]);
@@ -624,12 +624,21 @@ sp::Schedule random_schedule(const sp::ir::Function& completed, std::uint64_t se
         break;
       case 3: c.parallel(name); break;
       case 4: c.vectorize(name); break;
+      case 5: {  // a written buffer accumulated in a local for one iteration of the loop
+        std::vector<std::string> written;
+        for (auto& fb : completed.buffers)
+          if (fb.buffer->role != sp::ir::BufferRole::input) written.push_back(fb.buffer->name);
+        if (written.empty()) continue;
+        c.cache_write(name, written[rng() % written.size()]);
+        break;
+      }
       default: c.unroll(name); break;
     }
     if (accept(c)) ++kept;
   }
   return s;
 }
+
 // A random schedule of one kernel, on a CPU engine (check_scheduled).
 struct ScheduledRun {
   sp::Schedule schedule;  // empty: none
