@@ -261,6 +261,37 @@ inline std::string fixed_order_reason(const ir::SparseIterationNode* n, const Bo
   return {};
 }
 
+// Whether the body reads a buffer it writes (its reduction axes then keep their relative
+// order: order_problem's keep_reduction_order).
+inline bool reads_what_it_writes(const BodyFacts& facts) {
+  for (auto* b : facts.written)
+    if (facts.read.count(b)) return true;
+  return false;
+}
+
+inline bool is_identity(const std::vector<std::size_t>& perm) {
+  for (std::size_t k = 0; k < perm.size(); ++k)
+    if (perm[k] != k) return false;
+  return true;
+}
+
+// Iteration `self` (a SparseIterationNode) with its axes in order `perm`; itself when `perm`
+// is the identity.
+inline ir::Stmt permuted(const ir::Stmt& self, const std::vector<std::size_t>& perm) {
+  if (is_identity(perm)) return self;
+  const auto* n = self.as<ir::SparseIterationNode>();
+  std::vector<ir::Axis> axes;
+  std::vector<ir::Var> vars;
+  std::vector<ir::IterKind> kinds;
+  for (std::size_t k : perm) {
+    axes.push_back(n->axes[k]);
+    vars.push_back(n->vars[k]);
+    kinds.push_back(n->kinds[k]);
+  }
+  return ir::Stmt(std::make_shared<ir::SparseIterationNode>(n->name, std::move(axes), std::move(vars),
+                                                            std::move(kinds), n->init, n->body, n->loc));
+}
+
 class OrderIterations : public ir::IRMutator {
  public:
   explicit OrderIterations(int num_threads) : threads_(num_threads) {}
@@ -277,21 +308,7 @@ class OrderIterations : public ir::IRMutator {
                        ? self
                        : ir::Stmt(std::make_shared<ir::SparseIterationNode>(n->name, n->axes, n->vars, n->kinds,
                                                                             n->init, body, n->loc));
-    const auto* it = out.as<ir::SparseIterationNode>();
-    std::vector<std::size_t> best = choose(it, top_level);
-    bool same = true;
-    for (std::size_t k = 0; k < best.size(); ++k) same = same && best[k] == k;
-    if (same) return out;
-    std::vector<ir::Axis> axes;
-    std::vector<ir::Var> vars;
-    std::vector<ir::IterKind> kinds;
-    for (std::size_t k : best) {
-      axes.push_back(it->axes[k]);
-      vars.push_back(it->vars[k]);
-      kinds.push_back(it->kinds[k]);
-    }
-    return ir::Stmt(std::make_shared<ir::SparseIterationNode>(it->name, std::move(axes), std::move(vars),
-                                                              std::move(kinds), it->init, it->body, it->loc));
+    return permuted(out, choose(out.as<ir::SparseIterationNode>(), top_level));
   }
 
  private:
@@ -304,8 +321,7 @@ class OrderIterations : public ir::IRMutator {
     facts.finish();
     for (auto& a : facts.accesses) a.search = searches(a, var_axis_);
     if (!fixed_order_reason(n, facts, bound_).empty()) return written;
-    bool reads_written = false;
-    for (auto* b : facts.written) reads_written = reads_written || facts.read.count(b);
+    const bool reads_written = reads_what_it_writes(facts);
     std::set<const ir::AxisNode*> bound(bound_.begin(), bound_.end());
     std::vector<std::size_t> best = written, perm = written;
     double best_cost = order_cost(n, facts, written, top_level, threads_);

@@ -67,31 +67,17 @@ class SparseReorder : public ir::IRMutator {
     }
     SPINDLE_CHECK(perm.size() == n->axes.size(), UserError, what, "name every axis of the iteration ", written(n),
                   ", outermost first (got ", perm.size(), " of ", n->axes.size(), ")");
-    bool same = true;
-    for (std::size_t k = 0; k < perm.size(); ++k) same = same && perm[k] == k;
-    if (same) return self;
+    if (autosched::order_detail::is_identity(perm)) return self;  // the order it has
 
     autosched::order_detail::BodyFacts facts;
     facts.visit(n->body);
     facts.finish();
     std::string why = autosched::order_detail::fixed_order_reason(n, facts, bound_);
     SPINDLE_CHECK(why.empty(), UserError, what, "the iteration ", written(n), " keeps its written order: ", why);
-    bool reads_written = false;
-    for (auto* b : facts.written) reads_written = reads_written || facts.read.count(b);
     std::set<const ir::AxisNode*> bound(bound_.begin(), bound_.end());
-    why = autosched::order_detail::order_problem(n, perm, bound, reads_written);
+    why = autosched::order_detail::order_problem(n, perm, bound, autosched::order_detail::reads_what_it_writes(facts));
     SPINDLE_CHECK(why.empty(), UserError, what, "the order [", join(axes_), "] is not allowed: ", why);
-
-    std::vector<ir::Axis> axes;
-    std::vector<ir::Var> vars;
-    std::vector<ir::IterKind> kinds;
-    for (std::size_t k : perm) {
-      axes.push_back(n->axes[k]);
-      vars.push_back(n->vars[k]);
-      kinds.push_back(n->kinds[k]);
-    }
-    return ir::Stmt(std::make_shared<ir::SparseIterationNode>(n->name, std::move(axes), std::move(vars),
-                                                              std::move(kinds), n->init, n->body, n->loc));
+    return autosched::order_detail::permuted(self, perm);
   }
 
   static std::string join(const std::vector<std::string>& v) {
