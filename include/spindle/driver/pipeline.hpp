@@ -11,7 +11,8 @@
 //   hoist_loop_invariants            searches and guards out of inner loops
 //   schedule_cpu_default             register tiles, local accumulation, parallel and vector loops
 //     (or apply_user_schedule, the loop steps of the user's schedule, when it has any,
-//      then peel_split_tails: split's guards out of the full tiles)
+//      then peel_split_tails: split's guards out of the full tiles, and
+//      accumulate_locally: sums into an element invariant in a loop kept in a register)
 //     (or assemble_rows, for one phase of a kernel that assembles a sparse output)
 //   simplify
 //   emit_c                           C source with the kernel ABI
@@ -37,6 +38,7 @@
 #include "spindle/lower/lower_sparse_buffer.hpp"
 #include "spindle/lower/lower_sparse_iter.hpp"
 #include "spindle/lower/simplify.hpp"
+#include "spindle/schedule/accumulate_locally.hpp"
 #include "spindle/schedule/apply_user_schedule.hpp"
 #include "spindle/schedule/peel_split_tails.hpp"
 #include "spindle/schedule/sparse_reorder.hpp"
@@ -150,6 +152,13 @@ inline Lowered lower_to_c(const ir::Function& stage1, const PipelineOptions& o) 
     });
     f = run.run("peel_split_tails", f, [](const ir::Function& g, const lower::LowerContext&) {
       return schedule::peel_split_tails(g);
+    });
+    // Not a choice a schedule makes but what the default does as well: a sum into an element
+    // that a loop does not move (SpMV's y[i] over j) stays in a register, not in memory.
+    f = run.run("accumulate_locally", f, [](const ir::Function& g, const lower::LowerContext&) {
+      ir::Function out = g;
+      out.body = schedule::accumulate_locally(g.body);
+      return out;
     });
   } else
     f = run.run("schedule_cpu_default", f, autosched::schedule_cpu_default);
