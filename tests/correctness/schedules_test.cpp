@@ -84,6 +84,13 @@ TEST_CASE("SpMV and a dense kernel under user schedules", "[correctness][schedul
   ss.emplace_back().parallel("i").vectorize("j");  // a vectorised reduction: re-associated sums
   ss.emplace_back().split("j", 4).unroll("j_i");    // ragged rows: j_i guarded
   ss.emplace_back().split("i", 16).parallel("i_o").split("j", 2);
+  // Partial sums in registers (rfactor on the CPU): plain, unrolled and vectorised lanes, a
+  // lane count that no row length divides, and rfactor of a split's inner loop.
+  ss.emplace_back().rfactor("j", 2).parallel("i");
+  ss.emplace_back().rfactor("j", 4).unroll("j_lane").parallel("i");
+  ss.emplace_back().rfactor("j", 8).vectorize("j_lane").parallel("i");
+  ss.emplace_back().rfactor("j", 3);
+  ss.emplace_back().split("j", 8).rfactor("j_i", 4).vectorize("j_i_lane");
   for (const auto& s : ss) {
     const auto k = spmv.with_schedule(s);
     for (const Shape& shape : matrix_shapes()) {

@@ -12,8 +12,9 @@
 //     a reduction loop is vectorised, every write under them is a reduction (+=, *=,
 //     min=, max=) whose target they do not read, or a store to a local allocated under
 //     them: re-association is all that may change;
-//   - GPU steps (bind, rfactor, cache_read, atomic) only in a GPU schedule, parallel only
-//     in a CPU one.
+//   - GPU steps (bind, cache_read, atomic) only in a GPU schedule, parallel only in a CPU
+//     one; rfactor is warp lanes on the GPU (rfactor.hpp), register partial sums on the CPU
+//     (rfactor_cpu.hpp).
 // split, parallel, vectorize, unroll and bind apply to every loop of the name when several
 // sibling loops share it (SpMM's init loop and reduction loop over k).
 // A failing step raises UserError "kernel 'K': schedule step N, split("k", 32): <why>".
@@ -34,6 +35,7 @@
 #include "spindle/schedule/fuse.hpp"
 #include "spindle/schedule/reorder.hpp"
 #include "spindle/schedule/rfactor.hpp"
+#include "spindle/schedule/rfactor_cpu.hpp"
 #include "spindle/schedule/split.hpp"
 #include "spindle/schedule/user_schedule.hpp"
 
@@ -167,7 +169,9 @@ inline ir::Stmt apply_step(const ir::Stmt& body, const Schedule::Step& s, Schedu
       SPINDLE_INTERNAL_CHECK(false, "apply_user_schedule", "unknown GPU index ", s.target);
       return body;
     }
-    case Op::rfactor: gpu_only("rfactor"); return rfactor(body, s.names[0], static_cast<int>(s.number));
+    case Op::rfactor:  // GPU: lanes of a warp, combined by shuffles; CPU: partial sums in registers
+      return gpu ? rfactor(body, s.names[0], static_cast<int>(s.number))
+                 : rfactor_cpu(body, s.names[0], static_cast<int>(s.number));
     case Op::cache_read: {
       gpu_only("cache_read");
       std::vector<std::string> buffers(s.names.begin() + 1, s.names.end());

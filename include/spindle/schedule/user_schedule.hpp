@@ -14,8 +14,10 @@
 // k_o / k_i, fuse makes <outer>_<inner>_f):
 //   split(loop, factor)   reorder({loops})   fuse(outer, inner)
 //   parallel(loop)        vectorize(loop)    unroll(loop)        cache_write(loop, buffer)
+//   rfactor(loop, lanes)  (CPU: `lanes` partial sums in registers, loops <loop>_o,
+//                          <loop>_lane, <loop>_t; GPU: the lanes of a warp, <loop>_lane)
 // GPU only (a kernel called with device arguments):
-//   bind(loop, "blockIdx.x" | ... | "threadIdx.z")   rfactor(loop, lanes)
+//   bind(loop, "blockIdx.x" | ... | "threadIdx.z")
 //   cache_read(loop, {buffers}, thread_loop, tile)   atomic(loop)
 // A schedule with loop steps replaces the default schedule of that target: nothing runs in
 // parallel or vectorised unless the schedule says so. A name that names several sibling
