@@ -1,4 +1,4 @@
-// spindle::tune: choose a kernel's storage format for an input by a cost model and
+// spindle::tune: choose a kernel's storage format and schedule for an input by a cost model and
 // measurement, and remember the choice (docs/tuning.md). Opt-in, like einsum.hpp:
 //   #include <spindle/tune.hpp>
 //
@@ -9,3 +9,4 @@
 #include "spindle/tune/fingerprint.hpp"
 #include "spindle/tune/record.hpp"
 #include "spindle/tune/spmm.hpp"
+#include "spindle/tune/spmv.hpp"

@@ -1,4 +1,4 @@
-// The SpMM format tuner (tune/spmm.hpp): whatever it chooses computes A X (every candidate
+// The SpMM format tuner (tune/spmm.hpp; the SpMV schedule tuner, tune/spmv.hpp, at the end): whatever it chooses computes A X (every candidate
 // forced in turn, on every test shape, blocked FEM-like operators and the real matrices,
 // against the CSR loop); the choice is the fastest measured candidate; records are written,
 // reused and keyed on the structure (not the values) and the feature size; broken record
@@ -321,4 +321,107 @@ TEST_CASE("tuned SpMM: bad calls raise typed errors", "[correctness][tuner][erro
   CHECK_NOTHROW(plan(x, y));
   CHECK_THROWS_AS(plan(wrong_x, y), sp::ShapeError);
   CHECK_THROWS_AS(plan(x, wrong_y), sp::ShapeError);
+}
+
+// The SpMV schedule tuner (tune/spmv.hpp): every candidate schedule forced in turn computes
+// A x (on every test shape, in f32 and f64, and on real matrices); the free choice is the
+// fastest measured one; records are reused; bad calls raise typed errors.
+namespace {
+
+template <class T>
+void check_spmv_plan(const tune::TunedSpmv<T>& plan, const sp::Csr<T>& a, const std::string& what) {
+  const auto x = sp::Tensor<T>::random({a.cols()}, 13, -1, 1);
+  auto y = sp::Tensor<T>::full({a.rows()}, std::numeric_limits<T>::quiet_NaN());
+  plan(x, y);
+  check_close<T>(ref_spmv(a, x.values()), y.values(), what + " (" + plan.choice() + ")");
+}
+
+template <class T>
+void check_all_spmv_candidates(const sp::Csr<T>& a, const std::string& what) {
+  auto all = quick();
+  all.prune_above = std::numeric_limits<double>::infinity();
+  all.max_measured = 100;
+  const auto plan = tune::tune_spmv(a, all);
+  double best = std::numeric_limits<double>::infinity();
+  for (const auto& c : plan.candidates()) {
+    CHECK(c.measured);  // nothing pruned, nothing left out
+    best = std::min(best, c.ms);
+  }
+  for (const auto& c : plan.candidates())
+    if (c.name == plan.choice()) CHECK(c.ms == best);
+  check_spmv_plan(plan, a, what);
+  CHECK(plan.candidates().size() == (a.nnz() == 0 ? 1u : 5u));
+  for (const auto& c : plan.candidates()) {
+    auto o = quick();
+    o.only = {c.name};
+    INFO(what << " forced " << c.name);
+    const auto forced = tune::tune_spmv(a, o);
+    REQUIRE(forced.choice() == c.name);
+    check_spmv_plan(forced, a, what);
+  }
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("tuned SpMV computes A x whichever schedule it runs", "[correctness][tuner]", float, double) {
+  using T = TestType;
+  const Shape s = GENERATE(from_range(matrix_shapes()));
+  INFO(s << " " << dtype_label<T>());
+  check_all_spmv_candidates(random_csr<T>(s, 41), s.name);
+}
+
+TEST_CASE("tuned SpMV on real matrices and the model preferring partial sums on long rows only", "[correctness][tuner][graphs]") {
+  for (const char* file : {"matrices/bcsstk25.mtx.gz", "gnn/cora.mtx.gz"}) {
+    auto a = load_graph<float>(file);
+    if (!a) {
+      WARN("skipping " << file << ": not found under " << data_dir());
+      continue;
+    }
+    check_all_spmv_candidates(*a, file);
+  }
+  // Rows of 64 nonzeros: 4 partial sums cut the chain of additions by about 4 in the model;
+  // rows of 1: the partial sums only add work.
+  const auto dense_rows = random_csr<float>(Shape{"long rows", 200, 400, 64}, 3);
+  const auto one_per_row = random_csr<float>(Shape{"short rows", 400, 400, 1}, 3);
+  const auto candidates_long = tune::detail::spmv_candidates(dense_rows);
+  const auto candidates_short = tune::detail::spmv_candidates(one_per_row);
+  REQUIRE(candidates_long.size() == 5);
+  CHECK(candidates_long[2].name == "csr rfactor(\"j\", 4).parallel(\"i\")");
+  CHECK(candidates_long[2].cost < 0.5 * candidates_long[0].cost);
+  for (std::size_t c = 1; c < candidates_short.size(); ++c) CHECK(candidates_short[c].cost > candidates_short[0].cost);
+}
+
+TEST_CASE("tuned SpMV reuses records and raises typed errors on bad calls", "[correctness][tuner][errors]") {
+  const std::string dir = temp_dir();
+  const std::string file = dir + "/spmv.jsonl";
+  const auto a = random_csr<float>(Shape{"square", 97, 97, 9}, 4);
+  auto o = quick();
+  o.record_file = file;
+  const auto first = tune::tune_spmv(a, o);
+  CHECK_FALSE(first.from_record());
+  const auto again = tune::tune_spmv(a, o);
+  CHECK(again.from_record());
+  CHECK(again.choice() == first.choice());
+  CHECK(again.record().kernel == "spmv");
+  check_spmv_plan(again, a, "from the record");
+  // An SpMM record of the same matrix is another key: SpMV tunes anew.
+  CHECK_FALSE(tune::tune_spmm(a, 1, o).from_record());
+  std::remove(file.c_str());
+  ::rmdir(dir.c_str());
+
+  auto bad = quick();
+  bad.only = {"csr rfactor(\"j\", 3)"};
+  CHECK_THROWS_WITH(tune::tune_spmv(a, bad), Catch::Contains("none of which is a candidate") &&
+                                                  Catch::Contains("csr rfactor(\"j\", 2).parallel(\"i\")"));
+  bad = quick();
+  bad.max_reps = 0;
+  CHECK_THROWS_AS(tune::tune_spmv(a, bad), sp::UserError);
+  const auto plan = tune::tune_spmv(a, quick());
+  auto x = sp::Tensor<float>::zeros({97}), y = sp::Tensor<float>::zeros({97});
+  auto wrong = sp::Tensor<float>::zeros({96});
+  auto matrix = sp::Tensor<float>::zeros({97, 1});
+  CHECK_NOTHROW(plan(x, y));
+  CHECK_THROWS_AS(plan(wrong, y), sp::ShapeError);
+  CHECK_THROWS_AS(plan(x, wrong), sp::ShapeError);
+  CHECK_THROWS_AS(plan(matrix, y), sp::ShapeError);
 }
