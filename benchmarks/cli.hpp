@@ -39,7 +39,7 @@ struct Config {
   int block = 4;  // bsr_spmm: block size (square blocks; 2, 3, 4 or 8)
   int hyb_partitions = 1;  // hyb_spmm: column partitions c
   int hyb_width = 32;      // hyb_spmm: largest bucket width k (a power of two)
-  std::string tuning_file;  // tuned_spmm: tuning records to reuse and extend ("" = none)
+  std::string tuning_file;  // tuned_spmm, tuned_spmv: tuning records to reuse and extend ("" = none)
   // scheduled_spmm: Spindle's CSR SpMM under this user schedule (docs/schedules.md)
   std::string schedule = "split(k, 16).vectorize(k_i).parallel(i)";
   int kron_block = 1;       // every matrix becomes (A + I) (x) a dense D x D block (D > 1)
@@ -71,19 +71,21 @@ usage: spindle-bench [options]
   --backend cpu|cuda   cpu: Spindle vs Eigen/GraphBLAS/MKL on this CPU; cuda: Spindle's GPU build
                        vs cuSPARSE (see "CUDA backend" below)                 [cpu]
   --op LIST            spmm, spmv, sddmm, spgemm, spadd, spmul, bsr_spmm, ell_spmm,
-                       hyb_spmm, tuned_spmm, scheduled_spmm (comma list, repeatable).
+                       hyb_spmm, tuned_spmm, scheduled_spmm, tuned_spmv (comma list, repeatable).
                        spgemm: C = A A,
                        spadd: C = A + A^T, spmul: C = A .* A^T (A instead of A^T when A
                        is not square), sparse CSR results (no K); bsr_spmm/ell_spmm/hyb_spmm: Spindle's BSR
                        (--block), ELL or hyb(c, k) (--hyb) SpMM; tuned_spmm: the format spindle::tune::tune_spmm picks for the
                        matrix, K and thread count (tuned before timing; its report goes to
                        stderr); scheduled_spmm: Spindle's CSR SpMM under --schedule; each
-                       with Spindle's CSR SpMM (default schedule) and the peers' CSR SpMM
+                       with Spindle's CSR SpMM (default schedule) and the peers' CSR SpMM;
+                       tuned_spmv: the schedule spindle::tune::tune_spmv picks (partial row
+                       sums or not), with Spindle's default SpMV and the peers' SpMV
                                                           [spmm; cuda: spmm,sddmm]
   --block B            bsr_spmm block size B x B: 2, 3, 4 or 8                [4]
   --hyb C,K            hyb_spmm: C column partitions, buckets up to width K (a power
                        of two, <= 1024)                                        [1,32]
-  --tuning-file PATH   tuned_spmm: reuse and append tuning records (JSON Lines)
+  --tuning-file PATH   tuned_spmm, tuned_spmv: reuse and append tuning records (JSON Lines)
   --schedule TEXT      scheduled_spmm: a user schedule of the SpMM kernel (loops i, j, k;
                        docs/schedules.md)   [split(k, 16).vectorize(k_i).parallel(i)]
   --kron-block D       replace each matrix A by (A + I) (x) a dense D x D block: the operator
@@ -194,9 +196,9 @@ inline bool parse_args(int argc, char** argv, Config& c) {
     } else if (a == "--op") {
       for (auto& op : split_list(value())) {
         if (op != "spmm" && op != "spmv" && op != "sddmm" && op != "spgemm" && op != "spadd" && op != "spmul" && op != "bsr_spmm" &&
-            op != "ell_spmm" && op != "hyb_spmm" && op != "tuned_spmm" && op != "scheduled_spmm")
+            op != "ell_spmm" && op != "hyb_spmm" && op != "tuned_spmm" && op != "scheduled_spmm" && op != "tuned_spmv")
           throw std::invalid_argument("--op: unknown operator '" + op +
-                                      "' (spmm, spmv, sddmm, spgemm, spadd, spmul, bsr_spmm, ell_spmm, hyb_spmm, tuned_spmm, scheduled_spmm)");
+                                      "' (spmm, spmv, sddmm, spgemm, spadd, spmul, bsr_spmm, ell_spmm, hyb_spmm, tuned_spmm, scheduled_spmm, tuned_spmv)");
         c.ops.push_back(op);
       }
     } else if (a == "--block") {

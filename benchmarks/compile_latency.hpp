@@ -61,7 +61,8 @@ struct CompileLatency {
 // scheduled_spmm (the schedule of the command line) have no single ready-made kernel either:
 // the kernel line of the run reports their compile.
 inline bool compile_latency_measurable(const std::string& op) {
-  return !sparse_result_op(op) && op != "hyb_spmm" && op != "tuned_spmm" && op != "scheduled_spmm";
+  return !sparse_result_op(op) && op != "hyb_spmm" && op != "tuned_spmm" && op != "scheduled_spmm" &&
+         op != "tuned_spmv";
 }
 
 // f(kernel) with the ready-made kernel of an operator.

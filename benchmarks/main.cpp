@@ -90,7 +90,7 @@ struct OpCase {
 };
 
 // Ops without a feature size K.
-inline bool op_has_no_feat(const std::string& op) { return op == "spmv" || sparse_result_op(op); }
+inline bool op_has_no_feat(const std::string& op) { return spmv_op(op) || sparse_result_op(op); }
 
 template <class T>
 void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std::vector<TriadResult>& triads,
@@ -117,7 +117,8 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
       std::unique_ptr<spindle::Hyb<T>> hyb;
       std::unique_ptr<spindle::tune::TunedSpmm<T>> tuned;
       DenseRM<T> yc, ym;
-      DenseVec<T> yvm;
+      DenseVec<T> yvm, yvc;
+      std::unique_ptr<spindle::tune::TunedSpmv<T>> tuned_v;
       // spgemm / spadd: B (A itself for spgemm; A^T for spadd when A is square, else A),
       // Spindle's sparse result and Eigen's as the reference.
       std::unique_ptr<spindle::Csr<T>> b_own;
@@ -205,11 +206,32 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
         }
         if (!c.format.empty()) std::fprintf(stderr, "[bench] %s: %s\n", m.info.name.c_str(), c.format.c_str());
       }
-      if (op == "spmv") {
+      if (spmv_op(op)) {
         xv = random_vector<T>(cols, seed);
         yvs.resize(rows);
         yve.resize(rows);
         c.spindle = [&] { k.spmv(a, xv, yvs); };
+        if (op == "tuned_spmv") {
+          // Tuned per thread count (the record key includes it); the default schedule becomes a
+          // second contender.
+          yvc.resize(rows);
+          c.spindle_csr = [&] { k.spmv(a, xv, yvc); };
+          c.csr_error = [&] { return relative_error(yvc.data(), yve.data(), yve.size()); };
+          c.spindle_prepare = [&] {
+            spindle::tune::TuneOptions o;
+            o.record_file = cfg.tuning_file;
+            o.progress = false;
+            tuned_v = std::make_unique<spindle::tune::TunedSpmv<T>>(spindle::tune::tune_spmv(a, o));
+            std::fprintf(stderr, "%s", tuned_v->report().c_str());
+            char buf[200];
+            std::snprintf(buf, sizeof buf, "tuned: %s, tuning %.2f s%s", tuned_v->choice().c_str(),
+                          tuned_v->tuning_seconds(), tuned_v->from_record() ? " (recorded)" : "");
+            c.format = buf;
+          };
+          c.spindle = [&] {
+            (*tuned_v)(spindle::TensorView<const T>(xv.data(), {cols}), spindle::TensorView<T>(yvs.data(), {rows}));
+          };
+        }
         c.eigen = [&] { eigen.spmv(xv, yve); };
         c.poison = [&] { yvs.setConstant(std::numeric_limits<T>::quiet_NaN()); };
         c.spindle_error = [&] { return relative_error(yvs.data(), yve.data(), yve.size()); };
@@ -324,7 +346,7 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
         c.spindle();
         c.eigen();
         if (c.reference_done) c.reference_done();
-        CaseShape shape{c.spindle_csr ? std::string("spmm") : op, rows, cols, nnz, feat, static_cast<int>(sizeof(T)), 4};
+        CaseShape shape{op == "tuned_spmv" ? std::string("spmv") : c.spindle_csr ? std::string("spmm") : op, rows, cols, nnz, feat, static_cast<int>(sizeof(T)), 4};
         shape.b_rows = c.b_rows, shape.nnz_b = c.nnz_b, shape.nnz_out = c.nnz_out, shape.mult_adds = c.mult_adds;
         r.nnz_b = c.nnz_b, r.nnz_out = c.nnz_out, r.mult_adds = c.mult_adds;
         r.flops = model_flops(shape);
@@ -333,7 +355,8 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
         std::vector<double> errors{c.spindle_error(), 0.0};
         const bool sparse_out = sparse_result_op(op);
         std::vector<std::string> labels{
-            op == "tuned_spmm" ? "spindle::tune::tune_spmm (" + c.format + ", engine " + report.engine + ")"
+            op == "tuned_spmm"   ? "spindle::tune::tune_spmm (" + c.format + ", engine " + report.engine + ")"
+            : op == "tuned_spmv" ? "spindle::tune::tune_spmv (" + c.format + ", engine " + report.engine + ")"
             : c.spindle_csr   ? "spindle::ops::" + op + " (" + c.format + ", engine " + report.engine + ")"
             : op == "spgemm"  ? "spindle::ops::spgemm (engine " + report.engine +
                                    ", symbolic + numeric phases, rows sorted; C = A A)"
@@ -353,7 +376,8 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
           c.spindle_csr();
           cont.push_back({"spindle-csr", c.spindle_csr, {}});
           errors.push_back(c.csr_error());
-          labels.push_back("spindle::ops::spmm (CSR, the default format)");
+          labels.push_back(op == "tuned_spmv" ? "spindle::ops::spmv (CSR, the default schedule)"
+                                              : "spindle::ops::spmm (CSR, the default format)");
         }
         if (c.graphblas) {
           c.graphblas();
@@ -363,7 +387,7 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
                            : op == "spmul" ? std::string("graphblas (GrB_eWiseMult, TIMES, wait)")
                            : "graphblas (" +
                                  std::string(op == "sddmm" ? "masked mxm X*Y' on A + eWiseMult A"
-                                             : op == "spmv" ? "GrB_mxv"
+                                             : spmv_op(op) ? "GrB_mxv"
                                                             : "GrB_mxm") +
                                  ", PLUS_TIMES, wait)");
         }
@@ -374,7 +398,7 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
           labels.push_back(sparse_out ? std::string(op == "spgemm" ? "mkl_sparse_spmm" : "mkl_sparse_?_add") +
                                             " (previous result destroyed in the call; rows as MKL leaves them, "
                                             "mkl_sparse_order before the check, untimed)"
-                                      : std::string(op == "spmv" ? "mkl_sparse_?_mv" : "mkl_sparse_?_mm, row-major") +
+                                      : std::string(spmv_op(op) ? "mkl_sparse_?_mv" : "mkl_sparse_?_mm, row-major") +
                                             " (inspector-executor, hinted + optimized)");
         }
         if (c.mkl && op == "spgemm") {
@@ -467,6 +491,7 @@ int run(const Config& cfg) {
       if (op == "hyb_spmm")  // the width-8 part kernel stands for the others (one per bucket width)
         ck = &k.hyb_spmm.compile(8), text = cfg.explain ? k.hyb_spmm.explain(8) : "";
       if (op == "tuned_spmm") ck = &k.spmm.compile(), text = "";  // its candidates compile while it tunes
+      if (op == "tuned_spmv") ck = &k.spmv.compile(), text = "";
       if (op == "scheduled_spmm")
         ck = &k.scheduled_spmm.compile(), text = cfg.explain ? k.scheduled_spmm.explain() : "";
       if (sparse_result_op(op)) {

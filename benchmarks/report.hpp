@@ -152,7 +152,7 @@ inline void print_tables(std::FILE* out, const Report& r) {
       head += " | check";
       std::fprintf(out, "%s\n%s\n", head.c_str(), std::string(head.size(), '-').c_str());
     }
-    const bool no_k = c.op == "spmv" || sparse_result_op(c.op);
+    const bool no_k = spmv_op(c.op) || sparse_result_op(c.op);
     std::fprintf(out, "%-22.22s %-5s %4s %3d", c.matrix.c_str(), c.op.c_str(),
                  no_k ? "-" : std::to_string(c.feat).c_str(), c.threads);
     for (std::size_t s = 0; s < c.systems.size(); ++s) {

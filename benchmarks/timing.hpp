@@ -34,6 +34,9 @@ namespace bench {
 // Operators whose result is a sparse matrix the call assembles (no K): C = A A, A + B, A .* B.
 inline bool sparse_result_op(const std::string& op) { return op == "spgemm" || op == "spadd" || op == "spmul"; }
 
+// y = A x, under the default schedule (spmv) or the one tune_spmv picks (tuned_spmv).
+inline bool spmv_op(const std::string& op) { return op == "spmv" || op == "tuned_spmv"; }
+
 struct TimingPolicy {
   int warmup = 2;
   int reps = 0;  // > 0: fixed number of timed calls
