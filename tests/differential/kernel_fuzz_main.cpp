@@ -577,8 +577,9 @@ sp::Schedule random_schedule(const sp::ir::Function& completed, std::uint64_t se
       ++st.schedule_refused;
       return false;
     }
+    for (std::size_t q = s.steps().size(); q < c.steps().size(); ++q)  // the steps this one added
+      ++st.schedule_kept[sp::Schedule::op_name(c.steps()[q].op)];
     s = c;
-    ++st.schedule_kept[sp::Schedule::op_name(c.steps().back().op)];
     return true;
   };
   struct Iterations : sp::ir::IRVisitor {
@@ -608,7 +609,7 @@ sp::Schedule random_schedule(const sp::ir::Function& completed, std::uint64_t se
     auto inner = sp::schedule::detail::all_loops(l->body);
     const std::string name = l->var.name();
     sp::Schedule c = s;
-    switch (rng() % 7) {
+    switch (rng() % 8) {
       case 0: {
         static const int factors[] = {1, 2, 3, 4, 8};
         c.split(name, factors[rng() % 5]);
@@ -630,6 +631,20 @@ sp::Schedule random_schedule(const sp::ir::Function& completed, std::uint64_t se
           if (fb.buffer->role != sp::ir::BufferRole::input) written.push_back(fb.buffer->name);
         if (written.empty()) continue;
         c.cache_write(name, written[rng() % written.size()]);
+        break;
+      }
+      case 6: {  // partial sums in registers (refused unless the loop sums into one element)
+        std::vector<const sp::ir::ForNode*> sums;  // a reduction loop, so that it is often kept
+        for (auto* r : loops)
+          if (r->iter_kind == sp::ir::IterKind::reduction) sums.push_back(r);
+        if (sums.empty()) continue;
+        const std::string sum = sums[rng() % sums.size()]->var.name();
+        static const int lanes[] = {2, 3, 4, 8};
+        c.rfactor(sum, lanes[rng() % 4]);
+        if (rng() % 2) {
+          if (rng() % 2) c.vectorize(sum + "_lane");
+          else c.unroll(sum + "_lane");
+        }
         break;
       }
       default: c.unroll(name); break;
