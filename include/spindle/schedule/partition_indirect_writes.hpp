@@ -108,13 +108,18 @@ inline std::map<const ir::BufferNode*, std::size_t> owner_slots(const ir::Stmt& 
 }
 
 // `block * extent / threads <= index < (block + 1) * extent / threads`: whether `block` owns
-// the element at `index` of a slot of that extent.
+// the element at `index` of a slot of that extent, written as
+// `min(index - lo, hi - 1 - index) >= 0` so that both bounds are computed on every test: the
+// C compiler then hoists both divisions out of the loop. As `lo <= v && v < hi` the second
+// division ran only after the first comparison held, so it could not be hoisted (a division
+// may trap) and cost an integer division per scattered element (hyb SpMV on delaunay_n16:
+// 0.35 ms at 1 thread, against 0.20 ms for the same loop without it).
 inline ir::Expr owner_test(const ir::Var& block, const ir::Var& threads, const ir::Expr& extent,
                            const ir::Expr& index) {
   ir::Expr v = ir::cast(DType::i64, index);
   ir::Expr lo = ir::Expr(block) * extent / ir::Expr(threads);
   ir::Expr hi = (ir::Expr(block) + ir::int_imm(1)) * extent / ir::Expr(threads);
-  return lo <= v && v < hi;
+  return ir::min(v - lo, hi - ir::int_imm(1) - v) >= ir::int_imm(0);
 }
 
 class OwnerGuards : public ir::IRMutator {
