@@ -4,9 +4,9 @@
 //   for v: C[x] += f(v)       ->     for v: acc += f(v)
 //                                    C[x] = acc
 // It applies at the outermost loop over which C[x] is invariant, when the loop touches C
-// nowhere else. Without a preceding init store the local starts from C[x] (inout buffers
-// accumulate). The local lets the C compiler keep the sum in a register and vectorise the
-// reduction.
+// nowhere else. Without a preceding init store (inout buffers accumulate) the local starts
+// from the reduction's identity and C[x] op= acc follows the loop. The local lets the C
+// compiler keep the sum in a register and vectorise the reduction.
 // Pre/post: stage III (flat buffers); semantics preserved up to floating-point
 // reassociation done later by the vectoriser.
 #pragma once
@@ -129,11 +129,18 @@ class LocalAccumulation : public ir::IRMutator {
     r.t = &t;
     r.local = local;
     ir::Stmt body = r.mutate(loop->body);
-    if (!start.defined()) start = ir::load(t.buffer, t.indices);
+    // Without an init store the local starts from the identity and is combined into C[x] once
+    // at the end (a reduction), so the chain of the loop does not wait for the load of C[x]
+    // (rows of hyb parts adding into y: the next row's chain can start before this row's
+    // store): C[x] op= (t1 op t2 ...), a re-association that §4.3 of the language allows.
+    const bool from_identity = !start.defined();
+    if (from_identity) start = ir::reduce_identity(t.op, t.buffer->dtype);
+    ir::Stmt writeback = from_identity ? ir::reduce(t.buffer, t.indices, t.op, ir::load(local, {}), loop->loc)
+                                       : ir::store(t.buffer, t.indices, ir::load(local, {}), loop->loc);
     ir::Stmt s = ir::seq({ir::store(local, {}, start, loop->loc),
                           ir::for_loop(loop->var, loop->min, loop->extent, loop->for_kind, loop->iter_kind,
                                        loop->axis, body, loop->loc),
-                          ir::store(t.buffer, t.indices, ir::load(local, {}), loop->loc)},
+                          writeback},
                          loop->loc);
     return ir::block(t.buffer->name + "_accumulate", {local}, s, loop->loc);
   }
