@@ -249,32 +249,55 @@ auto hyb_part_spmm() {
                        sp::iter<K> k) { c(rows(r), k) += a(r, s) * b(s, k); });
 }
 
+// The sub-kernel of hyb SpMV for one part: y(rows(r)) += A(r, s) * x(s). The slot loop of a
+// compile-time width is vectorised by the default schedule (a row piece's sum in one vector).
+template <class T, std::int64_t W, class Index = std::int32_t>
+auto hyb_part_spmv() {
+  using S = HS<W, Index>;
+  return sp::kernel(W == sp::dynamic ? std::string("hyb_part_spmv") : "hyb_part_spmv_w" + std::to_string(W),
+                    [](sp::in<T, HR, S> a, sp::in<Index, HR> rows, sp::in<T, sp::dense<S>> x, sp::inout<T, I> y,
+                       sp::iter<HR> r, sp::iter<S> s) { y(rows(r)) += a(r, s) * x(s); });
+}
+
 // C = 0 (the start of a sum of parts).
 template <class T>
 auto zero_matrix() {
   return sp::kernel("zero_matrix", [](sp::out<T, I, K> c, sp::iter<I> i, sp::iter<K> k) { c(i, k) = T(0); });
 }
 
+// y = 0.
+template <class T>
+auto zero_vector() {
+  return sp::kernel("zero_vector", [](sp::out<T, I> y, sp::iter<I> i) { y(i) = T(0); });
+}
+
 // Y = A X for A in hyb(c, k) (SparseTIR's composed format), X [A.cols(), K], Y [A.rows(), K]
-// row-major: Y is zeroed once (rows that no part touches stay 0), then each part runs its
-// sub-kernel, whose slot loop has the bucket width as a compile-time constant (widths up to
-// max_fixed_width; wider ones, and parts narrower than their bucket because the matrix has
-// fewer columns, use the call-time-width kernel). One kernel per width, compiled on first use
-// and cached like every kernel. Not yet: the parts as one horizontally fused kernel.
-template <class T, class Index = std::int32_t>
-class HybSpmm {
+// row-major (HybSpmm), or y = A x for vectors (HybSpmv): Y is zeroed once (rows that no part
+// touches stay 0), then each part runs its sub-kernel, whose slot loop has the bucket width as
+// a compile-time constant (widths up to max_fixed_width; wider ones, and parts narrower than
+// their bucket because the matrix has fewer columns, use the call-time-width kernel). One
+// kernel per width, compiled on first use and cached like every kernel. Not yet: the parts as
+// one horizontally fused kernel.
+template <class T, class Index, bool Vector>
+class HybProduct {
  public:
   static constexpr std::int64_t max_fixed_width = 256;
 
   void operator()(const Hyb<T, Index>& a, TensorView<const T> x, TensorView<T> y) const {
-    const std::string what = "hyb_spmm";
-    SPINDLE_CHECK(x.rank() == 2 && y.rank() == 2, ShapeError, what, ": X and Y must be matrices, got ranks ",
-                  x.rank(), " and ", y.rank());
-    SPINDLE_CHECK(x.dim(0) == a.cols(), ShapeError, what, ": X has ", x.dim(0), " rows but A (", a.description(),
-                  ") has ", a.cols(), " columns");
-    SPINDLE_CHECK(y.dim(0) == a.rows(), ShapeError, what, ": Y has ", y.dim(0), " rows but A (", a.description(),
-                  ") has ", a.rows(), " rows");
-    SPINDLE_CHECK(x.dim(1) == y.dim(1), ShapeError, what, ": X has ", x.dim(1), " columns but Y has ", y.dim(1));
+    const std::string what = Vector ? "hyb_spmv" : "hyb_spmm";
+    if constexpr (Vector) {
+      SPINDLE_CHECK(x.rank() == 1 && y.rank() == 1, ShapeError, what, ": x and y must be vectors, got ranks ",
+                    x.rank(), " and ", y.rank());
+    } else {
+      SPINDLE_CHECK(x.rank() == 2 && y.rank() == 2, ShapeError, what, ": X and Y must be matrices, got ranks ",
+                    x.rank(), " and ", y.rank());
+      SPINDLE_CHECK(x.dim(1) == y.dim(1), ShapeError, what, ": X has ", x.dim(1), " columns but Y has ", y.dim(1));
+    }
+    const char* unit = Vector ? " entries" : " rows";
+    SPINDLE_CHECK(x.dim(0) == a.cols(), ShapeError, what, Vector ? ": x has " : ": X has ", x.dim(0), unit,
+                  " but A (", a.description(), ") has ", a.cols(), " columns");
+    SPINDLE_CHECK(y.dim(0) == a.rows(), ShapeError, what, Vector ? ": y has " : ": Y has ", y.dim(0), unit,
+                  " but A (", a.description(), ") has ", a.rows(), " rows");
     zero_(y);
     for (const auto& part : a.parts()) {
       const TensorView<const Index> rows(part.rows.data(), {static_cast<std::int64_t>(part.rows.size())});
@@ -291,8 +314,8 @@ class HybSpmm {
     return with_kernel(w, [](const auto& k) -> const runtime::CompiledKernel& { return k.compile(); });
   }
   // Every kernel through `rt` (tests run the engines and thread counts).
-  HybSpmm with_runtime(runtime::Runtime& rt) const {
-    HybSpmm h(*this);
+  HybProduct with_runtime(runtime::Runtime& rt) const {
+    HybProduct h(*this);
     h.zero_ = h.zero_.with_runtime(rt);
     h.any_ = h.any_.with_runtime(rt);
     std::apply([&](auto&... k) { ((k = k.with_runtime(rt)), ...); }, h.fixed_);
@@ -301,9 +324,18 @@ class HybSpmm {
 
  private:
   static constexpr std::size_t fixed_kernels = std::countr_zero(static_cast<std::uint64_t>(max_fixed_width)) + 1;
+  template <std::int64_t W>
+  static auto part_kernel() {
+    if constexpr (Vector) return hyb_part_spmv<T, W, Index>();
+    else return hyb_part_spmm<T, W, Index>();
+  }
+  static auto zero_kernel() {
+    if constexpr (Vector) return zero_vector<T>();
+    else return zero_matrix<T>();
+  }
   template <std::size_t... B>
   static auto make_fixed(std::index_sequence<B...>) {
-    return std::make_tuple(hyb_part_spmm<T, std::int64_t{1} << B, Index>()...);
+    return std::make_tuple(part_kernel<std::int64_t{1} << B>()...);
   }
   template <class F>
   decltype(auto) with_kernel(std::int64_t w, F&& f) const {
@@ -319,9 +351,14 @@ class HybSpmm {
   }
 
   decltype(make_fixed(std::make_index_sequence<fixed_kernels>{})) fixed_ = make_fixed(std::make_index_sequence<fixed_kernels>{});
-  decltype(hyb_part_spmm<T, sp::dynamic, Index>()) any_ = hyb_part_spmm<T, sp::dynamic, Index>();
-  decltype(zero_matrix<T>()) zero_ = zero_matrix<T>();
+  decltype(part_kernel<sp::dynamic>()) any_ = part_kernel<sp::dynamic>();
+  decltype(zero_kernel()) zero_ = zero_kernel();
 };
+
+template <class T, class Index = std::int32_t>
+using HybSpmm = HybProduct<T, Index, false>;
+template <class T, class Index = std::int32_t>
+using HybSpmv = HybProduct<T, Index, true>;
 
 // Indirect writes (docs/language.md §4.1): E entries (COO triplets, edges, segment members)
 // scattered into rows of the output by an index array checked at call time.

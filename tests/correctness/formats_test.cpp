@@ -156,6 +156,17 @@ void check_hyb(const sp::Csr<T>& a, std::int64_t c, std::int64_t k, std::int64_t
       spmm.with_runtime(spindle::test::engine_runtime(engine, threads))(h, x, y);
       check_close<T>(ref, y.values(), what + " hyb_spmm");
     }
+  // SpMV on the same parts (the slot loops of constant width vectorised by the default schedule).
+  const auto xv = sp::Tensor<T>::random({a.cols()}, 9, -1, 1);
+  const auto refv = ref_spmv(a, xv.values());
+  const sp::ops::HybSpmv<T> spmv;
+  for (const auto& engine : spindle::test::cpu_engines())
+    for (int threads : {1, 3}) {
+      INFO("engine " << engine << " threads " << threads);
+      auto yv = poisoned<T>({a.rows()});
+      spmv.with_runtime(spindle::test::engine_runtime(engine, threads))(h, xv, yv);
+      check_close<T>(refv, yv.values(), what + " hyb_spmv");
+    }
 }
 
 }  // namespace
@@ -334,7 +345,7 @@ TEST_CASE("BSR and ELL SpMM agree with the reference interpreter, and their CUDA
   }
 }
 
-TEMPLATE_TEST_CASE("hyb(c, k): parts sum to the matrix, each row piece in the smallest bucket, SpMM matches the CSR loop",
+TEMPLATE_TEST_CASE("hyb(c, k): parts sum to the matrix, each row piece in the smallest bucket, SpMM and SpMV match the CSR loop",
                    "[correctness][formats][hyb]", float, double) {
   using T = TestType;
   const Shape s = GENERATE(from_range(matrix_shapes()));
@@ -390,6 +401,13 @@ TEST_CASE("hyb(c, k) on real graphs (long rows cut into pieces), an unsorted CSR
   auto x5 = sp::Tensor<float>::zeros({5, 3});
   auto y3 = sp::Tensor<float>::zeros({5, 3});
   CHECK_THROWS_WITH(spmm(h2, x5, y3), Catch::Contains("X has 5 rows but A") && Catch::Contains("6 columns"));
+  const sp::ops::HybSpmv<float> spmv;
+  auto xv = sp::Tensor<float>::zeros({6}), yv = sp::Tensor<float>::zeros({5});
+  auto xv5 = sp::Tensor<float>::zeros({5}), yv6 = sp::Tensor<float>::zeros({6});
+  CHECK_NOTHROW(spmv(h2, xv, yv));
+  CHECK_THROWS_WITH(spmv(h2, xv5, yv), Catch::Contains("hyb_spmv: x has 5 entries but A") && Catch::Contains("6 columns"));
+  CHECK_THROWS_WITH(spmv(h2, xv, yv6), Catch::Contains("y has 6 entries but A") && Catch::Contains("5 rows"));
+  CHECK_THROWS_WITH(spmv(h2, x, y), Catch::Contains("x and y must be vectors"));
 }
 
 TEST_CASE("hyb part kernels agree with the reference interpreter, and their CUDA builds compile and run emulated",

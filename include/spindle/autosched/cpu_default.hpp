@@ -9,7 +9,12 @@
 //     applying the updates of its share of the written rows (partition_indirect_writes:
 //     no atomics, the serial result bit for bit); other reduction loops stay serial;
 //  3. innermost loops over dense axes (dense_fixed/dense_variable: feature dimensions,
-//     ragged rows) are vectorised; the C compiler picks the width for the host CPU.
+//     ragged rows) are vectorised; the C compiler picks the width for the host CPU. So are
+//     innermost loops over the slots of a fixed-width sparse axis (sparse_fixed: ELL and hyb
+//     parts) whose width is a compile-time constant of at least 4: a row's sum over its slots
+//     becomes one vector of partial sums (a gather, multiply-adds, one horizontal add) instead
+//     of a chain of dependent additions (hyb SpMV on delaunay_n16, 6 nonzeros per row in
+//     parts of width 8: 2.4x faster than as a chain).
 // Loops are only annotated here; codegen outlines parallel loops and emits the
 // vectorisation hints.
 #pragma once
@@ -85,6 +90,11 @@ inline ir::Function schedule_cpu_default(const ir::Function& f, const lower::Low
     return it != axis_kind.end() &&
            (it->second == ir::AxisKind::dense_fixed || it->second == ir::AxisKind::dense_variable);
   };
+  auto fixed_slots = [&](const ir::ForNode& n) {
+    auto it = axis_kind.find(n.axis);
+    auto* w = n.extent.as<ir::IntImmNode>();
+    return it != axis_kind.end() && it->second == ir::AxisKind::sparse_fixed && w && w->value >= 4;
+  };
 
   // Parallel loops are outlined even for one thread: the pool's thread count is chosen at
   // call time, so one compiled kernel serves every thread count.
@@ -100,7 +110,7 @@ inline ir::Function schedule_cpu_default(const ir::Function& f, const lower::Low
   out.body = schedule::set_loop_kind(
       out.body,
       [&](const ir::ForNode& n) {
-        return inner.loops.count(&n) && n.for_kind == ir::ForKind::serial && dense_axis(n);
+        return inner.loops.count(&n) && n.for_kind == ir::ForKind::serial && (dense_axis(n) || fixed_slots(n));
       },
       ir::ForKind::vectorized);
   return out;
