@@ -350,7 +350,7 @@ void check_all_spmv_candidates(const sp::Csr<T>& a, const std::string& what) {
   for (const auto& c : plan.candidates())
     if (c.name == plan.choice()) CHECK(c.ms == best);
   check_spmv_plan(plan, a, what);
-  CHECK(plan.candidates().size() == (a.nnz() == 0 ? 1u : 5u));
+  CHECK(plan.candidates().size() == (a.nnz() == 0 || a.rows() == 0 || a.cols() == 0 ? 1u : 6u));
   for (const auto& c : plan.candidates()) {
     auto o = quick();
     o.only = {c.name};
@@ -385,10 +385,20 @@ TEST_CASE("tuned SpMV on real matrices and the model preferring partial sums on 
   const auto one_per_row = random_csr<float>(Shape{"short rows", 400, 400, 1}, 3);
   const auto candidates_long = tune::detail::spmv_candidates(dense_rows);
   const auto candidates_short = tune::detail::spmv_candidates(one_per_row);
-  REQUIRE(candidates_long.size() == 5);
+  REQUIRE(candidates_long.size() == 6);
   CHECK(candidates_long[2].name == "csr rfactor(\"j\", 4).parallel(\"i\")");
   CHECK(candidates_long[2].cost < 0.5 * candidates_long[0].cost);
-  for (std::size_t c = 1; c < candidates_short.size(); ++c) CHECK(candidates_short[c].cost > candidates_short[0].cost);
+  // rfactor's partial sums only add work on rows of one entry (hyb, last, has no row loop).
+  REQUIRE(candidates_short.size() == 6);
+  for (std::size_t c = 1; c + 1 < candidates_short.size(); ++c) CHECK(candidates_short[c].cost > candidates_short[0].cost);
+  // hyb(1, k): k a power of two in [4, 256]; its padding is what Hyb::from_csr stores.
+  for (const auto* a : {&dense_rows, &one_per_row}) {
+    const auto& h = a == &dense_rows ? candidates_long.back() : candidates_short.back();
+    REQUIRE(h.name.rfind("hyb(1,", 0) == 0);
+    const std::int64_t k = std::stoll(h.name.substr(6));
+    CHECK(std::has_single_bit(static_cast<std::uint64_t>(k)));
+    CHECK(h.padding == Approx(sp::Hyb<float>::from_csr(*a, 1, k).padding_ratio()));
+  }
 }
 
 TEST_CASE("tuned SpMV reuses records and raises typed errors on bad calls", "[correctness][tuner][errors]") {

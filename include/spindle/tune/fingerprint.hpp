@@ -4,6 +4,7 @@
 // format tuner's cost model input). Both O(nnz).
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -47,6 +48,24 @@ std::int64_t count_blocks(const Csr<T, Index>& a, std::int64_t br, std::int64_t 
     }
   }
   return blocks;
+}
+
+// The slots and pieces of hyb(1, k) (Hyb::from_csr(a, 1, k)) without building it: a row of n
+// entries is n / k pieces of k slots and one piece of the rest, padded to a power of two.
+struct HybCounts {
+  double slots = 0, pieces = 0;
+};
+template <class T, class Index>
+HybCounts count_hyb_slots(const Csr<T, Index>& a, std::int64_t k) {
+  HybCounts c;
+  const auto ptr = a.indptr();
+  for (std::int64_t r = 0; r < a.rows(); ++r) {
+    const std::int64_t n = static_cast<std::int64_t>(ptr[r + 1] - ptr[r]), rest = n % k;
+    c.slots += static_cast<double>(
+        n / k * k + (rest ? static_cast<std::int64_t>(std::bit_ceil(static_cast<std::uint64_t>(rest))) : 0));
+    c.pieces += static_cast<double>(n / k + (rest ? 1 : 0));
+  }
+  return c;
 }
 
 }  // namespace spindle::tune

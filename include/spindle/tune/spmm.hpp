@@ -144,16 +144,10 @@ SpmmCandidate<T> bsr_candidate(const Csr<T, std::int32_t>& a, const TrafficModel
 // term) and saves nothing the cache does not already give.
 template <class T>
 SpmmCandidate<T> hyb_candidate(const Csr<T, std::int32_t>& a, const TrafficModel& m) {
-  const auto ptr = a.indptr();
   double best_cost = 0, best_slots = 0;
   std::int64_t best_k = 0;
   for (std::int64_t k = 4; k <= 256; k *= 2) {
-    double slots = 0, pieces = 0;
-    for (std::int64_t r = 0; r < a.rows(); ++r) {
-      const std::int64_t n = ptr[r + 1] - ptr[r], rest = n % k;
-      slots += static_cast<double>(n / k * k + (rest ? static_cast<std::int64_t>(std::bit_ceil(static_cast<std::uint64_t>(rest))) : 0));
-      pieces += static_cast<double>(n / k + (rest ? 1 : 0));
-    }
+    const auto [slots, pieces] = count_hyb_slots(a, k);
     const double cost = m.hyb(static_cast<double>(a.rows()), slots, pieces);
     if (best_k == 0 || cost < best_cost) best_cost = cost, best_k = k, best_slots = slots;
   }

@@ -1,6 +1,6 @@
-// The SpMV schedule tuner (SparseTIR's tuner, seed 002 §5, for the schedule axis): y = A x
-// with A a CSR, run under whichever schedule of ops::spmv is fastest for this matrix, thread
-// count and machine.
+// The SpMV tuner (SparseTIR's tuner, seed 002 §5, over schedules and formats): y = A x with
+// A given as a CSR, run under whichever schedule of ops::spmv, or in whichever format, is
+// fastest for this matrix, thread count and machine.
 //
 //   spindle::tune::TuneOptions opt;
 //   opt.record_file = "tuning.jsonl";          // optional: reuse earlier decisions
@@ -9,20 +9,25 @@
 //   std::cout << plan.report();                // candidates, model, measured times, choice
 //
 // Candidates: the default schedule (one running sum per row: a chain of dependent additions,
-// the fastest on short rows and always measured), and user schedules that split each row's
+// the fastest on short rows and always measured), user schedules that split each row's
 // sum into L partial sums (Schedule::rfactor on the CPU, docs/schedules.md): L = 2 and 4 as
 // scalar chains, L = 8 and 16 with the lanes vectorised (a gather of x per group), all with
-// parallel rows. A row of n nonzeros then waits for about n / L dependent additions instead
-// of n, plus the combine and the n % L tail. The model (LatencyModel below) estimates each
+// parallel rows — a row of n nonzeros then waits for about n / L dependent additions instead
+// of n, plus the combine and the n % L tail — and a format: hyb(1, k) (ops::HybSpmv), rows cut
+// into pieces of a power-of-two width that is a compile-time constant of the piece's kernel,
+// so each piece is summed as one vector, with no loop of a data-dependent length (k from the
+// row lengths, hyb_spmv_candidate). The model (LatencyModel below) estimates each
 // candidate's cycles from the row lengths in O(rows); candidates predicted slower than the
 // default by more than `TuneOptions::prune_above` are pruned, the `max_measured` best of
 // the rest are compiled and timed, and the fastest wins. Every measured candidate's result is
 // compared with the default's first (the partial sums re-associate the row sums: within
 // 1e-3 relative in f32); one that disagrees is an InternalError, never a choice.
 //
-// The plan owns a copy of A: later changes to A's values are not seen.
+// The plan owns a copy of A (or its hyb parts): later changes to A's values are not seen.
 #pragma once
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -32,6 +37,7 @@
 #include <vector>
 
 #include "spindle/format/csr.hpp"
+#include "spindle/format/hyb.hpp"
 #include "spindle/format/tensor.hpp"
 #include "spindle/ops.hpp"
 #include "spindle/schedule/user_schedule.hpp"
@@ -85,8 +91,12 @@ namespace detail {
 // nonzero), plus a loop overhead per row that the partial sums double (init, tail, combine).
 // Fitted on the development machine (pubmed, ppi, bcsstk25; 1 thread): it ranks the measured
 // candidates of those matrices in order, which is all pruning needs.
+// hyb(1, k) (ops::HybSpmv): each row piece's slots are summed as one vector (the slot loop has
+// a constant width), so a piece costs about a cycle per slot, padding included, and a fixed
+// overhead (horizontal add, row map, read and write of y); y is zeroed first.
 struct LatencyModel {
-  double add_latency = 4, per_nonzero = 1, per_row = 4, per_split_row = 10;
+  double add_latency = 4, per_nonzero = 1, per_row = 4, per_split_row = 10, per_slot = 1, per_piece = 6;
+  double hyb(double rows, double slots, double pieces) const { return slots * per_slot + pieces * per_piece + rows; }
   double row(std::int64_t n, int lanes) const {
     const double nn = static_cast<double>(n);
     if (lanes == 1) return std::max(nn * add_latency, nn * per_nonzero) + per_row;
@@ -97,6 +107,29 @@ struct LatencyModel {
 
 template <class T>
 using SpmvCandidate = Candidate<typename TunedSpmv<T>::Run>;
+
+// hyb(1, k) with k the power of two in [4, 256] that the model prices lowest: a row of n
+// entries is n / k pieces of k slots and a piece of the rest padded to a power of two.
+template <class T>
+SpmvCandidate<T> hyb_spmv_candidate(const Csr<T, std::int32_t>& a, const LatencyModel& m) {
+  double best_cost = 0, best_slots = 0;
+  std::int64_t best_k = 0;
+  for (std::int64_t k = 4; k <= 256; k *= 2) {
+    const auto [slots, pieces] = count_hyb_slots(a, k);
+    const double cost = m.hyb(static_cast<double>(a.rows()), slots, pieces);
+    if (best_k == 0 || cost < best_cost) best_cost = cost, best_k = k, best_slots = slots;
+  }
+  SpmvCandidate<T> c;
+  c.name = "hyb(1," + std::to_string(best_k) + ")";
+  c.cost = best_cost;
+  c.padding = best_slots / std::max(1.0, static_cast<double>(a.nnz()));
+  c.build = [&a, best_k]() -> typename TunedSpmv<T>::Run {
+    auto h = std::make_shared<Hyb<T, std::int32_t>>(Hyb<T, std::int32_t>::from_csr(a, 1, best_k));
+    ops::HybSpmv<T, std::int32_t> kernel;
+    return [h, kernel](TensorView<const T> x, TensorView<T> y) { kernel(*h, x, y); };
+  };
+  return c;
+}
 
 template <class T>
 std::vector<SpmvCandidate<T>> spmv_candidates(const Csr<T, std::int32_t>& a) {
@@ -120,7 +153,7 @@ std::vector<SpmvCandidate<T>> spmv_candidates(const Csr<T, std::int32_t>& a) {
   };
   std::vector<SpmvCandidate<T>> out;
   out.push_back(make("csr", Schedule{}, 1));
-  if (a.nnz() == 0) return out;
+  if (a.nnz() == 0 || a.rows() == 0 || a.cols() == 0) return out;
   for (int lanes : {2, 4, 8, 16}) {
     Schedule s;
     s.rfactor("j", lanes);
@@ -128,6 +161,7 @@ std::vector<SpmvCandidate<T>> spmv_candidates(const Csr<T, std::int32_t>& a) {
     s.parallel("i");
     out.push_back(make("csr " + s.to_string(), s, lanes));
   }
+  out.push_back(hyb_spmv_candidate(a, m));
   return out;
 }
 
