@@ -13,8 +13,7 @@
 //     innermost loops over the slots of a fixed-width sparse axis (sparse_fixed: ELL and hyb
 //     parts) whose width is a compile-time constant of at least 4: a row's sum over its slots
 //     becomes one vector of partial sums (a gather, multiply-adds, one horizontal add) instead
-//     of a chain of dependent additions (hyb SpMV on delaunay_n16, 6 nonzeros per row in
-//     parts of width 8: 2.4x faster than as a chain).
+//     of a chain of dependent additions, where the C compiler finds that profitable.
 // Loops are only annotated here; codegen outlines parallel loops and emits the
 // vectorisation hints.
 #pragma once
