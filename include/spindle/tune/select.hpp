@@ -16,6 +16,7 @@
 
 #include <unistd.h>
 
+#include "spindle/format/tensor.hpp"
 #include "spindle/runtime/runtime.hpp"
 #include "spindle/support/error.hpp"
 #include "spindle/support/hash.hpp"
@@ -146,15 +147,6 @@ struct Candidate {
   std::function<Run()> build;
 };
 
-// The operands select() measures on: `call(run)` runs a candidate once on them; `output()`
-// is the candidate's result, `poison()` fills it with NaN before a checked call.
-template <class T, class Run>
-struct Workload {
-  std::function<void(const Run&)> call;
-  std::function<std::vector<T>()> output;
-  std::function<void()> poison;
-};
-
 template <class Run>
 struct Selection {
   Run run;
@@ -165,12 +157,16 @@ struct Selection {
 // The search (see the top of the file). `what` names the tuner in messages ("tune_spmm");
 // `title` heads the progress bar. `rec` is the record's key on entry, the decision on return
 // (or the matching record found in opt.record_file, which is then not measured again).
+// Candidates run as run(x, y) on a pseudo-random x in [-1, 1) of `x_shape` and a y of
+// `y_shape` (NaN before each checked call).
 template <class T, class Run>
 Selection<Run> select(const std::vector<Candidate<Run>>& cands, const TuneOptions& opt, TuningRecord& rec,
-                      const char* what, const std::string& title, const std::string& shape,
-                      const Workload<T, Run>& work) {
+                      const char* what, const std::string& title, const std::vector<std::int64_t>& x_shape,
+                      const std::vector<std::int64_t>& y_shape) {
   Timer total;
   Selection<Run> out;
+  const std::string shape = std::to_string(rec.rows) + "x" + std::to_string(rec.cols) + " matrix with " +
+                            std::to_string(rec.nnz) + " nonzeros";
   const double base_cost = std::max(1e-300, cands.front().cost);
   auto allowed = [&](const std::string& n) {
     return opt.only.empty() || std::find(opt.only.begin(), opt.only.end(), n) != opt.only.end();
@@ -242,7 +238,15 @@ Selection<Run> select(const std::vector<Candidate<Run>>& cands, const TuneOption
   }
 
   // Measure; the default's result (when measured) is the reference.
-  std::vector<T> yref;
+  auto elements = [](const std::vector<std::int64_t>& sh) {
+    std::int64_t n = 1;
+    for (auto d : sh) n *= d;
+    return static_cast<std::size_t>(n);
+  };
+  std::vector<T> xs(elements(x_shape)), ys(elements(y_shape)), yref;
+  detail::fill_pseudo_random(xs, 0x5eed);
+  const TensorView<const T> x(xs.data(), x_shape);
+  const TensorView<T> y(ys.data(), y_shape);
   detail::ProgressBar bar(opt.progress, title, static_cast<int>(measure.size()));
   bar.step(0, cands[measure.front()].name);
   double best = 0;
@@ -253,11 +257,10 @@ Selection<Run> select(const std::vector<Candidate<Run>>& cands, const TuneOption
     Timer conv;
     auto run = cands[i].build();
     r.convert_ms = conv.seconds() * 1e3;
-    work.poison();
+    std::fill(ys.begin(), ys.end(), T(std::nan("")));
     Timer first;
-    work.call(run);
+    run(x, y);
     r.first_call_ms = first.seconds() * 1e3;
-    const std::vector<T> ys = work.output();
     if (i == 0) yref = ys;
     else if (!yref.empty()) {
       double scale = 1, err = 0;
@@ -277,7 +280,7 @@ Selection<Run> select(const std::vector<Candidate<Run>>& cands, const TuneOption
     while (static_cast<int>(times.size()) < opt.max_reps &&
            (static_cast<int>(times.size()) < opt.min_reps || span.seconds() < opt.min_seconds)) {
       Timer t;
-      work.call(run);
+      run(x, y);
       times.push_back(t.seconds() * 1e3);
     }
     r.ms = detail::median(times);

@@ -219,23 +219,12 @@ TunedSpmm<T, Index> tune_spmm(const Csr<T, Index>& a, std::int64_t feature, cons
   TuningRecord& rec = plan.record_;
   rec = detail::record_key("spmm", a, feature);
 
-  // X is pseudo-random in [-1, 1); CSR's result is the reference.
-  const std::int64_t k = feature;
-  std::vector<T> xs(static_cast<std::size_t>(a.cols() * k)), ys(static_cast<std::size_t>(a.rows() * k));
-  detail::fill_pseudo_random(xs, 0x5eed);
-  const TensorView<const T> x(xs.data(), {a.cols(), k});
-  const TensorView<T> y(ys.data(), {a.rows(), k});
+  // CSR's result is the reference.
   using Run = typename TunedSpmm<T, Index>::Run;
-  detail::Workload<T, Run> work;
-  work.call = [&](const Run& run) { run(x, y); };
-  work.output = [&] { return ys; };
-  work.poison = [&] { std::fill(ys.begin(), ys.end(), T(std::nan(""))); };
-  auto sel = detail::select<T, Run>(
-      detail::spmm_candidates(a, feature), opt, rec, "tune_spmm",
-      "spmm " + std::to_string(a.rows()) + "x" + std::to_string(a.cols()) + " K=" + std::to_string(k),
-      std::to_string(a.rows()) + "x" + std::to_string(a.cols()) + " matrix with " + std::to_string(a.nnz()) +
-          " nonzeros",
-      work);
+  auto sel = detail::select<T, Run>(detail::spmm_candidates(a, feature), opt, rec, "tune_spmm",
+                                    "spmm " + std::to_string(a.rows()) + "x" + std::to_string(a.cols()) +
+                                        " K=" + std::to_string(feature),
+                                    {a.cols(), feature}, {a.rows(), feature});
   plan.run_ = std::move(sel.run);
   plan.candidates_ = std::move(sel.results);
   plan.from_record_ = sel.from_record;
