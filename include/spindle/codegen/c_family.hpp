@@ -63,6 +63,40 @@ SPINDLE_MINMAX(long long, i64)
   }
 SPINDLE_FIND(int, i32)
 SPINDLE_FIND(long long, i64)
+/* The last r in [begin, end) of the non-decreasing x with x[r] <= v, relative to begin
+   (-1 when none): the parent position of child position v (a fused loop). */
+#define SPINDLE_SEGMENT(T, S) \
+  static inline long long spindle_segment_##S(const T* x, long long begin, long long end, long long v) { \
+    long long lo = begin, hi = end; \
+    while (lo < hi) { \
+      long long mid = lo + ((hi - lo) >> 1); \
+      if ((long long)x[mid] <= v) lo = mid + 1; else hi = mid; \
+    } \
+    return lo - 1 - begin; \
+  }
+SPINDLE_SEGMENT(int, i32)
+SPINDLE_SEGMENT(long long, i64)
+/* The same search, starting from the answer for an earlier (not larger) v kept in *hint: a
+   loop over consecutive positions (a fused loop) mostly stays in the row or steps to the
+   next. Any hint gives the same result; one that does not fit costs a full search. */
+#define SPINDLE_SEGMENT_HINT(T, S) \
+  static inline long long spindle_segment_hint_##S(const T* x, long long begin, long long end, long long v, \
+                                                  long long* hint) { \
+    long long r = *hint, lo = begin, hi = end; \
+    if (r >= begin && r < end && (long long)x[r] <= v) { \
+      for (int s = 0; s < 4 && r + 1 < end && (long long)x[r + 1] <= v; ++s) ++r; \
+      if (r + 1 >= end || (long long)x[r + 1] > v) { *hint = r; return r - begin; } \
+      lo = r + 1; \
+    } \
+    while (lo < hi) { \
+      long long mid = lo + ((hi - lo) >> 1); \
+      if ((long long)x[mid] <= v) lo = mid + 1; else hi = mid; \
+    } \
+    *hint = lo - 1; \
+    return lo - 1 - begin; \
+  }
+SPINDLE_SEGMENT_HINT(int, i32)
+SPINDLE_SEGMENT_HINT(long long, i64)
 /* What a guarded read reads when its guard fails (a buffer's default value 0). */
 static const float spindle_zero_f32 = 0.0f;
 static const double spindle_zero_f64 = 0.0;
@@ -206,7 +240,7 @@ class CFamilyPrinter : public ir::StrictExprFunctor<std::string>, public ir::Str
   std::string on_Load(const ir::LoadNode* n) override { return access(*n->buffer, n->indices); }
   std::string on_FindPos(const ir::FindPosNode* n) override {
     SPINDLE_INTERNAL_CHECK(n->begin.defined(), "emit_c", "stage-II search reached code generation");
-    return "spindle_find_" + suffix(n->indices->dtype) + "(" + name(*n->indices) + ", " + expr(n->begin) + ", " +
+    return (n->mode == ir::FindMode::segment ? "spindle_segment_" : "spindle_find_") + suffix(n->indices->dtype) + "(" + name(*n->indices) + ", " + expr(n->begin) + ", " +
            expr(n->end) + ", " + expr(n->value) + ")";
   }
 

@@ -64,6 +64,18 @@ SPINDLE_MINMAX(long long, i64)
   }
 SPINDLE_FIND(int, i32)
 SPINDLE_FIND(long long, i64)
+/* The last r in [begin, end) of the non-decreasing x with x[r] <= v, relative to begin (-1 when none). */
+#define SPINDLE_SEGMENT(T, S) \
+  static __device__ __forceinline__ long long spindle_segment_##S(const T* __restrict__ x, long long begin, long long end, long long v) { \
+    long long lo = begin, hi = end; \
+    while (lo < hi) { \
+      long long mid = lo + ((hi - lo) >> 1); \
+      if ((long long)__ldg(&x[mid]) <= v) lo = mid + 1; else hi = mid; \
+    } \
+    return lo - 1 - begin; \
+  }
+SPINDLE_SEGMENT(int, i32)
+SPINDLE_SEGMENT(long long, i64)
 /* Sum over groups of w lanes (w a power of two <= 32); every lane of the warp must call it. */
 #define SPINDLE_WARP_SUM(T, S) \
   static __device__ __forceinline__ T spindle_warp_sum_##S(T v, int w) { \

@@ -45,7 +45,7 @@ inline bool equal(const Expr& x, const Expr& y) {
     }
     case ExprKind::FindPos: {
       auto *a = x.as<FindPosNode>(), *b = y.as<FindPosNode>();
-      return a->indices == b->indices && equal(a->prefix, b->prefix) && equal(a->begin, b->begin) &&
+      return a->indices == b->indices && a->mode == b->mode && equal(a->prefix, b->prefix) && equal(a->begin, b->begin) &&
              equal(a->end, b->end) && equal(a->value, b->value);
     }
   }

@@ -135,20 +135,31 @@ struct LoadNode : ExprNode {
       : ExprNode(static_kind, t), buffer(std::move(b)), indices(std::move(i)) {}
 };
 
+// What a search looks for (FindPosNode::mode).
+//  exact:   the position of coordinate `value` in a sorted fiber of indices, or -1.
+//  segment: the last position r of a non-decreasing array (an indptr) with X[r] <= value,
+//           i.e. the parent position whose fiber holds child position `value` (a fused
+//           loop over a chain of axes recovers its outer positions this way:
+//           schedule/sparse_fuse.hpp); begin - 1 when X[begin] > value.
+enum class FindMode : std::uint8_t { exact, segment };
+
 // Position of coordinate `value` inside one fiber of a sparse axis, relative to the start
 // of the fiber, or -1 when the coordinate is absent (coordinate translation, seed 002
 // §3.3.1 eq. 4). Stage II: `indices` is the materialised indices buffer of the axis and
 // `prefix` holds the positions of the axis's ancestors; `begin`/`end` are undefined.
 // Stage III: the flat indices buffer and the absolute range [begin, end) of the fiber.
+// A segment search (FindMode::segment) is always in the flat form, also in stage II (its
+// range is one of absolute positions), and its result is relative to `begin` as well.
 struct FindPosNode : ExprNode {
   static constexpr ExprKind static_kind = ExprKind::FindPos;
   Buffer indices;
   std::vector<Expr> prefix;
   Expr begin, end;
   Expr value;
-  FindPosNode(Buffer b, std::vector<Expr> p, Expr lo, Expr hi, Expr v)
+  FindMode mode = FindMode::exact;
+  FindPosNode(Buffer b, std::vector<Expr> p, Expr lo, Expr hi, Expr v, FindMode m = FindMode::exact)
       : ExprNode(static_kind, DType::i64), indices(std::move(b)), prefix(std::move(p)),
-        begin(std::move(lo)), end(std::move(hi)), value(std::move(v)) {}
+        begin(std::move(lo)), end(std::move(hi)), value(std::move(v)), mode(m) {}
 };
 
 }  // namespace spindle::ir

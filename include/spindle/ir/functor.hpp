@@ -163,7 +163,7 @@ class IRMutator {
     if (!changed && lo.same_as(n->begin) && hi.same_as(n->end) && v.same_as(n->value) &&
         b == n->indices)
       return self;
-    return Expr(std::make_shared<FindPosNode>(b, std::move(prefix), lo, hi, v));
+    return Expr(std::make_shared<FindPosNode>(b, std::move(prefix), lo, hi, v, n->mode));
   }
 
   virtual Stmt mutate_Store(const StoreNode* n, const Stmt& self) {
@@ -237,7 +237,7 @@ class IRMutator {
   virtual Stmt mutate_SparseIteration(const SparseIterationNode* n, const Stmt& self) {
     Stmt i = mutate(n->init), b = mutate(n->body);
     if (i.same_as(n->init) && b.same_as(n->body)) return self;
-    return Stmt(std::make_shared<SparseIterationNode>(n->name, n->axes, n->vars, n->kinds, i, b, n->loc));
+    return Stmt(std::make_shared<SparseIterationNode>(n->name, n->axes, n->vars, n->kinds, i, b, n->loc, n->fused));
   }
 };
 

@@ -92,6 +92,13 @@ inline Expr find_pos_flat(Buffer indices, Expr begin, Expr end, Expr value) {
                                             std::move(end), std::move(value)));
 }
 
+// The last position r in [begin, end) of the non-decreasing array `indptr` with
+// indptr[r] <= value, relative to begin (FindMode::segment).
+inline Expr find_segment(Buffer indptr, Expr begin, Expr end, Expr value) {
+  return Expr(std::make_shared<FindPosNode>(std::move(indptr), std::vector<Expr>{}, std::move(begin),
+                                            std::move(end), std::move(value), FindMode::segment));
+}
+
 inline Expr operator+(Expr a, Expr b) { return binary(BinOp::add, std::move(a), std::move(b)); }
 inline Expr operator-(Expr a, Expr b) { return binary(BinOp::sub, std::move(a), std::move(b)); }
 inline Expr operator*(Expr a, Expr b) { return binary(BinOp::mul, std::move(a), std::move(b)); }

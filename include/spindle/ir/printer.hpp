@@ -95,6 +95,9 @@ class IRPrinter {
     if (auto* n = e.as<CallNode>()) return std::string(intrinsic_name(n->fn)) + "(" + list(n->args) + ")";
     if (auto* n = e.as<LoadNode>()) return n->buffer->name + bracket(n->indices);
     if (auto* n = e.as<FindPosNode>()) {
+      if (n->mode == FindMode::segment)
+        return "segment(" + n->indices->name + ", " + expr(n->begin) + ", " + expr(n->end) + ", " +
+               expr(n->value) + ")";
       if (n->begin.defined())
         return "find(" + n->indices->name + ", " + expr(n->begin) + ", " + expr(n->end) + ", " +
                expr(n->value) + ")";
@@ -163,7 +166,11 @@ class IRPrinter {
       os_ << pad << (n->scope == BarrierScope::warp ? "sync_warp\n" : "sync_threads\n");
     } else if (auto* n = s.as<SparseIterationNode>()) {
       os_ << pad << "sp_iter " << n->name << "([";
-      for (size_t i = 0; i < n->axes.size(); ++i) os_ << (i ? ", " : "") << n->axes[i]->name;
+      for (size_t i = 0; i < n->axes.size(); ++i) {
+        const bool opens = n->fused_with_next(i) && (i == 0 || !n->fused_with_next(i - 1));
+        const bool closes = i > 0 && n->fused_with_next(i - 1) && !n->fused_with_next(i);
+        os_ << (i ? ", " : "") << (opens ? "fuse(" : "") << n->axes[i]->name << (closes ? ")" : "");
+      }
       os_ << "], \"";
       for (auto k : n->kinds) os_ << (k == IterKind::spatial ? 'S' : 'R');
       os_ << "\") as [";

@@ -202,6 +202,8 @@ struct BarrierNode : StmtNode {
 // Stage I: iterate the product space of `axes` (coordinate space). `vars[k]` is the
 // iterator of axes[k]; `kinds[k]` says spatial or reduction. `init` runs once per spatial
 // point before its reduction (may be undefined). Nested iterations may appear in `body`.
+// `fused[k]` (empty: none) says axes k and k + 1 run as one loop (schedule/sparse_fuse.hpp:
+// the same points in the same order, one loop over the positions of the chain's last axis).
 struct SparseIterationNode : StmtNode {
   static constexpr StmtKind static_kind = StmtKind::SparseIteration;
   std::string name;
@@ -210,10 +212,12 @@ struct SparseIterationNode : StmtNode {
   std::vector<IterKind> kinds;
   Stmt init;
   Stmt body;
+  std::vector<bool> fused;
   SparseIterationNode(std::string n, std::vector<Axis> a, std::vector<Var> v,
-                      std::vector<IterKind> k, Stmt i, Stmt b, SourceLoc l)
+                      std::vector<IterKind> k, Stmt i, Stmt b, SourceLoc l, std::vector<bool> f = {})
       : StmtNode(static_kind, l), name(std::move(n)), axes(std::move(a)), vars(std::move(v)),
-        kinds(std::move(k)), init(std::move(i)), body(std::move(b)) {}
+        kinds(std::move(k)), init(std::move(i)), body(std::move(b)), fused(std::move(f)) {}
+  bool fused_with_next(std::size_t k) const { return k < fused.size() && fused[k]; }
 };
 
 }  // namespace spindle::ir

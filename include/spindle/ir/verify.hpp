@@ -50,8 +50,10 @@ class Verifier : public IRVisitor {
     IRVisitor::visit_Reduce(n);
   }
   void visit_FindPos(const FindPosNode* n) override {
-    check((f_.stage == Stage::flat) == n->begin.defined(), "search over ", n->indices->name,
-          " has the wrong form for stage ", stage_name(f_.stage));
+    // A segment search is flat in stage II too (FindMode::segment).
+    const bool flat = n->mode == FindMode::segment || f_.stage == Stage::flat;
+    check(flat == n->begin.defined(), "search over ", n->indices->name, " has the wrong form for stage ",
+          stage_name(f_.stage));
     IRVisitor::visit_FindPos(n);
   }
   void visit_LetStmt(const LetStmtNode* n) override {

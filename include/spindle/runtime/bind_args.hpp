@@ -52,7 +52,8 @@ class ArgBinder {
       std::set<std::string> names;
       bool in_key = false;
       void visit_FindPos(const ir::FindPosNode* n) override {
-        names.insert(n->indices->name);
+        // A segment search reads an indptr, which is non-decreasing in every valid input.
+        if (n->mode == ir::FindMode::exact) names.insert(n->indices->name);
         ir::IRVisitor::visit_FindPos(n);
       }
       void visit_Load(const ir::LoadNode* n) override {
