@@ -119,6 +119,206 @@ TEST_CASE("SpMV and a dense kernel under user schedules", "[correctness][schedul
   }
 }
 
+// --- sparse_fuse: a chain of axes as one loop (SparseTIR's fused axes) ------------------
+
+namespace {
+
+using sp::ops::L;  // sparse_variable<J>: the third level of a CSF tensor [I, J, L]
+
+// SparseTIR's fused_sddmm: the rows and their nonzeros as one loop.
+auto make_sddmm() {
+  return sp::kernel("sddmm", [](sp::in<float, I, J> a, sp::in<float, I, K> x, sp::in<float, sp::dense<J>, K> y,
+                                sp::out<float, I, J> c, sp::iter<I> i, sp::iter<J> j,
+                                sp::iter<K> k) { c(i, j) += a(i, j) * x(i, k) * y(j, k); });
+}
+
+// Over a 3-level CSF tensor: an element-wise map (every axis spatial) and SparseTIR's fused
+// reductions 3-D -> 2-D (y[i, j] = sum_l) and 3-D -> 1-D (csf_reduce, two reduction axes).
+auto make_csf_map() {
+  return sp::kernel("csf_map", [](sp::in<double, I, J, L> a, sp::in<double, sp::dense<L>> x,
+                                  sp::out<double, I, J, L> b, sp::iter<I> i, sp::iter<J> j,
+                                  sp::iter<L> l) { b(i, j, l) = 2.0 * a(i, j, l) + x(l); });
+}
+auto make_csf_rows() {
+  return sp::kernel("csf_rows", [](sp::in<double, I, J, L> a, sp::in<double, sp::dense<L>> x, sp::out<double, I, J> y,
+                                   sp::iter<I> i, sp::iter<J> j, sp::iter<L> l) { y(i, j) += a(i, j, l) * x(l); });
+}
+
+// The CSF tensors of the fused tests: empty fibers on both levels, random ones (with empty
+// rows, an empty tensor, a single element).
+std::vector<sp::Csf<double>> csf_inputs() {
+  std::vector<sp::Csf<double>> out;
+  std::vector<sp::CsfLevel<std::int32_t>> levels(2);
+  levels[0].indptr = {0, 2, 2, 5, 6, 6};
+  levels[0].indices = {0, 3, 1, 2, 4, 0};
+  levels[1].indptr = {0, 2, 2, 3, 3, 5, 6};
+  levels[1].indices = {1, 5, 0, 2, 3, 5};
+  out.emplace_back(std::vector<std::int64_t>{5, 5, 6}, std::move(levels),
+                   std::vector<double>{1.5, -2, 0.25, 3, -1, 0.5}, "empty-fibers");
+  for (const auto& shape : std::vector<std::vector<std::int64_t>>{{0, 4, 5}, {1, 1, 1}, {7, 33, 130}, {130, 7, 33}})
+    for (double density : {0.0, 0.3})
+      out.push_back(sp::Csf<double>::random(shape, density, 501, -1, 1));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("sparse_fuse: fused SDDMM (one loop over the nonzeros) matches a loop on every shape, 1 and 3 threads",
+          "[correctness][schedule][fuse]") {
+  const auto sddmm = make_sddmm();
+  std::vector<sp::Schedule> ss;
+  ss.emplace_back().sparse_fuse("sddmm", {"I", "J"});                            // the default loop schedule
+  ss.emplace_back().sparse_fuse("sddmm", {"I", "J"}).parallel("i_j").vectorize("k");
+  ss.emplace_back().sparse_fuse("sddmm", {"I", "J"}).split("i_j", 16).parallel("i_j_o");
+  for (int threads : {1, 3}) {
+    sp::Options o = sp::Options::from_env();
+    o.num_threads = threads;
+    sp::runtime::Runtime rt(o);
+    for (const auto& s : ss) {
+      const auto k = sddmm.with_runtime(rt).with_schedule(s);
+      for (const Shape& shape : matrix_shapes()) {
+        for (std::int64_t feat : {1, 7, 33}) {
+          INFO(shape << " K=" << feat << " threads " << threads << " schedule " << s.to_string());
+          const auto a = random_csr<float>(shape, 37);
+          const auto x = sp::Tensor<float>::random({shape.rows, feat}, 38, -1, 1);
+          const auto y = sp::Tensor<float>::random({shape.cols, feat}, 39, -1, 1);
+          auto c = a;
+          for (auto& v : c.values()) v = nan_f();
+          k(a, x, y, c);
+          check_close<float>(ref_sddmm(a, x.values(), y.values(), feat), c.values(), "fused sddmm");
+        }
+      }
+    }
+  }
+  // The fused loop is what the stages print: stage I names the chain, stage II has one loop.
+  const std::string e = sddmm.with_schedule(ss[0]).explain();
+  CHECK(e.find("sp_iter sddmm([fuse(I, J), K], \"SSR\")") != std::string::npos);
+  CHECK(e.find("for i_j in [0, ") != std::string::npos);
+  CHECK(e.find("segment(J_indptr, 0, I_len, J_abs)") != std::string::npos);
+  CHECK(e.find("# schedule: sparse_fuse(\"sddmm\", {\"I\", \"J\"})") != std::string::npos);
+}
+
+TEST_CASE("sparse_fuse over chains of a 3-level CSF tensor: 2 and 3 axes, spatial and reduction, with a prefix",
+          "[correctness][schedule][fuse]") {
+  const auto map = make_csf_map();
+  const auto rows = make_csf_rows();
+  const auto reduce = sp::ops::csf_reduce<double>();
+  std::vector<sp::Schedule> maps;
+  maps.emplace_back().sparse_fuse("csf_map", {"I", "J", "L"});
+  maps.emplace_back().sparse_fuse("csf_map", {"I", "J"}).sparse_fuse("csf_map", {"J", "L"});  // chains that meet
+  maps.emplace_back().sparse_fuse("csf_map", {"J", "L"});  // under row i: the fiber's range from J_indptr[i]
+  maps.emplace_back().sparse_fuse("csf_map", {"I", "J"});
+  for (int threads : {1, 3}) {
+    sp::Options o = sp::Options::from_env();
+    o.num_threads = threads;
+    sp::runtime::Runtime rt(o);
+    for (const auto& a : csf_inputs()) {
+      INFO(a.name() << " " << sp::detail::shape_string(a.shape()) << " nnz " << a.nnz() << " threads " << threads);
+      const auto x = sp::Tensor<double>::random({a.dim(2)}, 502, -1, 1);
+      auto l_of = a.indices(2);
+      for (const auto& s : maps) {
+        INFO(s.to_string());
+        auto b = a;
+        for (auto& v : b.values()) v = std::numeric_limits<double>::quiet_NaN();
+        map.with_runtime(rt).with_schedule(s)(a, x, b);
+        for (std::int64_t e = 0; e < a.nnz(); ++e)
+          REQUIRE(b.values()[e] == 2.0 * a.values()[e] + x.values()[l_of[e]]);
+      }
+      // 3-D -> 2-D: y over the first two levels (a CSR with the CSF's J level), I and J fused.
+      sp::Csr<double> y(a.dim(0), a.dim(1), std::vector<std::int32_t>(a.indptr(1).begin(), a.indptr(1).end()),
+                        std::vector<std::int32_t>(a.indices(1).begin(), a.indices(1).end()),
+                        std::vector<double>(a.indices(1).size(), std::numeric_limits<double>::quiet_NaN()));
+      rows.with_runtime(rt).with_schedule(sp::Schedule().sparse_fuse("csf_rows", {"I", "J"}))(a, x, y);
+      auto p2 = a.indptr(2);
+      for (std::size_t q = 0; q + 1 < p2.size(); ++q) {
+        double want = 0;
+        for (auto e = p2[q]; e < p2[q + 1]; ++e) want += a.values()[e] * x.values()[l_of[e]];
+        REQUIRE(y.values()[q] == Approx(want).margin(1e-12));
+      }
+      // 3-D -> 1-D: the two reduction axes J and L fused under row i.
+      auto r = sp::Tensor<double>::full({a.dim(0)}, std::numeric_limits<double>::quiet_NaN());
+      reduce.with_runtime(rt).with_schedule(sp::Schedule().sparse_fuse("csf_reduce", {"J", "L"}))(a, x, r);
+      auto p1 = a.indptr(1);
+      for (std::int64_t i = 0; i < a.dim(0); ++i) {
+        double want = 0;
+        for (auto q = p1[i]; q < p1[i + 1]; ++q)
+          for (auto e = p2[q]; e < p2[q + 1]; ++e) want += a.values()[e] * x.values()[l_of[e]];
+        REQUIRE(r.values()[i] == Approx(want).margin(1e-12));
+      }
+    }
+  }
+}
+
+TEST_CASE("sparse_fuse that does not fit is a UserError naming the step", "[correctness][schedule][fuse][error]") {
+  const auto sddmm = make_sddmm();
+  const auto a = random_csr<float>({"small", 6, 5, 2}, 3);
+  const auto x = sp::Tensor<float>::random({6, 4}, 4, -1, 1);
+  const auto y = sp::Tensor<float>::random({5, 4}, 5, -1, 1);
+  auto c = a;
+  const std::vector<float> before(c.values().begin(), c.values().end());
+  auto fails = [&](sp::Schedule s, std::vector<std::string> parts) {
+    INFO(s.to_string());
+    try {
+      sddmm.with_schedule(s)(a, x, y, c);
+      FAIL("no error");
+    } catch (const sp::UserError& e) {
+      const std::string m = e.what();
+      INFO(m);
+      for (auto& p : parts) CHECK(m.find(p) != std::string::npos);
+    }
+    CHECK(std::vector<float>(c.values().begin(), c.values().end()) == before);  // nothing written
+  };
+  fails(sp::Schedule().sparse_fuse("sddmm", {"J", "K"}), {"sparse_fuse(\"sddmm\", {\"J\", \"K\"})",
+                                                          "K is not a child of J", "root axis"});
+  fails(sp::Schedule().sparse_fuse("sddmm", {"I", "K"}), {"not adjacent", "[I, J, K]"});
+  fails(sp::Schedule().sparse_fuse("sddmm", {"J", "I"}), {"not adjacent"});
+  fails(sp::Schedule().sparse_fuse("sddmm", {"I", "Q"}), {"no axis Q"});
+  fails(sp::Schedule().sparse_fuse("sddmm", {"I", "I"}), {"named twice"});
+  fails(sp::Schedule().sparse_fuse("nope", {"I", "J"}), {"no iteration named 'nope'", "sddmm"});
+  fails(sp::Schedule().sparse_fuse("sddmm", {"I", "J"}).parallel("i"), {"no loop named 'i'", "i_j"});
+  // SpMV: i spatial, j a reduction: a fused loop is one or the other.
+  const auto spmv = make_spmv();
+  const auto v = sp::Tensor<float>::random({5}, 6, -1, 1);
+  auto out = sp::Tensor<float>::full({6}, 0.0f);
+  try {
+    spmv.with_schedule(sp::Schedule().sparse_fuse("spmv", {"I", "J"}))(a, v, out);
+    FAIL("no error");
+  } catch (const sp::UserError& e) {
+    CHECK(std::string(e.what()).find("axis I is spatial and axis J is a reduction axis") != std::string::npos);
+  }
+  CHECK_THROWS_AS(sp::Schedule().sparse_fuse("sddmm", {"I"}), sp::UserError);
+  const auto parsed = sp::Schedule::parse("sparse_fuse(sddmm, {I, J}).parallel(i_j)");
+  CHECK(parsed.to_string() == "sparse_fuse(\"sddmm\", {\"I\", \"J\"}).parallel(\"i_j\")");
+}
+
+TEST_CASE("fused SDDMM on the GPU: NVRTC compiles it and the emulator matches a loop",
+          "[correctness][schedule][fuse][cuda]") {
+  const auto sddmm = make_sddmm();
+  std::vector<sp::Schedule> ss;
+  ss.emplace_back().sparse_fuse("sddmm", {"I", "J"});  // the default GPU schedule of the fused loop
+  ss.emplace_back().sparse_fuse("sddmm", {"I", "J"}).split("i_j", 64).bind("i_j_i", "threadIdx.x").bind("i_j_o",
+                                                                                                      "blockIdx.x");
+  sp::test::NvrtcCheck nvrtc;
+  for (const auto& s : ss) {
+    for (const Shape& shape : matrix_shapes()) {
+      for (std::int64_t feat : {1, 33}) {
+        INFO(shape << " K=" << feat << " schedule " << s.to_string());
+        const auto a = random_csr<float>(shape, 47);
+        auto x = sp::Tensor<float>::random({shape.rows, feat}, 48, -1, 1);
+        auto y = sp::Tensor<float>::random({shape.cols, feat}, 49, -1, 1);
+        auto c = a;
+        for (auto& v : c.values()) v = nan_f();
+        auto acopy = a;
+        std::vector<sp::runtime::CallArg> args{sp::detail::make_call_arg(acopy), sp::detail::make_call_arg(x),
+                                               sp::detail::make_call_arg(y), sp::detail::make_call_arg(c)};
+        sp::test::run_cuda_emulated(sddmm.ir(), args, &nvrtc, nullptr, nullptr, &s);
+        check_close<float>(ref_sddmm(a, x.values(), y.values(), feat), c.values(), "gpu fused sddmm");
+      }
+    }
+  }
+  if (nvrtc.available) CHECK(nvrtc.compiled >= 2);
+}
+
 TEST_CASE("a user schedule is printed by explain() and is part of the generated source", "[correctness][schedule]") {
   const auto spmm = make_spmm();
   sp::Schedule s;

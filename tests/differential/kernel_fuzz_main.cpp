@@ -24,7 +24,7 @@
 // of rows, with 1 and 3 threads (check_large), unless --no-large. A failing kernel is shrunk
 // (on the inputs it failed on); SPINDLE_FUZZ_EXPLAIN=1 also prints the shrunk kernel's explain().
 // Every compared kernel that does not assemble also runs under a random user schedule
-// (check_scheduled: sparse_reorder, split, reorder, fuse, parallel, vectorize, cache_write, unroll, the
+// (check_scheduled: sparse_reorder, sparse_fuse, split, reorder, fuse, parallel, vectorize, cache_write, unroll, the
 // steps apply_user_schedule accepts) on the first CPU engine with 1 and 3 threads.
 // Exit status: 0 when no disagreement, 1 otherwise.
 #include <algorithm>
@@ -562,7 +562,7 @@ sp::ir::Function schedule_loops(const sp::ir::Function& completed, const sp::Sch
 
 // A random user schedule for `completed` (docs/schedules.md), built one step at a time on
 // the loops the steps so far leave: maybe a sparse_reorder of one iteration (its axes
-// shuffled), then up to five of split (by 1, 2, 3, 4 or 8), reorder (a loop and one inside
+// shuffled), maybe a sparse_fuse of a chain of its axes, then up to five of split (by 1, 2, 3, 4 or 8), reorder (a loop and one inside
 // it), fuse, parallel, vectorize, cache_write (a written buffer) and unroll on random loops. A step that apply_user_schedule
 // refuses (a UserError: the step does not fit, or it could change the result) is dropped
 // and counted. `scheduled`: the loops under the schedule returned.
@@ -584,9 +584,18 @@ sp::Schedule random_schedule(const sp::ir::Function& completed, std::uint64_t se
   };
   struct Iterations : sp::ir::IRVisitor {
     std::vector<std::pair<std::string, std::vector<std::string>>> found;
+    // Chains of adjacent axes, each the parent of the next (what sparse_fuse takes), per iteration.
+    std::vector<std::pair<std::string, std::vector<std::string>>> chains;
     void visit_SparseIteration(const sp::ir::SparseIterationNode* n) override {
       std::vector<std::string> axes;
       for (auto& a : n->axes) axes.push_back(a->name);
+      for (std::size_t k = 0; k + 1 < n->axes.size(); ++k) {
+        std::vector<std::string> chain{n->axes[k]->name};
+        for (std::size_t q = k + 1; q < n->axes.size() && n->axes[q]->parent == n->axes[q - 1]; ++q) {
+          chain.push_back(n->axes[q]->name);
+          chains.emplace_back(n->name, chain);
+        }
+      }
       if (axes.size() >= 2) found.emplace_back(n->name, std::move(axes));
       sp::ir::IRVisitor::visit_SparseIteration(n);
     }
@@ -598,6 +607,14 @@ sp::Schedule random_schedule(const sp::ir::Function& completed, std::uint64_t se
     std::shuffle(axes.begin(), axes.end(), rng);
     sp::Schedule c = s;
     c.sparse_reorder(name, axes);
+    accept(c);
+  }
+  // A fused chain of the written order (refused when the reorder above split it, or when its
+  // axes are of different kinds).
+  if (!its.chains.empty() && rng() % 2) {
+    const auto& [name, chain] = its.chains[rng() % its.chains.size()];
+    sp::Schedule c = s;
+    c.sparse_fuse(name, chain);
     accept(c);
   }
   const int wanted = 1 + static_cast<int>(rng() % 5);

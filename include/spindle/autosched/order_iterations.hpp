@@ -20,7 +20,7 @@
 // iteration whose outermost loop is a reduction cannot run in parallel. The written order
 // wins ties. Iterations of more than 7 axes keep their order (7! = 5040 candidates).
 // Nothing is reordered under SPINDLE_LOOP_ORDER=written, for a phase of an assembling
-// kernel, or under a user schedule with loop steps (docs/schedules.md).
+// kernel, or under a user schedule with loop steps or a sparse_fuse step (docs/schedules.md).
 #pragma once
 
 #include <algorithm>
@@ -348,8 +348,9 @@ inline ir::Function order_iterations(const ir::Function& f, const lower::LowerCo
   SPINDLE_INTERNAL_CHECK(f.stage == ir::Stage::coordinate, "order_iterations", "expects stage I");
   // A user schedule with loop steps names the loops of the written order (its sparse_reorder
   // steps change it): the cost model's choice depends on the thread count, and a schedule
-  // must address the same loops on every machine.
-  if (ctx.keep_loop_order || ctx.schedule.has_loop_steps()) return f;
+  // must address the same loops on every machine. sparse_fuse names adjacent axes of the
+  // written order too.
+  if (ctx.keep_loop_order || ctx.schedule.has_loop_steps() || ctx.schedule.has_sparse_fuse()) return f;
   ir::Function out = f;
   out.body = order_detail::OrderIterations(ctx.num_threads).mutate(f.body);
   return out;

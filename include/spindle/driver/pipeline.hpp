@@ -4,6 +4,7 @@
 //
 //   order_iterations       I -> I    the loop order of each innermost iteration (cost model)
 //   sparse_reorder         I -> I    the user schedule's iteration orders (when it has any)
+//   sparse_fuse            I -> I    the user schedule's fused axes (when it has any)
 //   lower_sparse_iter      I -> II   loops, aux buffers, coordinate translation
 //   simplify
 //   lower_sparse_buffer    II -> III flat buffers
@@ -42,6 +43,7 @@
 #include "spindle/schedule/apply_user_schedule.hpp"
 #include "spindle/schedule/peel_split_tails.hpp"
 #include "spindle/schedule/sparse_reorder.hpp"
+#include "spindle/schedule/sparse_fuse.hpp"
 #include "spindle/support/timer.hpp"
 
 namespace spindle::driver {
@@ -130,6 +132,11 @@ ir::Function lower_unscheduled(const ir::Function& stage1, const PipelineOptions
     if (step.op == Schedule::Op::sparse_reorder)
       out.stage1 = run.run("sparse_reorder", out.stage1, [&](const ir::Function& g, const lower::LowerContext&) {
         return schedule::sparse_reorder(g, step.target, step.names);
+      });
+  for (auto& step : o.context.schedule.steps())  // after the orders are final: it names adjacent axes
+    if (step.op == Schedule::Op::sparse_fuse)
+      out.stage1 = run.run("sparse_fuse", out.stage1, [&](const ir::Function& g, const lower::LowerContext&) {
+        return schedule::sparse_fuse(g, step.target, step.names);
       });
   ir::Function f = run.run("lower_sparse_iter", out.stage1, lower::lower_sparse_iter);
   f = run.run("simplify", f, simplify_pass);

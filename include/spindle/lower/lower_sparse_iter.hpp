@@ -13,6 +13,9 @@
 //     take the coordinate (guarded to [0, extent) unless it comes from an iterator of the
 //     same coordinate space), sparse axes search the fiber (FindPos, a binary search);
 //     an absent coordinate reads the buffer's default value and drops writes.
+// A chain of axes that sparse_fuse fused (SparseIterationNode::fused) becomes one loop over
+// the positions of its last axis; the others' positions are recovered per iteration
+// (fused_loop below).
 // Pre: stage I, body made of sparse iterations, locals and stores.
 // Post: stage II, no SparseIteration nodes; function buffers include the aux buffers used.
 #pragma once
@@ -86,8 +89,14 @@ class SparseIterLowering : public ir::IRMutator {
     }
     ir::Stmt s = body;
     for (std::size_t k = count; k-- > 0;) {
-      s = make_loop(depth + k, extents[k], n->kinds[k], s, n->loc);
-      if (static_cast<int>(k) == first_reduction && init.defined()) s = ir::seq({init, s}, n->loc);
+      std::size_t first = k;  // a fused chain (schedule/sparse_fuse.hpp): its axes first..k, one loop
+      while (first > 0 && n->fused_with_next(first - 1)) --first;
+      if (first < k)
+        s = fused_loop(depth + first, k - first, extents[first], n->kinds[k], s, n->loc);
+      else
+        s = make_loop(depth + k, extents[k], n->kinds[k], s, n->loc);
+      if (static_cast<int>(first) == first_reduction && init.defined()) s = ir::seq({init, s}, n->loc);
+      k = first;
     }
     scope_.resize(depth);
     return ir::block(n->name, {}, s, n->loc);
@@ -273,6 +282,101 @@ class SparseIterLowering : public ir::IRMutator {
     std::vector<ir::CoIterOperand> ops;
     for (auto& o : bd.merged) ops.push_back({o.pos, o.present, o.extent, o.key});
     return ir::co_iterate(bd.pos, bd.axis->merge, std::move(ops), kind, bd.axis->name, body, loc);
+  }
+
+  // The loop over the fused chain scope_[b .. b + n] (axes A_0 .. A_n, each the parent of the
+  // next; schedule/sparse_fuse.hpp) around `body`: one loop over the absolute positions of A_n
+  // under A_0's fiber. Absolute positions of level q under that fiber form the range
+  // [S_q, E_q): S_0 = A_0's first position (0 for a root axis, indptr[prefix] for a
+  // variable one), E_0 = S_0 + extent0; a variable level's range is its indptr at the outer
+  // ends (loaded with positions (prefix, 0, .., 0) and (prefix, extent0, 0, .., 0), which
+  // flatten to S_{q-1} and E_{q-1}), a sparse_fixed level's the outer range times its width.
+  // Each iteration recovers the absolute position f_q of every outer level from f_{q+1}: a
+  // segment search of A_{q+1}'s indptr over [S_q, E_q) (the last r with indptr[r] <= f_{q+1}),
+  // or a division by a sparse_fixed width; then the positions the other loops would have
+  // had: p_0 = f_0 - S_0, p_q = f_q - A_q's indptr at (prefix, p_0 .. p_{q-1}) (or f_q modulo
+  // the width). The same points in the same order as the nested loops.
+  // Positions of axis `a` over the whole tensor.
+  static ir::Expr level_size(const ir::Axis& a) {
+    switch (a->kind) {
+      case ir::AxisKind::dense_fixed: return a->length;
+      case ir::AxisKind::sparse_fixed: return a->parent ? level_size(a->parent) * a->nnz_per_row : a->nnz_per_row;
+      default: return a->nnz;
+    }
+  }
+
+  ir::Stmt fused_loop(std::size_t b, std::size_t n, const ir::Expr& extent0, ir::IterKind kind, ir::Stmt body,
+                      ir::SourceLoc loc) {
+    auto i64 = [](ir::Expr e) { return ir::cast(DType::i64, std::move(e)); };
+    const std::vector<ir::Expr> prefix = scope_.at(b).prefix;
+    std::vector<ir::Axis> axes;
+    std::string name, axis;
+    for (std::size_t q = 0; q <= n; ++q) {
+      const Bound& bd = scope_.at(b + q);
+      axes.push_back(bd.axis);
+      name += (q ? "_" : "") + std::string(bd.iter->name);
+      axis += (q ? "*" : "") + bd.axis->name;
+    }
+    auto indptr = [&](std::size_t q) { return aux_.at(axes[q].get()).indptr; };
+    auto at = [&](std::vector<ir::Expr> tail) {
+      std::vector<ir::Expr> idx = prefix;
+      idx.insert(idx.end(), tail.begin(), tail.end());
+      return idx;
+    };
+    std::vector<ir::Expr> S(n + 1), E(n + 1);
+    if (!axes[0]->parent) {
+      // A chain from a root axis covers every position of each level: [0, total) (an
+      // indptr starts at 0 and ends at the level's nnz: the containers validate it), so the
+      // host knows the loop's extent (a GPU grid over it).
+      for (std::size_t q = 0; q <= n; ++q) {
+        S[q] = ir::int_imm(0);
+        E[q] = i64(level_size(axes[q]));
+      }
+    } else {
+      SPINDLE_INTERNAL_CHECK(axes[0]->is_variable(), "lower_sparse_iter", "fused chain starts at fixed child ",
+                             axes[0]->name);
+      S[0] = i64(use(indptr(0), prefix));
+      E[0] = S[0] + i64(extent0);
+      for (std::size_t q = 1; q <= n; ++q) {
+        if (axes[q]->is_variable()) {
+          std::vector<ir::Expr> lo(q, ir::int_imm(0)), hi(q, ir::int_imm(0));
+          hi[0] = i64(extent0);
+          S[q] = i64(use(indptr(q), at(lo)));
+          E[q] = i64(use(indptr(q), at(hi)));
+        } else {
+          S[q] = S[q - 1] * i64(axes[q]->nnz_per_row);
+          E[q] = E[q - 1] * i64(axes[q]->nnz_per_row);
+        }
+      }
+    }
+    ir::Var loop(name, DType::i64);
+    std::vector<ir::Var> flat;
+    for (std::size_t q = 0; q <= n; ++q) flat.emplace_back(axes[q]->name + "_abs", DType::i64);
+    std::vector<ir::Expr> fval(n + 1);
+    fval[n] = S[n] + ir::Expr(loop);
+    for (std::size_t q = n; q >= 1; --q) {
+      if (axes[q]->is_variable()) {
+        used_.insert(indptr(q).get());
+        fval[q - 1] = S[q - 1] + ir::find_segment(indptr(q), S[q - 1], E[q - 1], flat[q]);
+      } else {
+        fval[q - 1] = ir::Expr(flat[q]) / i64(axes[q]->nnz_per_row);
+      }
+    }
+    std::vector<ir::Expr> pval(n + 1);
+    pval[0] = ir::Expr(flat[0]) - S[0];
+    for (std::size_t q = 1; q <= n; ++q) {
+      if (axes[q]->is_variable()) {
+        std::vector<ir::Expr> outer;
+        for (std::size_t r = 0; r < q; ++r) outer.push_back(scope_.at(b + r).pos);
+        pval[q] = ir::Expr(flat[q]) - i64(use(indptr(q), at(outer)));
+      } else {
+        pval[q] = ir::Expr(flat[q]) % i64(axes[q]->nnz_per_row);
+      }
+    }
+    ir::Stmt s = std::move(body);
+    for (std::size_t q = n + 1; q-- > 0;) s = ir::let_stmt(scope_.at(b + q).pos, pval[q], s, loc);
+    for (std::size_t q = 0; q <= n; ++q) s = ir::let_stmt(flat[q], fval[q], s, loc);
+    return ir::for_loop(loop, ir::int_imm(0), E[n] - S[n], ir::ForKind::serial, kind, axis, s, loc);
   }
 
   void bind(const ir::Var& iter, const ir::Axis& a, const ir::Var& pos, const std::string& iteration) {

@@ -108,7 +108,8 @@ inline ir::Stmt apply_step(const ir::Stmt& body, const Schedule::Step& s, Schedu
                   "(with_cuda_schedule), or use parallel/vectorize on the CPU");
   };
   switch (s.op) {
-    case Op::sparse_reorder: return body;  // stage I: schedule/sparse_reorder.hpp
+    case Op::sparse_reorder:
+    case Op::sparse_fuse: return body;  // stage I: schedule/sparse_reorder.hpp, sparse_fuse.hpp
     case Op::split: {
       const std::string& loop = s.names[0];
       check_fresh_name(body, loop + "_o", "split");
@@ -260,7 +261,7 @@ inline ir::Function apply_user_schedule(const ir::Function& f, const Schedule& s
   int n = 0;
   for (auto& step : schedule.steps()) {
     ++n;
-    if (step.op == Schedule::Op::sparse_reorder) continue;
+    if (Schedule::is_stage1(step.op)) continue;
     try {
       out.body = detail::apply_step(out.body, step, target);
     } catch (const UserError& e) {

@@ -10,6 +10,10 @@
 // Stage I (coordinate space, before lowering):
 //   sparse_reorder(iteration, axes)  the loop order of one sparse iteration, by axis names
 //                                    (replaces order_iterations' choice for it)
+//   sparse_fuse(iteration, axes)     a chain of adjacent axes (each the parent of the next)
+//                                    as one loop over the last axis's positions, named
+//                                    <i>_<j> after the iterators (schedule/sparse_fuse.hpp);
+//                                    the iteration keeps its written order
 // Loops (stage III, the lowered loops, named after their iterators: i, j, k; split makes
 // k_o / k_i, fuse makes <outer>_<inner>_f):
 //   split(loop, factor)   reorder({loops})   fuse(outer, inner)
@@ -40,6 +44,7 @@ class Schedule {
  public:
   enum class Op : std::uint8_t {
     sparse_reorder,
+    sparse_fuse,
     split,
     reorder,
     fuse,
@@ -57,13 +62,19 @@ class Schedule {
     Op op;
     std::vector<std::string> names;  // loops, axes, buffers; see each builder
     std::int64_t number = 0;         // split factor, rfactor lanes, cache_read tile
-    std::string target;              // sparse_reorder: iteration; bind: GPU index; cache_read: thread loop
+    std::string target;              // sparse_reorder, sparse_fuse: iteration; bind: GPU index; cache_read: thread loop
   };
 
   Schedule& sparse_reorder(std::string iteration, std::vector<std::string> axes) {
     SPINDLE_CHECK(!axes.empty(), UserError, "Schedule::sparse_reorder(\"", iteration,
                   "\"): no axes given; hint: list every axis of the iteration, outermost first");
     return add({Op::sparse_reorder, std::move(axes), 0, std::move(iteration)});
+  }
+  Schedule& sparse_fuse(std::string iteration, std::vector<std::string> axes) {
+    SPINDLE_CHECK(axes.size() >= 2, UserError, "Schedule::sparse_fuse(\"", iteration,
+                  "\"): name at least two axes; hint: a chain of adjacent axes of the iteration, each the parent "
+                  "of the next, outermost first (sparse_fuse(\"sddmm\", {\"I\", \"J\"}))");
+    return add({Op::sparse_fuse, std::move(axes), 0, std::move(iteration)});
   }
   Schedule& split(std::string loop, std::int64_t factor) {
     SPINDLE_CHECK(factor >= 1, UserError, "Schedule::split(\"", loop, "\", ", factor,
@@ -108,16 +119,25 @@ class Schedule {
 
   const std::vector<Step>& steps() const { return steps_; }
   bool empty() const { return steps_.empty(); }
-  // Steps on the lowered loops (anything but sparse_reorder): they replace the default schedule.
+  // Stage-I steps act on sparse iterations before lowering; the others on the lowered loops.
+  static bool is_stage1(Op op) { return op == Op::sparse_reorder || op == Op::sparse_fuse; }
+  // Steps on the lowered loops (anything but the stage-I steps): they replace the default schedule.
   bool has_loop_steps() const {
     for (auto& s : steps_)
-      if (s.op != Op::sparse_reorder) return true;
+      if (!is_stage1(s.op)) return true;
+    return false;
+  }
+  // Whether some step fuses sparse axes (order_iterations then keeps the written orders).
+  bool has_sparse_fuse() const {
+    for (auto& s : steps_)
+      if (s.op == Op::sparse_fuse) return true;
     return false;
   }
 
   static const char* op_name(Op op) {
     switch (op) {
       case Op::sparse_reorder: return "sparse_reorder";
+      case Op::sparse_fuse: return "sparse_fuse";
       case Op::split: return "split";
       case Op::reorder: return "reorder";
       case Op::fuse: return "fuse";
@@ -143,7 +163,8 @@ class Schedule {
     };
     std::string a;
     switch (s.op) {
-      case Op::sparse_reorder: a = quoted(s.target) + ", " + list(0); break;
+      case Op::sparse_reorder:
+      case Op::sparse_fuse: a = quoted(s.target) + ", " + list(0); break;
       case Op::split: a = quoted(s.names[0]) + ", " + std::to_string(s.number); break;
       case Op::reorder: a = list(0); break;
       case Op::fuse:
@@ -313,6 +334,7 @@ class Parser {
       return args[k].items;
     };
     if (op == "sparse_reorder") arity(2), s.sparse_reorder(name(0), list(1));
+    else if (op == "sparse_fuse") arity(2), s.sparse_fuse(name(0), list(1));
     else if (op == "split") arity(2), s.split(name(0), number(args[1], at));
     else if (op == "reorder") arity(1), s.reorder(list(0));
     else if (op == "fuse") arity(2), s.fuse(name(0), name(1));
@@ -325,7 +347,7 @@ class Parser {
     else if (op == "cache_read") arity(4), s.cache_read(name(0), list(1), name(2), number(args[3], at));
     else if (op == "atomic") arity(1), s.atomic(name(0));
     else
-      fail(at, "unknown step '" + op + "' (sparse_reorder, split, reorder, fuse, parallel, vectorize, unroll, "
+      fail(at, "unknown step '" + op + "' (sparse_reorder, sparse_fuse, split, reorder, fuse, parallel, vectorize, unroll, "
                "cache_write, bind, rfactor, cache_read, atomic)");
   }
 

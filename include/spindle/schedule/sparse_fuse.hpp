@@ -1,0 +1,130 @@
+// sparse_fuse (stage I -> stage I): SparseTIR's fused axes (`T.fuse(I, J)`, seed 002 §3.2) as a
+// stage-I schedule step. A chain of adjacent axes of one sparse iteration, each the parent of
+// the next, becomes one loop over the positions of the chain's last axis:
+//
+//   sp_iter sddmm([I, J, K], "SSR")   sparse_fuse("sddmm", {"I", "J"})   sp_iter sddmm([fuse(I, J), K], "SSR")
+//
+// lowered (lower_sparse_iter) to one loop over J's positions under I's fiber, whose body
+// recovers each outer position by a search of the inner axis's indptr (or a division for a
+// sparse_fixed axis), so a skewed matrix's nonzeros split evenly across threads and GPU
+// threads (nnz-parallel SDDMM, fused reductions 4-D -> 2-D). The points and their order do not
+// change, so neither does the result.
+//
+// Checks (UserError naming the step): the iteration exists once; the axes are its axes, named
+// once, adjacent, in its order, each after the first a child of the one before; none is
+// co-iterated; the first is a root axis or a variable axis (a sparse_fixed child is not
+// supported); all are spatial or all are reduction axes (a fused loop is one or the other).
+// Two steps whose chains meet (I-J and J-K) fuse the whole chain.
+// Pre/post: stage I; the iteration's `fused` flags are set.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "spindle/ir/function.hpp"
+#include "spindle/ir/functor.hpp"
+#include "spindle/support/error.hpp"
+
+namespace spindle::schedule {
+
+namespace detail {
+
+class SparseFuse : public ir::IRMutator {
+ public:
+  SparseFuse(std::string iteration, std::vector<std::string> axes)
+      : iteration_(std::move(iteration)), axes_(std::move(axes)) {}
+
+  int found = 0;
+  std::vector<std::string> names;  // every iteration seen, for the error message
+
+  ir::Stmt mutate_SparseIteration(const ir::SparseIterationNode* n, const ir::Stmt& self) override {
+    names.push_back(n->name);
+    ir::Stmt body = mutate(n->body);
+    ir::Stmt out = body.same_as(n->body)
+                       ? self
+                       : ir::Stmt(std::make_shared<ir::SparseIterationNode>(n->name, n->axes, n->vars, n->kinds,
+                                                                            n->init, body, n->loc, n->fused));
+    if (n->name != iteration_) return out;
+    ++found;
+    return fuse(out.as<ir::SparseIterationNode>());
+  }
+
+ private:
+  static std::string written(const ir::SparseIterationNode* n) {
+    std::string s = "[";
+    for (std::size_t k = 0; k < n->axes.size(); ++k) s += (k ? ", " : "") + n->axes[k]->name;
+    return s + "]";
+  }
+
+  ir::Stmt fuse(const ir::SparseIterationNode* n) {
+    const std::string what = "sparse_fuse(\"" + iteration_ + "\", {" + join(axes_) + "}): ";
+    std::vector<std::size_t> at;
+    for (auto& name : axes_) {
+      std::size_t k = 0;
+      while (k < n->axes.size() && n->axes[k]->name != name) ++k;
+      SPINDLE_CHECK(k < n->axes.size(), UserError, what, "the iteration has no axis ", name, " (its axes: ",
+                    written(n), ")");
+      for (std::size_t q : at)
+        SPINDLE_CHECK(q != k, UserError, what, "axis ", name, " is named twice; hint: name each axis of the chain once");
+      at.push_back(k);
+    }
+    for (std::size_t q = 1; q < at.size(); ++q)
+      SPINDLE_CHECK(at[q] == at[q - 1] + 1, UserError, what, "axes ", axes_[q - 1], " and ", axes_[q],
+                    " are not adjacent in the iteration ", written(n),
+                    "; hint: fuse adjacent axes, outermost first (sparse_reorder first to make them adjacent)");
+    for (std::size_t q = 0; q < at.size(); ++q) {
+      const ir::Axis& a = n->axes[at[q]];
+      SPINDLE_CHECK(a->merge == ir::MergeOp::none, UserError, what, "axis ", a->name, " is a co-iteration (",
+                    ir::merge_op_name(a->merge), "), which has no positions to fuse");
+      if (q == 0) {
+        SPINDLE_CHECK(!a->parent || a->is_variable(), UserError, what, "the first axis ", a->name,
+                      " is a sparse_fixed child of ", a->parent->name,
+                      ", which a fused loop cannot start from; hint: start the chain at ", a->parent->name,
+                      " or at a root or variable axis");
+        continue;
+      }
+      const ir::Axis& prev = n->axes[at[q - 1]];
+      SPINDLE_CHECK(a->parent == prev, UserError, what, "axis ", a->name, " is not a child of ", prev->name,
+                    a->parent ? " (its parent is " + a->parent->name + ")" : std::string(" (it is a root axis)"),
+                    "; hint: a fused chain is a parent followed by its child, e.g. the rows and columns of a CSR");
+      SPINDLE_CHECK(n->kinds[at[q]] == n->kinds[at[0]], UserError, what, "axis ", axes_[0], " is ",
+                    kind_name(n->kinds[at[0]]), " and axis ", a->name, " is ", kind_name(n->kinds[at[q]]),
+                    "; hint: a fused loop is one or the other, so fuse only axes of the same kind");
+    }
+    std::vector<bool> fused = n->fused;
+    fused.resize(n->axes.size(), false);
+    for (std::size_t q = 0; q + 1 < at.size(); ++q) fused[at[q]] = true;
+    return ir::Stmt(std::make_shared<ir::SparseIterationNode>(n->name, n->axes, n->vars, n->kinds, n->init, n->body,
+                                                              n->loc, std::move(fused)));
+  }
+
+  static const char* kind_name(ir::IterKind k) { return k == ir::IterKind::spatial ? "spatial" : "a reduction axis"; }
+  static std::string join(const std::vector<std::string>& v) {
+    std::string s;
+    for (auto& x : v) s += (s.empty() ? "\"" : ", \"") + x + "\"";
+    return s;
+  }
+
+  std::string iteration_;
+  std::vector<std::string> axes_;
+};
+
+}  // namespace detail
+
+inline ir::Function sparse_fuse(const ir::Function& f, const std::string& iteration,
+                                const std::vector<std::string>& axes) {
+  SPINDLE_INTERNAL_CHECK(f.stage == ir::Stage::coordinate, "sparse_fuse", "expects stage I");
+  detail::SparseFuse r(iteration, axes);
+  ir::Function out = f;
+  out.body = r.mutate(f.body);
+  std::string all;
+  for (auto& n : r.names) all += (all.empty() ? "" : ", ") + n;
+  SPINDLE_CHECK(r.found > 0, UserError, "sparse_fuse(\"", iteration, "\"): kernel '", f.name,
+                "' has no iteration named '", iteration, "' (its iterations: ", all.empty() ? "none" : all,
+                "); hint: an iteration is named by for_each's name argument, the kernel's name for its body");
+  SPINDLE_CHECK(r.found == 1, UserError, "sparse_fuse(\"", iteration, "\"): kernel '", f.name, "' has ", r.found,
+                " iterations named '", iteration, "'; hint: give the iterations distinct names");
+  return out;
+}
+
+}  // namespace spindle::schedule
