@@ -12,9 +12,10 @@ namespace {
 
 namespace ops = spindle::ops;
 
-std::string lowered_text(const spindle::ir::Function& stage1) {
+std::string lowered_text(const spindle::ir::Function& stage1, const spindle::Schedule& schedule = {}) {
   spindle::driver::PipelineOptions o;
   o.context.kernel = stage1.name;
+  o.context.schedule = schedule;
   auto r = spindle::driver::lower_to_c(stage1, o);
   return spindle::ir::to_string(r.stage1) + spindle::ir::to_string(r.stage2) + spindle::ir::to_string(r.stage3) +
          "# generated C (" + r.source.symbol + ")\n" + r.source.source;
@@ -37,6 +38,11 @@ TEST_CASE("golden: every stage of each operator", "[golden]") {
   golden::check_golden("ell_spmm", lowered_text(ops::ell_spmm<float>().ir()));
   golden::check_golden("coo_spmm", lowered_text(ops::coo_spmm<float>().ir()));
   golden::check_golden("segment_sum", lowered_text(ops::segment_sum<double, std::int64_t>().ir()));
+  // A fused chain (schedule/sparse_fuse.hpp): one loop over the nonzeros, rows by segment search.
+  golden::check_golden("sddmm_fused",
+                       lowered_text(ops::sddmm<float>().ir(), spindle::Schedule().sparse_fuse("sddmm", {"I", "J"})));
+  golden::check_golden("csf_reduce_fused",
+                       lowered_text(ops::csf_reduce<double>().ir(), spindle::Schedule().sparse_fuse("csf_reduce", {"J", "L"})));
 }
 
 TEST_CASE("golden: lowering is deterministic", "[golden]") {

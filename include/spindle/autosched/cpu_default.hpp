@@ -1,4 +1,6 @@
 // The default CPU schedule, applied when the user gives none (stage III):
+//  before them, fused_row_chunks: the loop of a fused rows-and-nonzeros chain (sparse_fuse)
+//     runs as chunks of 256 nonzeros, each walking its rows (schedule/fused_row_chunks.hpp);
 //  0. register_tile: reductions over a dense spatial inner loop (SpMM's feature loop) keep
 //     tiles of the output row in registers across the reduction (inside the ownership tests
 //     of step 2 when they fit there: see the comment in schedule_cpu_default);
@@ -26,6 +28,7 @@
 #include "spindle/ir/functor.hpp"
 #include "spindle/lower/context.hpp"
 #include "spindle/schedule/accumulate_locally.hpp"
+#include "spindle/schedule/fused_row_chunks.hpp"
 #include "spindle/schedule/loop_kind.hpp"
 #include "spindle/schedule/partition_indirect_writes.hpp"
 #include "spindle/schedule/register_tile.hpp"
@@ -67,6 +70,10 @@ struct InnermostLoops : ir::IRVisitor {
 inline ir::Function schedule_cpu_default(const ir::Function& f, const lower::LowerContext& ctx) {
   SPINDLE_INTERNAL_CHECK(f.stage == ir::Stage::flat, "schedule_cpu_default", "expects stage III");
   ir::Function out = f;
+  // A fused loop over the rows and their nonzeros (sparse_fuse) walks chunks of nonzeros
+  // row by row: balanced like the fused loop, each nonzero as cheap as in the row loop.
+  out.body = schedule::fused_row_chunks(f.body);
+  const ir::Stmt unscheduled = out.body;
   // Ownership first, when the tiles stay inside the ownership tests: register_tile and
   // accumulate_locally read the output and store it back, which the partition allows only to
   // the element's owner — run before it, they leave such a nest serial (hyb parts, BSR with
@@ -77,7 +84,7 @@ inline ir::Function schedule_cpu_default(const ir::Function& f, const lower::Low
   if (schedule::ownership_kept(partitioned)) {
     out = std::move(partitioned);
   } else {
-    out.body = schedule::register_tile(f.body, ctx.vector_bits);
+    out.body = schedule::register_tile(unscheduled, ctx.vector_bits);
     out.body = schedule::accumulate_locally(out.body);
     out = schedule::partition_indirect_writes(out);
   }

@@ -160,8 +160,40 @@ class CEmitter : public CFamilyPrinter {
            "))";
   }
 
+  // A segment search in the leading lets of a loop body (a fused loop recovering its rows,
+  // lower_sparse_iter) keeps the last answer in a local declared before the loop, per thread
+  // in a parallel loop: consecutive positions mostly need one or two comparisons
+  // (spindle_segment_hint_*; the result does not depend on the hint).
+  std::string on_FindPos(const ir::FindPosNode* n) override {
+    auto it = hints_.find(n);
+    if (it == hints_.end()) return CFamilyPrinter::on_FindPos(n);
+    return "spindle_segment_hint_" + suffix(n->indices->dtype) + "(" + name(*n->indices) + ", " + expr(n->begin) +
+           ", " + expr(n->end) + ", " + expr(n->value) + ", &" + it->second + ")";
+  }
+  // Declares the hints of loop n's searches; returns them, for forget_hints after the loop
+  // (peel_split_tails may emit the same body twice, each loop with its own hint).
+  std::vector<const ir::FindPosNode*> declare_segment_hints(const ir::ForNode* n) {
+    std::vector<const ir::FindPosNode*> out;
+    if (n->for_kind == ir::ForKind::vectorized) return out;
+    for (const ir::Stmt* s = &n->body; auto* let = s->as<ir::LetStmtNode>(); s = &let->body) {
+      auto* f = let->value.as<ir::FindPosNode>();
+      if (auto* add = let->value.as<ir::BinaryNode>(); !f && add && add->op == ir::BinOp::add)
+        f = add->b.as<ir::FindPosNode>();
+      if (!f || f->mode != ir::FindMode::segment || hints_.count(f)) continue;
+      std::string h = fresh("spindle_hint");
+      line() << "long long " << h << " = -1;\n";
+      hints_[f] = h;
+      out.push_back(f);
+    }
+    return out;
+  }
+  void forget_hints(const std::vector<const ir::FindPosNode*>& hs) {
+    for (auto* f : hs) hints_.erase(f);
+  }
+
   void on_For(const ir::ForNode* n) override {
     if (n->for_kind == ir::ForKind::parallel) return emit_parallel(n);
+    const auto hints = declare_segment_hints(n);
     if (n->for_kind == ir::ForKind::vectorized) {
       // GCC's ivdep lets the vectoriser ignore loop-carried dependences: only where no two
       // iterations can touch the same element of a buffer the loop writes.
@@ -188,6 +220,7 @@ class CEmitter : public CFamilyPrinter {
     if (chain) line() << "  SPINDLE_NO_CONTRACT\n";
     indented(n->body);
     line() << "}\n";
+    forget_hints(hints);
   }
 
  private:
@@ -349,6 +382,7 @@ class CEmitter : public CFamilyPrinter {
     indent_ = 1;
     std::string v = name(n->var);
     auto* lo = n->min.as<ir::IntImmNode>();
+    const auto hints = declare_segment_hints(n);
     if (lo && lo->value == 0) {
       line() << "for (long long " << v << " = spindle_begin; " << v << " < spindle_end; ++" << v << ") {\n";
       ++indent_;
@@ -359,6 +393,7 @@ class CEmitter : public CFamilyPrinter {
       line() << "const long long " << v << " = " << expr(n->min, 4) << " + " << p << ";\n";
     }
     dispatch(n->body);
+    forget_hints(hints);
     --indent_;
     line() << "}\n";
     os << "}\n";
@@ -397,6 +432,7 @@ class CEmitter : public CFamilyPrinter {
 
   static constexpr const char* kEntryPlaceholder = "SPINDLE_ENTRY_SYMBOL";
   std::ostringstream outlined_;
+  std::map<const ir::FindPosNode*, std::string> hints_;  // declare_segment_hints
 };
 
 }  // namespace detail
