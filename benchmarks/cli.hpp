@@ -71,7 +71,8 @@ usage: spindle-bench [options]
   --backend cpu|cuda   cpu: Spindle vs Eigen/GraphBLAS/MKL on this CPU; cuda: Spindle's GPU build
                        vs cuSPARSE (see "CUDA backend" below)                 [cpu]
   --op LIST            spmm, spmv, sddmm, spgemm, spadd, spmul, bsr_spmm, ell_spmm,
-                       hyb_spmm, tuned_spmm, scheduled_spmm, tuned_spmv (comma list, repeatable).
+                       hyb_spmm, tuned_spmm, scheduled_spmm, tuned_spmv, fused_sddmm (comma list,
+                       repeatable).
                        spgemm: C = A A,
                        spadd: C = A + A^T, spmul: C = A .* A^T (A instead of A^T when A
                        is not square), sparse CSR results (no K); bsr_spmm/ell_spmm/hyb_spmm: Spindle's BSR
@@ -80,7 +81,9 @@ usage: spindle-bench [options]
                        stderr); scheduled_spmm: Spindle's CSR SpMM under --schedule; each
                        with Spindle's CSR SpMM (default schedule) and the peers' CSR SpMM;
                        tuned_spmv: the schedule spindle::tune::tune_spmv picks (partial row
-                       sums or not), with Spindle's default SpMV and the peers' SpMV
+                       sums or not), with Spindle's default SpMV and the peers' SpMV;
+                       fused_sddmm: SDDMM with the rows and nonzeros fused into one loop
+                       (sparse_fuse), with Spindle's default SDDMM and the peers' SDDMM
                                                           [spmm; cuda: spmm,sddmm]
   --block B            bsr_spmm block size B x B: 2, 3, 4 or 8                [4]
   --hyb C,K            hyb_spmm: C column partitions, buckets up to width K (a power
@@ -196,9 +199,9 @@ inline bool parse_args(int argc, char** argv, Config& c) {
     } else if (a == "--op") {
       for (auto& op : split_list(value())) {
         if (op != "spmm" && op != "spmv" && op != "sddmm" && op != "spgemm" && op != "spadd" && op != "spmul" && op != "bsr_spmm" &&
-            op != "ell_spmm" && op != "hyb_spmm" && op != "tuned_spmm" && op != "scheduled_spmm" && op != "tuned_spmv")
+            op != "ell_spmm" && op != "hyb_spmm" && op != "tuned_spmm" && op != "scheduled_spmm" && op != "tuned_spmv" && op != "fused_sddmm")
           throw std::invalid_argument("--op: unknown operator '" + op +
-                                      "' (spmm, spmv, sddmm, spgemm, spadd, spmul, bsr_spmm, ell_spmm, hyb_spmm, tuned_spmm, scheduled_spmm, tuned_spmv)");
+                                      "' (spmm, spmv, sddmm, spgemm, spadd, spmul, bsr_spmm, ell_spmm, hyb_spmm, tuned_spmm, scheduled_spmm, tuned_spmv, fused_sddmm)");
         c.ops.push_back(op);
       }
     } else if (a == "--block") {

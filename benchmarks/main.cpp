@@ -47,6 +47,9 @@ struct Kernels {
   decltype(spindle::ops::ell_spmm<T>()) ell_spmm = spindle::ops::ell_spmm<T>();
   spindle::ops::HybSpmm<T> hyb_spmm;
   decltype(spindle::ops::spmm<T>()) scheduled_spmm = spindle::ops::spmm<T>();  // with --schedule (main)
+  // SDDMM with the rows and their nonzeros fused into one loop (docs/schedules.md, sparse_fuse).
+  decltype(spindle::ops::sddmm<T>()) fused_sddmm =
+      spindle::ops::sddmm<T>().with_schedule(spindle::Schedule().sparse_fuse("sddmm", {"I", "J"}));
   spindle::ops::BsrSpmm<T, 2, 2> bsr2;
   spindle::ops::BsrSpmm<T, 3, 3> bsr3;
   spindle::ops::BsrSpmm<T, 4, 4> bsr4;
@@ -110,8 +113,8 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
       // Operands shared by all systems (row-major Eigen storage that Spindle views directly).
       DenseRM<T> x, y, ys, ye;
       DenseVec<T> xv, yvs, yve;
-      std::vector<T> cs, ce;
-      std::unique_ptr<spindle::CsrView<T>> cview;
+      std::vector<T> cs, ce, cs2;
+      std::unique_ptr<spindle::CsrView<T>> cview, cview2;
       std::unique_ptr<spindle::Bsr<T>> bsr;
       std::unique_ptr<spindle::Ell<T>> ell;
       std::unique_ptr<spindle::Hyb<T>> hyb;
@@ -246,7 +249,7 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
           c.mkl = [&] { mkl->spmv(xv.data(), yvm.data()); };
           c.mkl_error = [&] { return relative_error(yvm.data(), yve.data(), yve.size()); };
         }
-      } else if (op == "sddmm") {  // x rows x K, y cols x K; the output shares A's structure
+      } else if (op == "sddmm" || op == "fused_sddmm") {  // x rows x K, y cols x K; the output shares A's structure
         x = random_dense<T>(rows, feat, seed);
         y = random_dense<T>(cols, feat, seed + 7);
         cs.assign(static_cast<std::size_t>(nnz), T(0));
@@ -254,6 +257,15 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
         cview = std::make_unique<spindle::CsrView<T>>(rows, cols, nnz, a.indptr().data(), a.indices().data(),
                                                       cs.data(), "C");
         c.spindle = [&] { k.sddmm(a, x, y, *cview); };
+        if (op == "fused_sddmm") {  // the fused kernel; the default (row loop) is the second contender
+          c.format = "schedule " + k.fused_sddmm.schedule().to_string();
+          c.spindle = [&] { k.fused_sddmm(a, x, y, *cview); };
+          cs2.assign(static_cast<std::size_t>(nnz), T(0));
+          cview2 = std::make_unique<spindle::CsrView<T>>(rows, cols, nnz, a.indptr().data(), a.indices().data(),
+                                                         cs2.data(), "C");
+          c.spindle_csr = [&] { k.sddmm(a, x, y, *cview2); };
+          c.csr_error = [&] { return relative_error(cs2.data(), ce.data(), nnz); };
+        }
         c.eigen = [&] { eigen.sddmm(x, y, ce.data(), threads_now); };
         c.poison = [&] { std::fill(cs.begin(), cs.end(), std::numeric_limits<T>::quiet_NaN()); };
         c.spindle_error = [&] { return relative_error(cs.data(), ce.data(), nnz); };
@@ -346,7 +358,8 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
         c.spindle();
         c.eigen();
         if (c.reference_done) c.reference_done();
-        CaseShape shape{op == "tuned_spmv" ? std::string("spmv") : c.spindle_csr ? std::string("spmm") : op, rows, cols, nnz, feat, static_cast<int>(sizeof(T)), 4};
+        CaseShape shape{op == "tuned_spmv" ? std::string("spmv") : op == "fused_sddmm" ? std::string("sddmm")
+                        : c.spindle_csr ? std::string("spmm") : op, rows, cols, nnz, feat, static_cast<int>(sizeof(T)), 4};
         shape.b_rows = c.b_rows, shape.nnz_b = c.nnz_b, shape.nnz_out = c.nnz_out, shape.mult_adds = c.mult_adds;
         r.nnz_b = c.nnz_b, r.nnz_out = c.nnz_out, r.mult_adds = c.mult_adds;
         r.flops = model_flops(shape);
@@ -367,7 +380,7 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
                                   ", intersection of the rows merged and appended in column order; C = A .* B, B = " +
                                   (b_own ? "A^T" : "A") + ")"
                           : "spindle::ops::" + op + " (engine " + report.engine + ", default CPU schedule)",
-            op == "sddmm"    ? std::string("eigen (row loop + .dot, OpenMP rows)")
+            op == "sddmm" || op == "fused_sddmm" ? std::string("eigen (row loop + .dot, OpenMP rows)")
             : op == "spgemm" ? std::string("eigen (SparseMatrix<RowMajor> * SparseMatrix, single-threaded)")
             : op == "spadd"  ? std::string("eigen (SparseMatrix<RowMajor> + SparseMatrix, single-threaded)")
             : op == "spmul"  ? std::string("eigen (SparseMatrix<RowMajor>.cwiseProduct(SparseMatrix), single-threaded)")
@@ -376,8 +389,9 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
           c.spindle_csr();
           cont.push_back({"spindle-csr", c.spindle_csr, {}});
           errors.push_back(c.csr_error());
-          labels.push_back(op == "tuned_spmv" ? "spindle::ops::spmv (CSR, the default schedule)"
-                                              : "spindle::ops::spmm (CSR, the default format)");
+          labels.push_back(op == "tuned_spmv"    ? "spindle::ops::spmv (CSR, the default schedule)"
+                           : op == "fused_sddmm" ? "spindle::ops::sddmm (CSR, the default schedule: a row loop)"
+                                                 : "spindle::ops::spmm (CSR, the default format)");
         }
         if (c.graphblas) {
           c.graphblas();
@@ -386,7 +400,7 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
           labels.push_back(op == "spadd"   ? std::string("graphblas (GrB_eWiseAdd, PLUS, wait)")
                            : op == "spmul" ? std::string("graphblas (GrB_eWiseMult, TIMES, wait)")
                            : "graphblas (" +
-                                 std::string(op == "sddmm" ? "masked mxm X*Y' on A + eWiseMult A"
+                                 std::string(op == "sddmm" || op == "fused_sddmm" ? "masked mxm X*Y' on A + eWiseMult A"
                                              : spmv_op(op) ? "GrB_mxv"
                                                             : "GrB_mxm") +
                                  ", PLUS_TIMES, wait)");
@@ -487,6 +501,7 @@ int run(const Config& cfg) {
       if (op == "spmm") ck = &k.spmm.compile(), text = cfg.explain ? k.spmm.explain() : "";
       if (op == "spmv") ck = &k.spmv.compile(), text = cfg.explain ? k.spmv.explain() : "";
       if (op == "sddmm") ck = &k.sddmm.compile(), text = cfg.explain ? k.sddmm.explain() : "";
+      if (op == "fused_sddmm") ck = &k.fused_sddmm.compile(), text = cfg.explain ? k.fused_sddmm.explain() : "";
       if (op == "ell_spmm") ck = &k.ell_spmm.compile(), text = cfg.explain ? k.ell_spmm.explain() : "";
       if (op == "hyb_spmm")  // the width-8 part kernel stands for the others (one per bucket width)
         ck = &k.hyb_spmm.compile(8), text = cfg.explain ? k.hyb_spmm.explain(8) : "";
