@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "spindle/autosched/order_iterations.hpp"
+#include "spindle/schedule/named_iteration.hpp"
 
 namespace spindle::schedule {
 
@@ -95,18 +96,8 @@ class SparseReorder : public ir::IRMutator {
 
 inline ir::Function sparse_reorder(const ir::Function& f, const std::string& iteration,
                                    const std::vector<std::string>& axes) {
-  SPINDLE_INTERNAL_CHECK(f.stage == ir::Stage::coordinate, "sparse_reorder", "expects stage I");
   detail::SparseReorder r(iteration, axes);
-  ir::Function out = f;
-  out.body = r.mutate(f.body);
-  std::string all;
-  for (auto& n : r.names) all += (all.empty() ? "" : ", ") + n;
-  SPINDLE_CHECK(r.found > 0, UserError, "sparse_reorder(\"", iteration, "\"): kernel '", f.name,
-                "' has no iteration named '", iteration, "' (its iterations: ", all.empty() ? "none" : all,
-                "); hint: an iteration is named by for_each's name argument, the kernel's name for its body");
-  SPINDLE_CHECK(r.found == 1, UserError, "sparse_reorder(\"", iteration, "\"): kernel '", f.name, "' has ", r.found,
-                " iterations named '", iteration, "'; hint: give the iterations distinct names");
-  return out;
+  return detail::on_named_iteration(f, r, "sparse_reorder", iteration);
 }
 
 }  // namespace spindle::schedule
