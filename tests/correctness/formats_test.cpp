@@ -418,15 +418,20 @@ TEST_CASE("hyb part kernels agree with the reference interpreter, and their CUDA
   const auto x = sp::Tensor<float>::random({a.cols(), k}, 44, -1, 1);
   const auto h = sp::Hyb<float>::from_csr(a, 2, 4);
   spindle::test::NvrtcCheck nvrtc;
-  auto check_part = [&](const auto& kernel, const sp::Hyb<float>::Part& part) {
-    INFO("part: partition " << part.partition << " width " << part.ell.width());
+  // One part kernel on one part: y(rows(r), f) += A(r, s) * x(s, f) (SpMM: x is cols x feat;
+  // SpMV: x is a vector, feat = 1) by the interpreter, the CPU build and the emulated CUDA
+  // build, and the interpreter against the part's own math.
+  auto check_part = [&](const auto& kernel, const sp::Hyb<float>::Part& part, const sp::Tensor<float>& xin,
+                        std::int64_t feat, bool vector) {
+    INFO((vector ? "spmv" : "spmm") << " part: partition " << part.partition << " width " << part.ell.width());
     const sp::TensorView<const std::int32_t> rows(part.rows.data(), {static_cast<std::int64_t>(part.rows.size())});
     auto run = [&](auto&& how) {
-      auto y = sp::Tensor<float>::full({a.rows(), k}, 0.5f);  // inout: the part adds to it
+      // inout: the part adds to it
+      auto y = vector ? sp::Tensor<float>::full({a.rows()}, 0.5f) : sp::Tensor<float>::full({a.rows(), feat}, 0.5f);
       std::vector<sp::runtime::CallArg> args(4);
       args[0].view = sp::storage_of(part.ell);
       args[1].view = sp::storage_of(rows);
-      args[2].view = sp::storage_of(x);
+      args[2].view = sp::storage_of(xin);
       args[3].view = sp::storage_of(y);
       how(args);
       return y;
@@ -434,14 +439,14 @@ TEST_CASE("hyb part kernels agree with the reference interpreter, and their CUDA
     auto want = run([&](auto& args) { spindle::test::Interpreter(kernel.ir(), args).run(); });
     auto got = run([&](auto& args) { kernel.compile().call(args); });
     auto emulated = run([&](auto& args) { spindle::test::run_cuda_build(kernel.ir(), args, &nvrtc); });
-    std::vector<Ref> ref(static_cast<std::size_t>(a.rows() * k), Ref{0.5, 0.5, 0});  // the part's own math
+    std::vector<Ref> ref(static_cast<std::size_t>(a.rows() * feat), Ref{0.5, 0.5, 0});  // the part's own math
     for (std::int64_t r = 0; r < part.ell.rows(); ++r)
       for (std::int64_t q = 0; q < part.ell.width(); ++q)
-        for (std::int64_t f = 0; f < k; ++f) {
-          Ref& e = ref[static_cast<std::size_t>(part.rows[static_cast<std::size_t>(r)] * k + f)];
+        for (std::int64_t f = 0; f < feat; ++f) {
+          Ref& e = ref[static_cast<std::size_t>(part.rows[static_cast<std::size_t>(r)] * feat + f)];
           const double t =
               static_cast<double>(part.ell.row_values(r)[static_cast<std::size_t>(q)]) *
-              x.values()[static_cast<std::size_t>(part.ell.row_indices(r)[static_cast<std::size_t>(q)] * k + f)];
+              xin.values()[static_cast<std::size_t>(part.ell.row_indices(r)[static_cast<std::size_t>(q)] * feat + f)];
           e.value += t, e.abs_sum += std::abs(t), ++e.terms;
         }
     check_close<float>(ref, want.values(), "hyb part: interpreter vs its definition");
@@ -453,9 +458,9 @@ TEST_CASE("hyb part kernels agree with the reference interpreter, and their CUDA
   };
   int fixed = 0, any = 0;
   for (const auto& part : h.parts()) {
-    if (part.ell.width() == 4) check_part(sp::ops::hyb_part_spmm<float, 4>(), part), ++fixed;
-    if (part.ell.width() == 2) check_part(sp::ops::hyb_part_spmm<float, 2>(), part), ++fixed;
-    check_part(sp::ops::hyb_part_spmm<float, sp::dynamic>(), part), ++any;
+    if (part.ell.width() == 4) check_part(sp::ops::hyb_part_spmm<float, 4>(), part, x, k, false), ++fixed;
+    if (part.ell.width() == 2) check_part(sp::ops::hyb_part_spmm<float, 2>(), part, x, k, false), ++fixed;
+    check_part(sp::ops::hyb_part_spmm<float, sp::dynamic>(), part, x, k, false), ++any;
   }
   CHECK(fixed >= 2);
   CHECK(any == static_cast<int>(h.parts().size()));
@@ -463,40 +468,9 @@ TEST_CASE("hyb part kernels agree with the reference interpreter, and their CUDA
 
   // The SpMV parts (ops::HybSpmv): y(rows(r)) += A(r, s) * x(s), the same three ways.
   const auto xv = sp::Tensor<float>::random({a.cols()}, 45, -1, 1);
-  auto check_spmv_part = [&](const auto& kernel, const sp::Hyb<float>::Part& part) {
-    INFO("spmv part: partition " << part.partition << " width " << part.ell.width());
-    const sp::TensorView<const std::int32_t> rows(part.rows.data(), {static_cast<std::int64_t>(part.rows.size())});
-    auto run = [&](auto&& how) {
-      auto y = sp::Tensor<float>::full({a.rows()}, 0.5f);
-      std::vector<sp::runtime::CallArg> args(4);
-      args[0].view = sp::storage_of(part.ell);
-      args[1].view = sp::storage_of(rows);
-      args[2].view = sp::storage_of(xv);
-      args[3].view = sp::storage_of(y);
-      how(args);
-      return y;
-    };
-    auto want = run([&](auto& args) { spindle::test::Interpreter(kernel.ir(), args).run(); });
-    auto got = run([&](auto& args) { kernel.compile().call(args); });
-    auto emulated = run([&](auto& args) { spindle::test::run_cuda_build(kernel.ir(), args, &nvrtc); });
-    std::vector<Ref> ref(static_cast<std::size_t>(a.rows()), Ref{0.5, 0.5, 0});
-    for (std::int64_t r = 0; r < part.ell.rows(); ++r)
-      for (std::int64_t q = 0; q < part.ell.width(); ++q) {
-        Ref& e = ref[static_cast<std::size_t>(part.rows[static_cast<std::size_t>(r)])];
-        const double t = static_cast<double>(part.ell.row_values(r)[static_cast<std::size_t>(q)]) *
-                         xv.values()[static_cast<std::size_t>(part.ell.row_indices(r)[static_cast<std::size_t>(q)])];
-        e.value += t, e.abs_sum += std::abs(t), ++e.terms;
-      }
-    check_close<float>(ref, want.values(), "hyb spmv part: interpreter vs its definition");
-    for (std::int64_t q = 0; q < want.size(); ++q) {
-      INFO("element " << q);
-      REQUIRE(got.values()[q] == Approx(want.values()[q]).margin(1e-5));
-      REQUIRE(emulated.values()[q] == Approx(want.values()[q]).margin(1e-5));
-    }
-  };
   for (const auto& part : h.parts()) {
-    if (part.ell.width() == 4) check_spmv_part(sp::ops::hyb_part_spmv<float, 4>(), part);
-    check_spmv_part(sp::ops::hyb_part_spmv<float, sp::dynamic>(), part);
+    if (part.ell.width() == 4) check_part(sp::ops::hyb_part_spmv<float, 4>(), part, xv, 1, true);
+    check_part(sp::ops::hyb_part_spmv<float, sp::dynamic>(), part, xv, 1, true);
   }
   // Width 4 is a compile-time constant, and the default CPU schedule marks that slot loop for
   // vectorisation (a sparse_fixed axis of constant width >= 4).
