@@ -84,7 +84,10 @@ SPINDLE_DECL void CompiledKernel::call(const std::vector<CallArg>& args) const {
     sc_big.resize(impl_->nscalars);
     scalars = sc_big.data();
   }
-  impl_->binder.bind(args, bufs, scalars, nullptr, impl_->rt->pool().num_threads());
+  // A call from inside a parallel region runs its parallel loops serially (thread_pool.hpp):
+  // one owner then covers every row, instead of each of the pool's threads' owners in turn.
+  const std::int64_t threads = ThreadPool::in_parallel_region() ? 1 : impl_->rt->pool().num_threads();
+  impl_->binder.bind(args, bufs, scalars, nullptr, threads);
   impl_->entry(bufs, scalars, impl_->rt->abi());
 }
 
