@@ -7,6 +7,7 @@
 //   spmm(A, X, Y);            // Y = A X
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <memory>
 #include <mutex>
@@ -18,6 +19,7 @@
 #include "spindle/format/ell.hpp"
 #include "spindle/format/hyb.hpp"
 #include "spindle/kernel.hpp"
+#include "spindle/runtime/runtime.hpp"
 
 namespace spindle::ops {
 
@@ -272,12 +274,17 @@ auto zero_vector() {
 }
 
 // Y = A X for A in hyb(c, k) (SparseTIR's composed format), X [A.cols(), K], Y [A.rows(), K]
-// row-major (HybSpmm), or y = A x for vectors (HybSpmv): Y is zeroed once (rows that no part
-// touches stay 0), then each part runs its sub-kernel, whose slot loop has the bucket width as
-// a compile-time constant (widths up to max_fixed_width; wider ones, and parts narrower than
-// their bucket because the matrix has fewer columns, use the call-time-width kernel). One
-// kernel per width, compiled on first use and cached like every kernel. Not yet: the parts as
-// one horizontally fused kernel.
+// row-major (HybSpmm), or y = A x for vectors (HybSpmv): every row of Y is zeroed once (rows
+// that no part touches stay 0) and gets the sum of its pieces in every part, each part run by
+// its sub-kernel, whose slot loop has the bucket width as a compile-time constant (widths up
+// to max_fixed_width; wider ones, and parts narrower than their bucket because the matrix has
+// fewer columns, use the call-time-width kernel). One kernel per width, compiled on first use
+// and cached like every kernel. With several threads the parts are fused horizontally into
+// one parallel region: the output rows are cut into shares of about equal slots
+// (Hyb::row_shares), and a share zeroes its rows and runs each part's pieces of them
+// (EllRows views), so one fork-join serves all parts and no row is written by two threads,
+// with any number of column partitions. With one thread (or inside another parallel region):
+// zero, then each part over all its rows.
 template <class T, class Index, bool Vector>
 class HybProduct {
  public:
@@ -298,13 +305,50 @@ class HybProduct {
                   " but A (", a.description(), ") has ", a.cols(), " columns");
     SPINDLE_CHECK(y.dim(0) == a.rows(), ShapeError, what, Vector ? ": y has " : ": Y has ", y.dim(0), unit,
                   " but A (", a.description(), ") has ", a.rows(), " rows");
-    zero_(y);
-    for (const auto& part : a.parts()) {
-      const TensorView<const Index> rows(part.rows.data(), {static_cast<std::int64_t>(part.rows.size())});
-      with_kernel(part.ell.width(), [&](const auto& k) { k(part.ell, rows, x, y); });
+    const std::int64_t shares = row_shares(a, Vector ? 1 : x.dim(1));
+    if (shares <= 1) {  // one thread: zero, then every part over all its rows
+      zero_(y);
+      for (const auto& part : a.parts()) {
+        const TensorView<const Index> rows(part.rows.data(), {static_cast<std::int64_t>(part.rows.size())});
+        with_kernel(part.ell.width(), [&](const auto& k) { k(part.ell, rows, x, y); });
+      }
+      return;
     }
+    // Horizontal fusion on the CPU: one parallel region over shares of the output rows; a share
+    // zeroes its rows, then runs every part's pieces of those rows (nested calls run serially on
+    // the thread that took the share). No two shares write one row, whatever the column
+    // partitions: race-free without atomics. The kernels compile here, before the region.
+    for (const auto& part : a.parts()) with_kernel(part.ell.width(), [](const auto& k) { k.compile(); });
+    struct Region {
+      const HybProduct* self;
+      const Hyb<T, Index>* a;
+      TensorView<const T> x;
+      TensorView<T> y;
+      std::vector<std::int64_t> bounds;
+    } region{this, &a, x, y, a.row_shares(shares)};
+    zero_.compile().runtime().pool().parallel_for(
+        static_cast<std::int64_t>(region.bounds.size()) - 1, 1,
+        [](void* closure, std::int64_t begin, std::int64_t end) {
+          const Region& r = *static_cast<const Region*>(closure);
+          for (std::int64_t i = begin; i < end; ++i) r.self->run_rows(*r.a, r.x, r.y, r.bounds[i], r.bounds[i + 1]);
+        },
+        &region);
   }
   void operator()(const Hyb<T, Index>& a, const Tensor<T>& x, Tensor<T>& y) const { (*this)(a, x.view(), y.view()); }
+
+  // How many shares of the output rows a call with `feat` columns runs in one parallel region
+  // on this object's runtime (1: the parts one after another). Enough per thread for the
+  // pool's hand-out to even out a slow thread, none smaller than kShareWork products: a share
+  // costs a kernel call per part (about a microsecond each).
+  std::int64_t row_shares(const Hyb<T, Index>& a, std::int64_t feat) const {
+    if (runtime::ThreadPool::in_parallel_region()) return 1;
+    const std::int64_t threads = zero_.compile().runtime().pool().num_threads();
+    if (threads <= 1) return 1;
+    std::int64_t slots = 0;
+    for (const auto& part : a.parts()) slots += part.ell.rows() * part.ell.width();
+    const std::int64_t work = (a.rows() + slots) * std::max<std::int64_t>(1, feat);
+    return std::max<std::int64_t>(1, std::min({kSharesPerThread * threads, work / kShareWork, a.rows()}));
+  }
 
   // The sub-kernel that runs parts of ELL width w: explain() and compile() it.
   std::string explain(std::int64_t w) const {
@@ -332,6 +376,23 @@ class HybProduct {
   static auto zero_kernel() {
     if constexpr (Vector) return zero_vector<T>();
     else return zero_matrix<T>();
+  }
+  static constexpr std::int64_t kSharesPerThread = 2, kShareWork = 32768;
+
+  // Output rows [b0, b1): zeroed, then every part's pieces of those rows.
+  void run_rows(const Hyb<T, Index>& a, TensorView<const T> x, TensorView<T> y, std::int64_t b0,
+                std::int64_t b1) const {
+    if (b0 == b1) return;
+    const std::int64_t feat = Vector ? 1 : y.dim(1);
+    std::vector<std::int64_t> shape{b1 - b0};
+    if constexpr (!Vector) shape.push_back(feat);
+    zero_(TensorView<T>(y.data() + b0 * feat, std::move(shape)));
+    for (const auto& part : a.parts()) {
+      const std::int64_t r0 = Hyb<T, Index>::piece_of(part, b0), r1 = Hyb<T, Index>::piece_of(part, b1);
+      if (r0 == r1) continue;
+      const TensorView<const Index> rows(part.rows.data() + r0, {r1 - r0});
+      with_kernel(part.ell.width(), [&](const auto& k) { k(EllRows<T, Index>(part.ell, r0, r1), rows, x, y); });
+    }
   }
   template <std::size_t... B>
   static auto make_fixed(std::index_sequence<B...>) {

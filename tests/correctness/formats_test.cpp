@@ -8,6 +8,7 @@
 
 #include <bit>
 #include <limits>
+#include <numeric>
 
 #include "correctness/correctness_support.hpp"
 #include "support/emulated_cuda_call.hpp"
@@ -408,6 +409,57 @@ TEST_CASE("hyb(c, k) on real graphs (long rows cut into pieces), an unsorted CSR
   CHECK_THROWS_WITH(spmv(h2, xv5, yv), Catch::Contains("hyb_spmv: x has 5 entries but A") && Catch::Contains("6 columns"));
   CHECK_THROWS_WITH(spmv(h2, xv, yv6), Catch::Contains("y has 6 entries but A") && Catch::Contains("5 rows"));
   CHECK_THROWS_WITH(spmv(h2, x, y), Catch::Contains("x and y must be vectors"));
+}
+
+TEST_CASE("hyb parts fused into one parallel region: row shares balanced by slots, every row zeroed and summed by "
+          "one share, with column partitions, and EllRows views",
+          "[correctness][formats][hyb]") {
+  const Shape s{"large", 10000, 2000, 8, 0.3};  // large enough for several shares, even for SpMV
+  const auto a = random_csr<float>(s, 61);
+  for (const auto& [c, k] : {std::pair<std::int64_t, std::int64_t>{1, 32}, {3, 4}}) {
+    INFO("hyb(" << c << ", " << k << ")");
+    const auto h = sp::Hyb<float>::from_csr(a, c, k);
+    std::vector<std::int64_t> row_slots(static_cast<std::size_t>(a.rows()), 0);  // every part's pieces of a row
+    for (const auto& part : h.parts())
+      for (auto r : part.rows) row_slots[static_cast<std::size_t>(r)] += part.ell.width();
+    const std::int64_t total = std::accumulate(row_slots.begin(), row_slots.end(), std::int64_t{0});
+    const std::int64_t widest = *std::max_element(row_slots.begin(), row_slots.end());
+    for (std::int64_t n : {std::int64_t{1}, std::int64_t{2}, std::int64_t{5}, std::int64_t{12}, a.rows(), a.rows() + 9}) {
+      INFO(n << " shares");
+      const auto b = h.row_shares(n);
+      REQUIRE(static_cast<std::int64_t>(b.size()) == std::min(n, a.rows()) + 1);
+      REQUIRE(b.front() == 0);
+      REQUIRE(b.back() == a.rows());
+      REQUIRE(std::is_sorted(b.begin(), b.end()));
+      for (std::size_t i = 0; i + 1 < b.size(); ++i) {  // about total / n slots each
+        const std::int64_t got = std::accumulate(row_slots.begin() + b[i], row_slots.begin() + b[i + 1], std::int64_t{0});
+        REQUIRE(got <= total / static_cast<std::int64_t>(b.size() - 1) + widest);
+        for (const auto& part : h.parts()) {  // a share's pieces: a contiguous run of each part
+          const auto p0 = sp::Hyb<float>::piece_of(part, b[i]), p1 = sp::Hyb<float>::piece_of(part, b[i + 1]);
+          for (auto p = p0; p < p1; ++p) REQUIRE((part.rows[p] >= b[i] && part.rows[p] < b[i + 1]));
+        }
+      }
+    }
+    // With 3 threads both products take the fused path; with 1 they run the parts in turn.
+    const std::string engine = spindle::test::cpu_engines().front();
+    CHECK(sp::ops::HybSpmm<float>().with_runtime(spindle::test::engine_runtime(engine, 3)).row_shares(h, 7) > 2);
+    CHECK(sp::ops::HybSpmv<float>().with_runtime(spindle::test::engine_runtime(engine, 3)).row_shares(h, 1) > 1);
+    CHECK(sp::ops::HybSpmm<float>().with_runtime(spindle::test::engine_runtime(engine, 1)).row_shares(h, 7) == 1);
+    check_hyb<float>(a, c, k, 7, s.name);  // every engine, 1 and 3 threads, poisoned outputs
+  }
+  // EllRows: rows [1, 4) of an Ell, read-only, the same levels
+  const auto e = sp::Ell<float>::from_csr(random_csr<float>({"small", 5, 6, 2}, 4));
+  const sp::EllRows<float> v(e, 1, 4);
+  const auto st = sp::storage_of(v);
+  CHECK(v.rows() == 3);
+  CHECK_FALSE(st.writable);
+  CHECK(st.levels[0].length == 3);
+  CHECK(st.value_count == 3 * e.width());
+  CHECK(st.data == static_cast<const void*>(e.values().data() + e.width()));
+  CHECK(st.levels[1].indices == static_cast<const void*>(e.indices().data() + e.width()));
+  CHECK_THROWS_WITH(sp::EllRows<float>(e, 3, 6), Catch::Contains("rows [3, 6)") && Catch::Contains("5 rows"));
+  CHECK_THROWS_AS(sp::EllRows<float>(e, -1, 2), sp::ShapeError);
+  CHECK_THROWS_AS(sp::EllRows<float>(e, 3, 2), sp::ShapeError);
 }
 
 TEST_CASE("hyb part kernels agree with the reference interpreter, and their CUDA builds compile and run emulated",

@@ -223,6 +223,39 @@ class Ell {
   std::string name_;
 };
 
+// Rows [begin, end) of an Ell as a read-only kernel argument: the same levels, the slots of
+// those rows only (row r of the view is row begin + r of the Ell). It points into the Ell,
+// which must outlive it. ops::HybProduct runs a part's rows in pieces this way, one piece per
+// share of the output rows, all in one parallel region. ShapeError unless 0 <= begin <= end
+// <= rows().
+template <class T, class Index = std::int32_t>
+class EllRows {
+ public:
+  using value_type = T;
+  using index_type = Index;
+
+  EllRows(const Ell<T, Index>& ell, std::int64_t begin, std::int64_t end) : ell_(&ell), begin_(begin), end_(end) {
+    SPINDLE_CHECK(0 <= begin && begin <= end && end <= ell.rows(), ShapeError, "EllRows: rows [", begin, ", ", end,
+                  ") are not inside the ", ell.rows(), " rows of the Ell");
+  }
+  std::int64_t rows() const { return end_ - begin_; }
+  std::int64_t width() const { return ell_->width(); }
+
+  StorageView storage() const {
+    StorageView s = ell_->storage();
+    const std::int64_t first = begin_ * ell_->width();
+    s.data = static_cast<T*>(s.data) + first;
+    s.value_count = rows() * ell_->width();
+    s.levels[0].length = rows();
+    s.levels[1].indices = ell_->indices().data() + first;
+    return s;
+  }
+
+ private:
+  const Ell<T, Index>* ell_;
+  std::int64_t begin_, end_;
+};
+
 template <class T, class Index>
 Ell<T, Index> Ell<T, Index>::from_csr(const Csr<T, Index>& a, std::int64_t k) {
   const std::string what = detail::structure_name("Ell", a.name());

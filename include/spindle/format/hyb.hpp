@@ -98,6 +98,40 @@ class Hyb {
     return dense;
   }
 
+  // Output row boundaries 0 = b[0] <= b[1] <= ... <= b[n] = rows() cutting the matrix into
+  // n = min(shares, rows()) ranges of about equal slots (every part's pieces counted, padding
+  // included): all pieces of one row, in every part, fall in one range. In a part, the pieces
+  // of range [b[i], b[i+1]) are those from piece_of(part, b[i]) to piece_of(part, b[i+1]).
+  // O(shares * parts * log^2 rows).
+  std::vector<std::int64_t> row_shares(std::int64_t shares) const {
+    shares = std::max<std::int64_t>(1, std::min(shares, rows_));
+    auto slots_before = [&](std::int64_t row) {
+      std::int64_t n = 0;
+      for (const Part& p : parts_) n += piece_of(p, row) * p.ell.width();
+      return n;
+    };
+    const std::int64_t total = slots_before(rows_);
+    std::vector<std::int64_t> b{0};
+    for (std::int64_t i = 1; i < shares; ++i) {
+      const std::int64_t target = total / shares * i + total % shares * i / shares;
+      std::int64_t lo = b.back(), hi = rows_;  // the first row whose earlier slots reach target
+      while (lo < hi) {
+        const std::int64_t mid = lo + (hi - lo) / 2;
+        if (slots_before(mid) >= target) hi = mid;
+        else lo = mid + 1;
+      }
+      b.push_back(lo);
+    }
+    b.push_back(rows_);
+    return b;
+  }
+  // The first piece of `part` whose row is >= row (the part's pieces are in row order).
+  static std::int64_t piece_of(const Part& part, std::int64_t row) {
+    return std::lower_bound(part.rows.begin(), part.rows.end(), row,
+                            [](Index r, std::int64_t v) { return static_cast<std::int64_t>(r) < v; }) -
+           part.rows.begin();
+  }
+
  private:
   std::int64_t rows_ = 0, cols_ = 0, partitions_ = 1, max_width_ = 1, stored_nonzeros_ = 0;
   std::vector<Part> parts_;
