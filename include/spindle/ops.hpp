@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -305,6 +306,20 @@ class HybProduct {
                   " but A (", a.description(), ") has ", a.cols(), " columns");
     SPINDLE_CHECK(y.dim(0) == a.rows(), ShapeError, what, Vector ? ": y has " : ": Y has ", y.dim(0), unit,
                   " but A (", a.description(), ") has ", a.rows(), " rows");
+    // Y is written (zeroed) before any part kernel's binder would see an overlap: check first.
+    auto overlap = [&](const void* p, std::size_t bytes) {
+      const auto b = reinterpret_cast<std::uintptr_t>(p), yb = reinterpret_cast<std::uintptr_t>(y.data());
+      return bytes > 0 && y.size() > 0 && b < yb + static_cast<std::uintptr_t>(y.size()) * sizeof(T) &&
+             yb < b + bytes;
+    };
+    bool hit = overlap(x.data(), static_cast<std::size_t>(x.size()) * sizeof(T));
+    for (const auto& part : a.parts())
+      hit = hit || overlap(part.ell.values().data(), part.ell.values().size_bytes()) ||
+            overlap(part.ell.indices().data(), part.ell.indices().size_bytes()) ||
+            overlap(part.rows.data(), part.rows.size() * sizeof(Index));
+    SPINDLE_CHECK(!hit, UserError, what, Vector ? ": y" : ": Y", " overlaps ", Vector ? "x" : "X",
+                  " or A's arrays in memory; the parts add into it, which would change them; hint: pass an output "
+                  "with storage of its own");
     const std::int64_t shares = row_shares(a, Vector ? 1 : x.dim(1));
     if (shares <= 1) {  // one thread: zero, then every part over all its rows
       zero_(y);

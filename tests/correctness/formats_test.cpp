@@ -409,6 +409,15 @@ TEST_CASE("hyb(c, k) on real graphs (long rows cut into pieces), an unsorted CSR
   CHECK_THROWS_WITH(spmv(h2, xv5, yv), Catch::Contains("hyb_spmv: x has 5 entries but A") && Catch::Contains("6 columns"));
   CHECK_THROWS_WITH(spmv(h2, xv, yv6), Catch::Contains("y has 6 entries but A") && Catch::Contains("5 rows"));
   CHECK_THROWS_WITH(spmv(h2, x, y), Catch::Contains("x and y must be vectors"));
+  // Y sharing storage with X or with A: an error before anything is written
+  std::vector<float> shared(6 * 3, 7.0f);
+  const sp::TensorView<const float> xs(shared.data(), {6, 3});
+  const sp::TensorView<float> ys(shared.data() + 3, {5, 3});
+  CHECK_THROWS_WITH(spmm(h2, xs, ys), Catch::Contains("hyb_spmm: Y overlaps X or A's arrays"));
+  CHECK(std::ranges::all_of(shared, [](float v) { return v == 7.0f; }));
+  auto hv = h2;  // y starting at the last value of a part (nothing is written: the check comes first)
+  auto vals = hv.parts().back().ell.values();
+  CHECK_THROWS_AS(spmv(hv, xv.view(), sp::TensorView<float>(vals.data() + vals.size() - 1, {5})), sp::UserError);
 }
 
 TEST_CASE("hyb parts fused into one parallel region: row shares balanced by slots, every row zeroed and summed by "
