@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <limits>
+#include <tuple>
 
 #include "correctness/correctness_support.hpp"
 #include "spindle/driver/pipeline.hpp"
@@ -116,6 +117,36 @@ TEST_CASE("SpMV and a dense kernel under user schedules", "[correctness][schedul
       scale.with_schedule(s)(b, c);
       for (std::int64_t e = 0; e < rows * cols; ++e) REQUIRE(c.values()[e] == 2.0f * b.values()[e] + 1.0f);
     }
+  }
+
+  // Two reduction loops, each under rfactor: rfactor of the outer one copies the inner one's
+  // lane loop into its lanes and its combine, so later steps on that lane loop meet one loop
+  // node in two places (this was an internal error, "lost loop 'm_lane'").
+  const auto sum3 = sp::kernel("sum3", [](sp::in<float, I, K, M> b, sp::out<float, I> y, sp::iter<I> i,
+                                          sp::iter<K> k, sp::iter<M> m) { y(i) += b(i, k, m); });
+  std::vector<sp::Schedule> rs;
+  rs.emplace_back().rfactor("m", 2).rfactor("k", 3).unroll("k_lane").unroll("m_lane");
+  rs.emplace_back().rfactor("m", 2).vectorize("m_lane").rfactor("k", 3).unroll("m_lane").parallel("i");
+  for (int threads : {1, 3}) {
+    sp::Options o = sp::Options::from_env();
+    o.num_threads = threads;
+    sp::runtime::Runtime rt(o);
+    for (const auto& s : rs)
+      for (auto [rows, ks, ms] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{0, 3, 2}, {5, 7, 3}, {37, 13, 5}}) {
+        INFO(rows << "x" << ks << "x" << ms << " schedule " << s.to_string() << " threads " << threads);
+        const auto b = sp::Tensor<float>::random({rows, ks, ms}, 21, -1, 1);
+        auto y = sp::Tensor<float>::full({rows}, nan_f());
+        sum3.with_runtime(rt).with_schedule(s)(b, y);
+        std::vector<Ref> want(static_cast<std::size_t>(rows));
+        for (std::int64_t r = 0; r < rows; ++r)
+          for (std::int64_t q = 0; q < ks * ms; ++q) {
+            const double v = b.values()[r * ks * ms + q];
+            want[r].value += v;
+            want[r].abs_sum += std::abs(v);
+            ++want[r].terms;
+          }
+        check_close<float>(want, y.values(), "sum3 under two rfactors");
+      }
   }
 }
 

@@ -51,6 +51,13 @@ template <class F>
 ir::Stmt each_loop_named(const ir::Stmt& body, const std::string& name, const char* primitive, F&& f) {
   require_loop(body, name, primitive);
   auto loops = loops_named(body, name);
+  // A transformation may share one loop node between two places of the tree (rfactor of a loop
+  // that encloses an earlier rfactor's lanes does); replace_stmt rewrites every occurrence of
+  // a node, so each distinct node is transformed once.
+  std::vector<const ir::ForNode*> distinct;
+  for (auto* l : loops)
+    if (std::find(distinct.begin(), distinct.end(), l) == distinct.end()) distinct.push_back(l);
+  loops = std::move(distinct);
   for (auto* a : loops)
     for (auto* b : loops)
       SPINDLE_CHECK(a == b || !contains(a->body, b), UserError, primitive, ": loop '", name,
