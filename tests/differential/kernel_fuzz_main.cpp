@@ -38,6 +38,7 @@
 #include <memory>
 #include <random>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -576,6 +577,8 @@ sp::Schedule random_schedule(const sp::ir::Function& completed, std::uint64_t se
     } catch (const sp::UserError&) {
       ++st.schedule_refused;
       return false;
+    } catch (const std::exception& ex) {  // anything else is a bug: say which schedule hit it
+      throw std::runtime_error(std::string(ex.what()) + " (under the candidate schedule " + c.to_string() + ")");
     }
     for (std::size_t q = s.steps().size(); q < c.steps().size(); ++q)  // the steps this one added
       ++st.schedule_kept[sp::Schedule::op_name(c.steps()[q].op)];
