@@ -224,6 +224,43 @@ TEST_CASE("gnn compositions: the promoted GCN compositions agree on cora", "[gnn
     check_matches(gnn::execute(r.composition, b), ref, 2e-5, "cora " + r.composition.text);
 }
 
+TEST_CASE("gnn execute: GEMMs that are only terms of a dense sum accumulate into the sum's buffer, same result",
+          "[gnn]") {
+  // SAGE-mean (H·Wself + (Dinv·A·H)·Wneigh), TAGCN and GIN forms: every composition, wide and
+  // narrow outputs (the two GEMM forms), run fused (execute) and step by step (execute with
+  // step times), twice with one workspace (buffers reused).
+  std::size_t fused = 0;
+  for (const auto& layer : {gnn::layers::sage_mean(), gnn::layers::tagcn(), gnn::layers::gin()})
+    for (auto [n, kin, kout] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{57, 6, 3}, {40, 5, 21}, {1, 2, 9}}) {
+      const auto o = make_operands<double>(n, kin, kout, 61);
+      const auto b = o.bindings();
+      const Mat ref = reference(layer.expr, o);
+      for (const auto& r : gnn::candidates(layer).ranked) {
+        const std::string what = layer.name + " N=" + std::to_string(n) + " K_out=" + std::to_string(kout) + " " +
+                                 r.composition.text;
+        const auto into = gnn::detail::gemms_into_sums(r.composition);
+        for (std::size_t s = 0; s < into.size(); ++s) {
+          if (!into[s]) continue;
+          ++fused;
+          const auto& st = r.composition.steps[s];
+          REQUIRE(st.prim == gnn::Primitive::gemm);
+          REQUIRE(static_cast<int>(s) != r.composition.result);
+        }
+        gnn::Workspace<double> ws, timed;
+        std::vector<double> ms;
+        for (int round = 0; round < 2; ++round) {
+          const auto got = gnn::execute(r.composition, b, ws);
+          const auto sep = gnn::execute(r.composition, b, timed, &ms);
+          check_matches(sp::Tensor<double>::from(std::vector<double>(got.values().begin(), got.values().end()), got.shape()),
+                        ref, 1e-12, what + " fused");
+          check_matches(sp::Tensor<double>::from(std::vector<double>(sep.values().begin(), sep.values().end()), sep.shape()),
+                        ref, 1e-12, what + " step by step");
+        }
+      }
+    }
+  CHECK(fused > 0);
+}
+
 TEST_CASE("gnn execute: a missing or mismatched operand is a ShapeError naming it, before any kernel runs", "[gnn]") {
   auto o = make_operands<double>(20, 4, 3, 51);
   const auto c = gnn::candidates(gnn::layers::gcn()).ranked.front().composition;
@@ -541,7 +578,8 @@ void check_kernel(const std::string& what, const Kernel& k, const Out& out0, con
   interp.run();
   const sp::ir::BufferNode* out = nullptr;
   for (auto& fb : k.ir().buffers)
-    if (fb.buffer->role == sp::ir::BufferRole::output && fb.origin.kind == sp::ir::ParamOrigin::values)
+    if ((fb.buffer->role == sp::ir::BufferRole::output || fb.buffer->role == sp::ir::BufferRole::inout) &&
+        fb.origin.kind == sp::ir::ParamOrigin::values)
       out = fb.buffer.get();
   REQUIRE(out);
   auto compare = [&](const Out& got, const std::string& engine) {
@@ -603,6 +641,10 @@ TEST_CASE("gnn kernels: forward and backward primitives agree with the reference
     check_kernel("gemm_nt", kn::gemm_nt<float>(), junk({n, kout}), x, wt);
     check_kernel("transpose", kn::transpose<float>(), junk({kout, kin}), w);
     check_kernel("dense_add", kn::dense_add<float>(), junk({n, kin}), x, y);
+    // inout: the output's values enter the sum (g and y, random)
+    check_kernel("gemm_accumulate", kn::gemm_accumulate<float>(), g, x, w);
+    check_kernel("gemm_nt_accumulate", kn::gemm_nt_accumulate<float>(), g, x, wt);
+    check_kernel("dense_accumulate", kn::dense_accumulate<float>(), y, x);
     check_kernel("row_dot", kn::row_dot<float>(), junk({n}), x, y);
     check_kernel("column_dot", kn::column_dot<float>(), junk({kin}), x, y);
     check_kernel("sddmm_pattern", kn::sddmm_pattern<float>(), pattern_out, a, x, y);

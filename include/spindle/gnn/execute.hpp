@@ -202,6 +202,38 @@ void matmul(TensorView<const T> x, TensorView<const T> w, Tensor<T>& out, Worksp
   gemm_nt(x, wt->view(), out);
 }
 
+// out += x w (dense), the same two forms as matmul.
+template <class T>
+void matmul_accumulate(TensorView<const T> x, TensorView<const T> w, Tensor<T>& out, Workspace<T>& ws,
+                       std::size_t slot) {
+  static const auto gemm = kernels::gemm_accumulate<T>();
+  static const auto gemm_nt = kernels::gemm_nt_accumulate<T>();
+  static const auto transpose = kernels::transpose<T>();
+  if (w.dim(1) >= kNarrowOutput<T>) return gemm(x, w, out);
+  auto wt = ws.dense(slot, {w.dim(1), w.dim(0)});
+  transpose(w, *wt);
+  gemm_nt(x, wt->view(), out);
+}
+
+// The GEMM steps of `c` whose product is only a term of one dense sum (used once, by a
+// dense_add, and not the result): run_steps computes them into the sum's buffer (the first
+// as a plain product, the others accumulating) instead of into a buffer of their own that
+// the sum then reads. Their own values stay unset: backward reads a GEMM's operands, and a
+// dense sum's adjoint passes through without reading its terms.
+inline std::vector<bool> gemms_into_sums(const Composition& c) {
+  std::vector<int> uses(c.steps.size(), 0), consumer(c.steps.size(), -1);
+  for (std::size_t s = 0; s < c.steps.size(); ++s)
+    for (int a : c.steps[s].args) {
+      ++uses[static_cast<std::size_t>(a)];
+      consumer[static_cast<std::size_t>(a)] = static_cast<int>(s);
+    }
+  std::vector<bool> into(c.steps.size(), false);
+  for (std::size_t s = 0; s < c.steps.size(); ++s)
+    into[s] = c.steps[s].prim == Primitive::gemm && uses[s] == 1 && static_cast<int>(s) != c.result &&
+              c.steps[static_cast<std::size_t>(consumer[s])].prim == Primitive::dense_add;
+  return into;
+}
+
 // out = x w^T (dense), likewise.
 template <class T>
 void matmul_transposed(TensorView<const T> x, TensorView<const T> w, Tensor<T>& out, Workspace<T>& ws,
@@ -271,6 +303,9 @@ std::vector<RtValue<T>> run_steps(const Composition& c, const Bindings<T>& b, st
   static const auto add_uu = kernels::sparse_add_terms<T, true, true>();
 
   std::vector<RtValue<T>> v(c.steps.size());
+  // Timed runs (spindle-profile's per-primitive samples) keep every step separate.
+  const std::vector<bool> into_sum = step_ms ? std::vector<bool>(c.steps.size(), false) : gemms_into_sums(c);
+  static const auto add_into = kernels::dense_accumulate<T>();
   std::size_t current = 0;  // the step being run (its workspace slot)
   auto dense_result = [&](std::int64_t r, std::int64_t k) { return ws->dense(Workspace<T>::slot(0, 0, current), {r, k}); };
   if (step_ms) step_ms->assign(c.steps.size(), 0.0);
@@ -333,6 +368,7 @@ std::vector<RtValue<T>> run_steps(const Composition& c, const Bindings<T>& b, st
         break;
       }
       case Primitive::gemm: {
+        if (into_sum[s]) break;  // computed by the sum that reads it
         const auto& x = arg(0).view;
         const auto& w = arg(1).view;
         out.owned = dense_result(x.dim(0), w.dim(1));
@@ -341,6 +377,29 @@ std::vector<RtValue<T>> run_steps(const Composition& c, const Bindings<T>& b, st
         break;
       }
       case Primitive::dense_add: {
+        const auto term_into = [&](std::size_t k) { return into_sum[static_cast<std::size_t>(st.args[k])]; };
+        std::size_t first = 0;
+        while (first < st.args.size() && !term_into(first)) ++first;
+        if (first < st.args.size()) {
+          // out = the first GEMM term's product, += the other GEMM terms, += the other terms.
+          const auto& g0 = c.steps[static_cast<std::size_t>(st.args[first])];
+          const auto operand = [&](const Step& g, std::size_t k) -> const TensorView<const T>& {
+            return v[static_cast<std::size_t>(g.args.at(k))].view;
+          };
+          out.owned = dense_result(operand(g0, 0).dim(0), operand(g0, 1).dim(1));
+          matmul(operand(g0, 0), operand(g0, 1), *out.owned, *ws, Workspace<T>::slot(1, 0, s));
+          for (std::size_t k = 0; k < st.args.size(); ++k) {
+            if (k == first) continue;
+            if (term_into(k)) {
+              const auto& g = c.steps[static_cast<std::size_t>(st.args[k])];
+              matmul_accumulate(operand(g, 0), operand(g, 1), *out.owned, *ws, Workspace<T>::slot(1, k, s));
+            } else {
+              add_into(arg(k).view, *out.owned);
+            }
+          }
+          out.view = out.owned->view();
+          break;
+        }
         const auto& x0 = arg(0).view;
         out.owned = dense_result(x0.dim(0), x0.dim(1));
         add(x0, arg(1).view, *out.owned);

@@ -92,6 +92,28 @@ auto dense_add() {
                                         sp::iter<K> k) { c(i, k) = a(i, k) + b(i, k); });
 }
 
+// C += A W and C += A B^T (dense, C read and updated in place: an inout output has no init,
+// docs/language.md): a GEMM whose product is only a term of a dense sum accumulates into the
+// sum's buffer instead of writing its own (execute.hpp).
+template <class T>
+auto gemm_accumulate() {
+  return sp::kernel("gnn_gemm_acc", [](sp::in<T, I, K> a, sp::in<T, K, N> w, sp::inout<T, I, N> c, sp::iter<I> i,
+                                       sp::iter<K> k, sp::iter<N> n) { c(i, n) += a(i, k) * w(k, n); });
+}
+template <class T>
+auto gemm_nt_accumulate() {
+  return sp::kernel("gnn_gemm_nt_acc", [](sp::in<T, I, K> a, sp::in<T, N, K> b, sp::inout<T, I, N> c, sp::iter<I> i,
+                                          sp::iter<N> n, sp::iter<K> k) { c(i, n) += a(i, k) * b(n, k); });
+}
+
+// C += B (dense, in place).
+template <class T>
+auto dense_accumulate() {
+  return sp::kernel("gnn_dense_acc", [](sp::in<T, I, K> b, sp::inout<T, I, K> c, sp::iter<I> i, sp::iter<K> k) {
+    c(i, k) += b(i, k);
+  });
+}
+
 // --- backward (backward.hpp) -----------------------------------------------------------
 
 // y(i) = sum_k a(i, k) b(i, k): the gradient of a row broadcast's diagonal.
