@@ -645,6 +645,10 @@ TEST_CASE("gnn kernels: forward and backward primitives agree with the reference
     check_kernel("gemm_accumulate", kn::gemm_accumulate<float>(), g, x, w);
     check_kernel("gemm_nt_accumulate", kn::gemm_nt_accumulate<float>(), g, x, wt);
     check_kernel("dense_accumulate", kn::dense_accumulate<float>(), y, x);
+    const auto v = sp::Tensor<float>::random({kin, kout}, 142, -1, 1);
+    const auto vt = sp::Tensor<float>::random({kout, kin}, 143, -1, 1);
+    check_kernel("gemm_pair", kn::gemm_pair<float>(), junk({n, kout}), x, w, y, v);
+    check_kernel("gemm_nt_pair", kn::gemm_nt_pair<float>(), junk({n, kout}), x, wt, y, vt);
     check_kernel("row_dot", kn::row_dot<float>(), junk({n}), x, y);
     check_kernel("column_dot", kn::column_dot<float>(), junk({kin}), x, y);
     check_kernel("sddmm_pattern", kn::sddmm_pattern<float>(), pattern_out, a, x, y);

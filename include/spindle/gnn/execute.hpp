@@ -215,10 +215,25 @@ void matmul_accumulate(TensorView<const T> x, TensorView<const T> w, Tensor<T>& 
   gemm_nt(x, wt->view(), out);
 }
 
+// out = x w + y v (dense, x and y of one width), in one pass; the same two forms as matmul.
+template <class T>
+void matmul_pair(TensorView<const T> x, TensorView<const T> w, TensorView<const T> y, TensorView<const T> v,
+                 Tensor<T>& out, Workspace<T>& ws, std::size_t slot_w, std::size_t slot_v) {
+  static const auto gemm = kernels::gemm_pair<T>();
+  static const auto gemm_nt = kernels::gemm_nt_pair<T>();
+  static const auto transpose = kernels::transpose<T>();
+  if (w.dim(1) >= kNarrowOutput<T>) return gemm(x, w, y, v, out);
+  auto wt = ws.dense(slot_w, {w.dim(1), w.dim(0)});
+  auto vt = ws.dense(slot_v, {v.dim(1), v.dim(0)});
+  transpose(w, *wt);
+  transpose(v, *vt);
+  gemm_nt(x, wt->view(), y, vt->view(), out);
+}
+
 // The GEMM steps of `c` whose product is only a term of one dense sum (used once, by a
 // dense_add, and not the result): run_steps computes them into the sum's buffer (the first
-// as a plain product, the others accumulating) instead of into a buffer of their own that
-// the sum then reads. Their own values stay unset: backward reads a GEMM's operands, and a
+// and a second of the same inner width in one pass, further ones accumulating) instead of
+// into a buffer of their own that the sum then reads. Their own values stay unset: backward reads a GEMM's operands, and a
 // dense sum's adjoint passes through without reading its terms.
 inline std::vector<bool> gemms_into_sums(const Composition& c) {
   std::vector<int> uses(c.steps.size(), 0), consumer(c.steps.size(), -1);
@@ -387,12 +402,25 @@ std::vector<RtValue<T>> run_steps(const Composition& c, const Bindings<T>& b, st
             return v[static_cast<std::size_t>(g.args.at(k))].view;
           };
           out.owned = dense_result(operand(g0, 0).dim(0), operand(g0, 1).dim(1));
-          matmul(operand(g0, 0), operand(g0, 1), *out.owned, *ws, Workspace<T>::slot(1, 0, s));
+          // A second GEMM term of the same inner width joins the first in one pass (the output
+          // written once, never read back); further ones accumulate.
+          std::size_t second = first + 1;
+          while (second < st.args.size() &&
+                 !(term_into(second) &&
+                   operand(c.steps[static_cast<std::size_t>(st.args[second])], 0).dim(1) == operand(g0, 0).dim(1)))
+            ++second;
+          if (second < st.args.size()) {
+            const auto& g1 = c.steps[static_cast<std::size_t>(st.args[second])];
+            matmul_pair(operand(g0, 0), operand(g0, 1), operand(g1, 0), operand(g1, 1), *out.owned, *ws,
+                        Workspace<T>::slot(1, 0, s), Workspace<T>::slot(1, 1, s));
+          } else {
+            matmul(operand(g0, 0), operand(g0, 1), *out.owned, *ws, Workspace<T>::slot(1, 0, s));
+          }
           for (std::size_t k = 0; k < st.args.size(); ++k) {
-            if (k == first) continue;
+            if (k == first || k == second) continue;
             if (term_into(k)) {
               const auto& g = c.steps[static_cast<std::size_t>(st.args[k])];
-              matmul_accumulate(operand(g, 0), operand(g, 1), *out.owned, *ws, Workspace<T>::slot(1, k, s));
+              matmul_accumulate(operand(g, 0), operand(g, 1), *out.owned, *ws, Workspace<T>::slot(1, k + 2, s));
             } else {
               add_into(arg(k).view, *out.owned);
             }

@@ -106,6 +106,21 @@ auto gemm_nt_accumulate() {
                                           sp::iter<N> n, sp::iter<K> k) { c(i, n) += a(i, k) * b(n, k); });
 }
 
+// C = A W + B V and C = A W^T + B V^T (dense, one reduction over k with two products): two
+// GEMM terms of a sum in one pass, the output tile written once.
+template <class T>
+auto gemm_pair() {
+  return sp::kernel("gnn_gemm_pair", [](sp::in<T, I, K> a, sp::in<T, K, N> w, sp::in<T, I, K> b, sp::in<T, K, N> v,
+                                        sp::out<T, I, N> c, sp::iter<I> i, sp::iter<K> k,
+                                        sp::iter<N> n) { c(i, n) += a(i, k) * w(k, n) + b(i, k) * v(k, n); });
+}
+template <class T>
+auto gemm_nt_pair() {
+  return sp::kernel("gnn_gemm_nt_pair", [](sp::in<T, I, K> a, sp::in<T, N, K> w, sp::in<T, I, K> b,
+                                           sp::in<T, N, K> v, sp::out<T, I, N> c, sp::iter<I> i, sp::iter<N> n,
+                                           sp::iter<K> k) { c(i, n) += a(i, k) * w(n, k) + b(i, k) * v(n, k); });
+}
+
 // C += B (dense, in place).
 template <class T>
 auto dense_accumulate() {
