@@ -189,12 +189,11 @@ namespace detail {
 template <class T>
 constexpr std::int64_t kNarrowOutput = static_cast<std::int64_t>(64 / sizeof(T));
 
-// out = x w (dense), in the faster of the two GEMM forms for the output width; `slot` is a
-// workspace slot for the transposed weight.
-template <class T>
-void matmul(TensorView<const T> x, TensorView<const T> w, Tensor<T>& out, Workspace<T>& ws, std::size_t slot) {
-  static const auto gemm = kernels::gemm<T>();
-  static const auto gemm_nt = kernels::gemm_nt<T>();
+// out = x w, or out += x w with the accumulating kernels: the row form (`gemm`) for outputs of
+// a SIMD vector or wider, else the dot-product form (`gemm_nt`) on w transposed into `slot`.
+template <class T, class Gemm, class GemmNt>
+void matmul_form(const Gemm& gemm, const GemmNt& gemm_nt, TensorView<const T> x, TensorView<const T> w, Tensor<T>& out,
+                 Workspace<T>& ws, std::size_t slot) {
   static const auto transpose = kernels::transpose<T>();
   if (w.dim(1) >= kNarrowOutput<T>) return gemm(x, w, out);
   auto wt = ws.dense(slot, {w.dim(1), w.dim(0)});
@@ -202,17 +201,22 @@ void matmul(TensorView<const T> x, TensorView<const T> w, Tensor<T>& out, Worksp
   gemm_nt(x, wt->view(), out);
 }
 
-// out += x w (dense), the same two forms as matmul.
+// out = x w (dense), in the faster of the two GEMM forms for the output width; `slot` is a
+// workspace slot for the transposed weight.
+template <class T>
+void matmul(TensorView<const T> x, TensorView<const T> w, Tensor<T>& out, Workspace<T>& ws, std::size_t slot) {
+  static const auto gemm = kernels::gemm<T>();
+  static const auto gemm_nt = kernels::gemm_nt<T>();
+  matmul_form<T>(gemm, gemm_nt, x, w, out, ws, slot);
+}
+
+// out += x w (dense), the same two forms.
 template <class T>
 void matmul_accumulate(TensorView<const T> x, TensorView<const T> w, Tensor<T>& out, Workspace<T>& ws,
                        std::size_t slot) {
   static const auto gemm = kernels::gemm_accumulate<T>();
   static const auto gemm_nt = kernels::gemm_nt_accumulate<T>();
-  static const auto transpose = kernels::transpose<T>();
-  if (w.dim(1) >= kNarrowOutput<T>) return gemm(x, w, out);
-  auto wt = ws.dense(slot, {w.dim(1), w.dim(0)});
-  transpose(w, *wt);
-  gemm_nt(x, wt->view(), out);
+  matmul_form<T>(gemm, gemm_nt, x, w, out, ws, slot);
 }
 
 // out = x w + y v (dense, x and y of one width), in one pass; the same two forms as matmul.
@@ -233,8 +237,8 @@ void matmul_pair(TensorView<const T> x, TensorView<const T> w, TensorView<const 
 // The GEMM steps of `c` whose product is only a term of one dense sum (used once, by a
 // dense_add, and not the result): run_steps computes them into the sum's buffer (the first
 // and a second of the same inner width in one pass, further ones accumulating) instead of
-// into a buffer of their own that the sum then reads. Their own values stay unset: backward reads a GEMM's operands, and a
-// dense sum's adjoint passes through without reading its terms.
+// into a buffer of their own that the sum then reads. Their own values stay unset: backward
+// reads a GEMM's operands, and a dense sum's adjoint passes through without reading its terms.
 inline std::vector<bool> gemms_into_sums(const Composition& c) {
   std::vector<int> uses(c.steps.size(), 0), consumer(c.steps.size(), -1);
   for (std::size_t s = 0; s < c.steps.size(); ++s)
