@@ -396,50 +396,43 @@ std::vector<RtValue<T>> run_steps(const Composition& c, const Bindings<T>& b, st
         break;
       }
       case Primitive::dense_add: {
-        const auto term_into = [&](std::size_t k) { return into_sum[static_cast<std::size_t>(st.args[k])]; };
-        std::size_t first = 0;
-        while (first < st.args.size() && !term_into(first)) ++first;
-        if (first < st.args.size()) {
-          // out = the first GEMM term's product, += the other GEMM terms, += the other terms.
-          const auto& g0 = c.steps[static_cast<std::size_t>(st.args[first])];
-          const auto operand = [&](const Step& g, std::size_t k) -> const TensorView<const T>& {
-            return v[static_cast<std::size_t>(g.args.at(k))].view;
-          };
+        // The first two terms in one pass — two GEMM products of one inner width (gemm_pair),
+        // a GEMM product (matmul), else the first two terms added — then each further term
+        // added in place, a GEMM product accumulating.
+        const auto product = [&](std::size_t k) -> const Step* {
+          const auto a = static_cast<std::size_t>(st.args[k]);
+          return into_sum[a] ? &c.steps[a] : nullptr;
+        };
+        const auto operand = [&](const Step* g, std::size_t k) -> const TensorView<const T>& {
+          return v[static_cast<std::size_t>(g->args.at(k))].view;
+        };
+        const std::size_t none = st.args.size();
+        std::size_t first = 0, second = none;
+        while (first < none && !product(first)) ++first;
+        if (first < none) {
+          const Step* g0 = product(first);
           out.owned = dense_result(operand(g0, 0).dim(0), operand(g0, 1).dim(1));
-          // A second GEMM term of the same inner width joins the first in one pass (the output
-          // written once, never read back); further ones accumulate.
-          std::size_t second = first + 1;
-          while (second < st.args.size() &&
-                 !(term_into(second) &&
-                   operand(c.steps[static_cast<std::size_t>(st.args[second])], 0).dim(1) == operand(g0, 0).dim(1)))
+          second = first + 1;
+          while (second < none && !(product(second) && operand(product(second), 0).dim(1) == operand(g0, 0).dim(1)))
             ++second;
-          if (second < st.args.size()) {
-            const auto& g1 = c.steps[static_cast<std::size_t>(st.args[second])];
-            matmul_pair(operand(g0, 0), operand(g0, 1), operand(g1, 0), operand(g1, 1), *out.owned, *ws,
-                        Workspace<T>::slot(1, 0, s), Workspace<T>::slot(1, 1, s));
-          } else {
+          if (second < none)
+            matmul_pair(operand(g0, 0), operand(g0, 1), operand(product(second), 0), operand(product(second), 1),
+                        *out.owned, *ws, Workspace<T>::slot(1, 0, s), Workspace<T>::slot(1, 1, s));
+          else
             matmul(operand(g0, 0), operand(g0, 1), *out.owned, *ws, Workspace<T>::slot(1, 0, s));
-          }
-          for (std::size_t k = 0; k < st.args.size(); ++k) {
-            if (k == first || k == second) continue;
-            if (term_into(k)) {
-              const auto& g = c.steps[static_cast<std::size_t>(st.args[k])];
-              matmul_accumulate(operand(g, 0), operand(g, 1), *out.owned, *ws, Workspace<T>::slot(1, k + 2, s));
-            } else {
-              add_into(arg(k).view, *out.owned);
-            }
-          }
-          out.view = out.owned->view();
-          break;
+        } else {
+          first = 0;
+          second = 1;
+          const auto& x0 = arg(0).view;
+          out.owned = dense_result(x0.dim(0), x0.dim(1));
+          add(x0, arg(1).view, *out.owned);
         }
-        const auto& x0 = arg(0).view;
-        out.owned = dense_result(x0.dim(0), x0.dim(1));
-        add(x0, arg(1).view, *out.owned);
-        for (std::size_t k = 2; k < st.args.size(); ++k) {
-          // Ping-pong between the step's buffer and a second one (slots past the steps).
-          auto next = ws->dense(Workspace<T>::slot(0, k, s), {x0.dim(0), x0.dim(1)});
-          add(out.owned->view(), arg(k).view, *next);
-          out.owned = next;
+        for (std::size_t k = 0; k < none; ++k) {
+          if (k == first || k == second) continue;
+          if (const Step* g = product(k))
+            matmul_accumulate(operand(g, 0), operand(g, 1), *out.owned, *ws, Workspace<T>::slot(1, k + 2, s));
+          else
+            add_into(arg(k).view, *out.owned);
         }
         out.view = out.owned->view();
         break;
