@@ -8,6 +8,8 @@
 //
 // Each step's rule, with dC the gradient of its result (summed over the steps that use it):
 //   gemm            C = X W        dX = dC W^T (matmul_transposed) dW = X^T dC (gemm_tn_blocks + sum_blocks)
+//                                   (dX is formed when X's gradient is summed: two such products
+//                                   of one X, e.g. SAGE's H W_self and H W_neigh, in one pass)
 //   spmm            C = A X        dX = A^T dC (SpMM on the cached transpose)
 //                                   dA = dC X^T on A's pattern (sddmm_pattern), weighted A only
 //   row_broadcast   C = diag(d) X  dX = diag(d) dC                 dd = rowwise dot(dC, X) (row_dot)
@@ -43,6 +45,12 @@ namespace detail {
 // A step's gradient: contributions from the steps that use it, summed when read.
 template <class T>
 struct Adjoint {
+  // dC W^T from a GEMM C = X W that this step is X of, computed when the sum is read: two of
+  // them (an operand that feeds two GEMMs) in one pass, further ones accumulated into it.
+  struct Product {
+    TensorView<const T> dc, w;
+  };
+  std::vector<Product> products;
   std::vector<TensorView<const T>> dense;           // dense / diagonal contributions
   std::vector<std::shared_ptr<const void>> keep;    // owners of contributions outside the workspace
   std::vector<std::shared_ptr<Csr<T>>> sparse;      // sparse contributions (the step's pattern)
@@ -94,7 +102,7 @@ class BackwardRun {
     std::map<std::string, TensorView<const T>> grads;
     for (std::size_t s = n; s-- > 0;) {
       const Step& st = c_.steps[s];
-      if (!needs[s] || (adj_[s].dense.empty() && adj_[s].sparse.empty())) continue;
+      if (!needs[s] || (adj_[s].dense.empty() && adj_[s].sparse.empty() && adj_[s].products.empty())) continue;
       if (st.prim == Primitive::input) {
         grads[input_name(st)] = gradient_view(s);
         continue;
@@ -122,6 +130,7 @@ class BackwardRun {
   // The summed dense (or diagonal) gradient of step s.
   TensorView<const T> dense_adjoint(std::size_t s) {
     auto& a = adj_[s];
+    if (!a.products.empty()) return sum_with_products(s);
     SPINDLE_CHECK(!a.dense.empty(), InternalError, "gnn::backward: step ", s, " has no gradient");
     if (a.dense.size() == 1) return a.dense[0];
     static const auto add = kernels::dense_add<T>();
@@ -139,6 +148,31 @@ class BackwardRun {
     }
     a.dense = {acc};
     return acc;
+  }
+
+  // The sum of step s's contributions when some are GEMM products dC W^T: the first two of
+  // one inner width in one pass (or the first alone), further products accumulated, then the
+  // other contributions added in place. Roles 1-3: transposed weights (consumed at once).
+  TensorView<const T> sum_with_products(std::size_t s) {
+    static const auto add_into = kernels::dense_accumulate<T>();
+    auto& a = adj_[s];
+    const auto& p = a.products;
+    const std::size_t n = p.size();
+    auto out = ws_.dense(slot(s, 10), {p[0].dc.dim(0), p[0].w.dim(0)});
+    std::size_t second = 1;
+    while (second < n && p[second].dc.dim(1) != p[0].dc.dim(1)) ++second;
+    if (second < n) {
+      detail::matmul_transposed_pair(p[0].dc, p[0].w, p[second].dc, p[second].w, *out, ws_, slot(s, 1), slot(s, 2));
+      ++ws_.gradient_pairs;
+    } else {
+      detail::matmul_transposed(p[0].dc, p[0].w, *out, ws_, slot(s, 1));
+    }
+    for (std::size_t k = 1; k < n; ++k)
+      if (k != second) detail::matmul_transposed_accumulate(p[k].dc, p[k].w, *out, ws_, slot(s, 3));
+    for (const auto& d : a.dense) add_into(d, *out);
+    a.products.clear();
+    a.dense = {out->view()};
+    return a.dense[0];
   }
 
   // The summed sparse gradient of step s (values on the step's pattern).
@@ -209,11 +243,7 @@ class BackwardRun {
         const auto dc = dense_adjoint(s);
         const auto& x = value(arg_of(s, 0)).view;
         const auto& w = value(arg_of(s, 1)).view;
-        if (needs_arg(s, 0)) {
-          auto dx = buffer(s, 0, x.shape());
-          matmul_transposed(dc, w, *dx, ws_, slot(s, 9));
-          push_dense(arg_of(s, 0), dx);
-        }
+        if (needs_arg(s, 0)) adj_[arg_of(s, 0)].products.push_back({dc, w});  // dX = dC W^T, when read
         if (needs_arg(s, 1)) {
           auto dw = buffer(s, 1, w.shape());
           gemm_tn(x, dc, *dw, s);
@@ -373,6 +403,7 @@ std::map<std::string, TensorView<const T>> backward(const Composition& c, Worksp
                 "gnn::backward: the workspace holds no forward run of ", c.text,
                 ws.tape_text.empty() ? std::string() : " (its last run was " + ws.tape_text + ")",
                 "; call execute(c, bindings, ws) first");
+  ws.gradient_pairs = 0;
   detail::BackwardRun<T> run(c, ws);
   return run.run(d_out, wrt);
 }

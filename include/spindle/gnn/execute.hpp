@@ -170,6 +170,9 @@ class Workspace {
   // reads; `tape_text` names the composition that made them.
   std::vector<detail::RtValue<T>> tape;
   std::string tape_text;
+  // How many gradient sums the last backward with this workspace computed as two GEMM
+  // products in one pass (backward.hpp; for tests and diagnostics).
+  std::size_t gradient_pairs = 0;
 
  private:
   std::map<std::size_t, std::shared_ptr<Tensor<T>>> dense_;
@@ -253,17 +256,52 @@ inline std::vector<bool> gemms_into_sums(const Composition& c) {
   return into;
 }
 
+// out = x w^T, or out += x w^T with the accumulating kernels (dense): the dot-product form
+// (`gemm_nt`, w as given) for outputs narrower than a SIMD vector, else the row form on w
+// transposed into `slot`.
+template <class T, class Gemm, class GemmNt>
+void matmul_transposed_form(const Gemm& gemm, const GemmNt& gemm_nt, TensorView<const T> x, TensorView<const T> w,
+                            Tensor<T>& out, Workspace<T>& ws, std::size_t slot) {
+  static const auto transpose = kernels::transpose<T>();
+  if (w.dim(0) < kNarrowOutput<T>) return gemm_nt(x, w, out);
+  auto wt = ws.dense(slot, {w.dim(1), w.dim(0)});
+  transpose(w, *wt);
+  gemm(x, wt->view(), out);
+}
+
 // out = x w^T (dense), likewise.
 template <class T>
 void matmul_transposed(TensorView<const T> x, TensorView<const T> w, Tensor<T>& out, Workspace<T>& ws,
                        std::size_t slot) {
   static const auto gemm = kernels::gemm<T>();
   static const auto gemm_nt = kernels::gemm_nt<T>();
+  matmul_transposed_form<T>(gemm, gemm_nt, x, w, out, ws, slot);
+}
+
+// out += x w^T (dense).
+template <class T>
+void matmul_transposed_accumulate(TensorView<const T> x, TensorView<const T> w, Tensor<T>& out, Workspace<T>& ws,
+                                  std::size_t slot) {
+  static const auto gemm = kernels::gemm_accumulate<T>();
+  static const auto gemm_nt = kernels::gemm_nt_accumulate<T>();
+  matmul_transposed_form<T>(gemm, gemm_nt, x, w, out, ws, slot);
+}
+
+// out = x w^T + y v^T (dense, x and y of one width) in one pass: backward's sum of two GEMM
+// input gradients (an operand that feeds two GEMMs, SAGE's H).
+template <class T>
+void matmul_transposed_pair(TensorView<const T> x, TensorView<const T> w, TensorView<const T> y,
+                            TensorView<const T> v, Tensor<T>& out, Workspace<T>& ws, std::size_t slot_w,
+                            std::size_t slot_v) {
+  static const auto gemm = kernels::gemm_pair<T>();
+  static const auto gemm_nt = kernels::gemm_nt_pair<T>();
   static const auto transpose = kernels::transpose<T>();
-  if (w.dim(0) < kNarrowOutput<T>) return gemm_nt(x, w, out);
-  auto wt = ws.dense(slot, {w.dim(1), w.dim(0)});
+  if (w.dim(0) < kNarrowOutput<T>) return gemm_nt(x, w, y, v, out);
+  auto wt = ws.dense(slot_w, {w.dim(1), w.dim(0)});
+  auto vt = ws.dense(slot_v, {v.dim(1), v.dim(0)});
   transpose(w, *wt);
-  gemm(x, wt->view(), out);
+  transpose(v, *vt);
+  gemm(x, wt->view(), y, vt->view(), out);
 }
 
 // out = x^T g (dense), a reduction over the long row axis that the CPU schedule keeps
