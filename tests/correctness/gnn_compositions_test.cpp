@@ -238,7 +238,7 @@ TEST_CASE("gnn execute: GEMMs that are only terms of a dense sum accumulate into
       for (const auto& r : gnn::candidates(layer).ranked) {
         const std::string what = layer.name + " N=" + std::to_string(n) + " K_out=" + std::to_string(kout) + " " +
                                  r.composition.text;
-        const auto into = gnn::detail::gemms_into_sums(r.composition);
+        const auto into = gnn::gemms_into_sums(r.composition);
         for (std::size_t s = 0; s < into.size(); ++s) {
           if (!into[s]) continue;
           ++fused;

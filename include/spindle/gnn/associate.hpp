@@ -317,4 +317,37 @@ inline std::vector<Composition> enumerate_compositions(const Expr& e, const std:
   return out;
 }
 
+// The GEMM steps of `c` whose product is only a term of one dense sum (used once, by a
+// dense_add, and not the result): gnn::execute computes them into the sum's buffer (the first
+// and a second of the same inner width in one pass, further ones accumulating) instead of
+// into a buffer of their own that the sum then reads. Their own values stay unset: backward
+// reads a GEMM's operands, and a dense sum's adjoint passes through without reading its terms.
+inline std::vector<bool> gemms_into_sums(const Composition& c) {
+  std::vector<int> uses(c.steps.size(), 0), consumer(c.steps.size(), -1);
+  for (std::size_t s = 0; s < c.steps.size(); ++s)
+    for (int a : c.steps[s].args) {
+      ++uses[static_cast<std::size_t>(a)];
+      consumer[static_cast<std::size_t>(a)] = static_cast<int>(s);
+    }
+  std::vector<bool> into(c.steps.size(), false);
+  for (std::size_t s = 0; s < c.steps.size(); ++s)
+    into[s] = c.steps[s].prim == Primitive::gemm && uses[s] == 1 && static_cast<int>(s) != c.result &&
+              c.steps[static_cast<std::size_t>(consumer[s])].prim == Primitive::dense_add;
+  return into;
+}
+
+// Whether execute runs dense sum `s` of `c` as nothing but one GEMM-pair pass: exactly two
+// terms, both GEMM products computed inside the sum (gemms_into_sums) of one inner width
+// (the same size symbol). Its
+// own add is then not a pass of its own (the cost models charge it nothing).
+inline bool sum_is_one_gemm_pair(const Composition& c, const std::vector<bool>& into, std::size_t s) {
+  const Step& st = c.steps.at(s);
+  if (st.prim != Primitive::dense_add || st.args.size() != 2) return false;
+  const auto a = static_cast<std::size_t>(st.args[0]), b = static_cast<std::size_t>(st.args[1]);
+  if (!into.at(a) || !into.at(b)) return false;
+  const auto& x = c.steps[static_cast<std::size_t>(c.steps[a].args.at(0))].value->info;
+  const auto& y = c.steps[static_cast<std::size_t>(c.steps[b].args.at(0))].value->info;
+  return x.cols == y.cols;
+}
+
 }  // namespace spindle::gnn

@@ -346,10 +346,28 @@ inline double predict_sum_ms(const std::vector<PrimitiveInput>& xs, const CostMo
   return t;
 }
 
+// The primitives that execute runs for `c`'s forward: every step's (primitive_inputs, which
+// spindle-profile pairs with per-step times) but a dense sum that runs as nothing but one
+// GEMM-pair pass (sum_is_one_gemm_pair): its two GEMMs are charged as before (the pair kernel
+// measures 0.9-1.3x their sum), its add is no pass of its own and costs nothing.
+inline std::vector<PrimitiveInput> forward_inputs(const Composition& c, const std::map<std::string, double>& sym,
+                                                  const GraphFeatures& g) {
+  const std::vector<PrimitiveInput> all = primitive_inputs(c, sym, g);
+  const std::vector<bool> into = gemms_into_sums(c);
+  std::vector<PrimitiveInput> out;
+  std::size_t f = 0;  // index into `all` (the non-input steps in order)
+  for (std::size_t s = 0; s < c.steps.size(); ++s) {
+    if (c.steps[s].prim == Primitive::input) continue;
+    const PrimitiveInput& x = all[f++];
+    if (!sum_is_one_gemm_pair(c, into, s)) out.push_back(x);
+  }
+  return out;
+}
+
 // Predicted forward time of `c` (`memo`, when given, is one graph's: `g`).
 inline double predict_ms(const Composition& c, const CostModel& m, const std::map<std::string, double>& sym,
                          const GraphFeatures& g, PredictionMemo* memo = nullptr) {
-  return predict_sum_ms(primitive_inputs(c, sym, g), m, memo);
+  return predict_sum_ms(forward_inputs(c, sym, g), m, memo);
 }
 
 // The kernels of the backward pass (backward.hpp) of `c` for the gradients of the operands

@@ -237,25 +237,6 @@ void matmul_pair(TensorView<const T> x, TensorView<const T> w, TensorView<const 
   gemm_nt(x, wt->view(), y, vt->view(), out);
 }
 
-// The GEMM steps of `c` whose product is only a term of one dense sum (used once, by a
-// dense_add, and not the result): run_steps computes them into the sum's buffer (the first
-// and a second of the same inner width in one pass, further ones accumulating) instead of
-// into a buffer of their own that the sum then reads. Their own values stay unset: backward
-// reads a GEMM's operands, and a dense sum's adjoint passes through without reading its terms.
-inline std::vector<bool> gemms_into_sums(const Composition& c) {
-  std::vector<int> uses(c.steps.size(), 0), consumer(c.steps.size(), -1);
-  for (std::size_t s = 0; s < c.steps.size(); ++s)
-    for (int a : c.steps[s].args) {
-      ++uses[static_cast<std::size_t>(a)];
-      consumer[static_cast<std::size_t>(a)] = static_cast<int>(s);
-    }
-  std::vector<bool> into(c.steps.size(), false);
-  for (std::size_t s = 0; s < c.steps.size(); ++s)
-    into[s] = c.steps[s].prim == Primitive::gemm && uses[s] == 1 && static_cast<int>(s) != c.result &&
-              c.steps[static_cast<std::size_t>(consumer[s])].prim == Primitive::dense_add;
-  return into;
-}
-
 // out = x w^T, or out += x w^T with the accumulating kernels (dense): the dot-product form
 // (`gemm_nt`, w as given) for outputs narrower than a SIMD vector, else the row form on w
 // transposed into `slot`.

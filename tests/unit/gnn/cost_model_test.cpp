@@ -176,3 +176,37 @@ TEST_CASE("gnn cost model: the backward pass's kernels follow the gradients aske
         Approx(best));
   CHECK(c.ranked[fwd_only].promoted);
 }
+
+TEST_CASE("gnn cost model: a sum that runs as one GEMM-pair pass is not charged an add", "[gnn]") {
+  const auto c = gnn::candidates(gnn::layers::sage_mean());
+  const std::map<std::string, double> sym{{"N", 1000}, {"E", 8000}, {"K_in", 64}, {"K_out", 16}};
+  const spindle::GraphFeatures g;
+  auto kinds = [&](const std::string& text) {
+    const auto& comp = c.ranked.at(static_cast<std::size_t>(c.find(text))).composition;
+    std::multiset<std::string> fwd, all;
+    for (const auto& x : gnn::forward_inputs(comp, sym, g)) fwd.insert(gnn::primitive_name(x.prim));
+    for (const auto& x : gnn::primitive_inputs(comp, sym, g)) all.insert(gnn::primitive_name(x.prim));
+    CHECK(all.count("dense_add") == 1);  // the per-step list (spindle-profile's) keeps every step
+    return fwd;
+  };
+  using S = std::multiset<std::string>;
+  // Aggregate first: both terms are GEMMs computed inside the sum in one pass.
+  CHECK(kinds("(((Dinv·(A·H))·Wneigh) + (H·Wself))") == S{"spmm_unweighted", "row_broadcast", "gemm", "gemm"});
+  // Weight first: one GEMM term, the other term (the broadcast's result) is still added.
+  CHECK(kinds("((Dinv·(A·(H·Wneigh))) + (H·Wself))") ==
+        S{"gemm", "spmm_unweighted", "row_broadcast", "gemm", "dense_add"});
+  // The prediction is the sum over the executed primitives.
+  gnn::CostModel ops;
+  const auto& pair = c.ranked.at(static_cast<std::size_t>(c.find("(((Dinv·(A·H))·Wneigh) + (H·Wself))"))).composition;
+  double t = 0;
+  for (const auto& x : gnn::forward_inputs(pair, sym, g)) t += ops.predict_ms(x);
+  CHECK(gnn::predict_ms(pair, ops, sym, g) == Approx(t));
+  // A sum of three terms, or of terms that are not both computed inside it, keeps its add:
+  // every TAGCN composition with a dense_add step of more than two terms is charged one.
+  const auto tc = gnn::candidates(gnn::layers::tagcn());
+  for (const auto& r : tc.ranked) {
+    const auto into = gnn::gemms_into_sums(r.composition);
+    for (std::size_t s = 0; s < r.composition.steps.size(); ++s)
+      if (r.composition.steps[s].args.size() > 2) CHECK_FALSE(gnn::sum_is_one_gemm_pair(r.composition, into, s));
+  }
+}
