@@ -229,9 +229,12 @@ TEST_CASE("gnn execute: GEMMs that are only terms of a dense sum accumulate into
   // SAGE-mean (H·Wself + (Dinv·A·H)·Wneigh), TAGCN and GIN forms: every composition, wide and
   // narrow outputs (the two GEMM forms), run fused (execute) and step by step (execute with
   // step times), twice with one workspace (buffers reused).
-  std::size_t fused = 0;
+  // The first two products of a sum run as one pair pass or, where the inner axis is wider
+  // than a row-form output (K_in 24 > K_out 10), as a GEMM and an accumulating GEMM.
+  std::size_t fused = 0, pairs = 0, unpaired = 0;
   for (const auto& layer : {gnn::layers::sage_mean(), gnn::layers::tagcn(), gnn::layers::gin()})
-    for (auto [n, kin, kout] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{57, 6, 3}, {40, 5, 21}, {1, 2, 9}}) {
+    for (auto [n, kin, kout] :
+         {std::tuple<std::int64_t, std::int64_t, std::int64_t>{57, 6, 3}, {40, 5, 21}, {1, 2, 9}, {30, 24, 10}}) {
       const auto o = make_operands<double>(n, kin, kout, 61);
       const auto b = o.bindings();
       const Mat ref = reference(layer.expr, o);
@@ -239,18 +242,27 @@ TEST_CASE("gnn execute: GEMMs that are only terms of a dense sum accumulate into
         const std::string what = layer.name + " N=" + std::to_string(n) + " K_out=" + std::to_string(kout) + " " +
                                  r.composition.text;
         const auto into = gnn::gemms_into_sums(r.composition);
+        std::size_t expected_pairs = 0;  // sums with two products inside them (one inner width here)
         for (std::size_t s = 0; s < into.size(); ++s) {
+          const auto& st = r.composition.steps[s];
+          if (st.prim == gnn::Primitive::dense_add) {
+            int products = 0;
+            for (int a : st.args) products += into[static_cast<std::size_t>(a)];
+            if (products >= 2) ++(gnn::detail::pair_pays<double>(kin, kout) ? expected_pairs : unpaired);
+          }
           if (!into[s]) continue;
           ++fused;
-          const auto& st = r.composition.steps[s];
           REQUIRE(st.prim == gnn::Primitive::gemm);
           REQUIRE(static_cast<int>(s) != r.composition.result);
         }
+        pairs += expected_pairs;
         gnn::Workspace<double> ws, timed;
         std::vector<double> ms;
         for (int round = 0; round < 2; ++round) {
           const auto got = gnn::execute(r.composition, b, ws);
+          CHECK(ws.gemm_pairs == expected_pairs);
           const auto sep = gnn::execute(r.composition, b, timed, &ms);
+          CHECK(timed.gemm_pairs == 0);
           check_matches(sp::Tensor<double>::from(std::vector<double>(got.values().begin(), got.values().end()), got.shape()),
                         ref, 1e-12, what + " fused");
           check_matches(sp::Tensor<double>::from(std::vector<double>(sep.values().begin(), sep.values().end()), sep.shape()),
@@ -259,6 +271,8 @@ TEST_CASE("gnn execute: GEMMs that are only terms of a dense sum accumulate into
       }
     }
   CHECK(fused > 0);
+  CHECK(pairs > 0);
+  CHECK(unpaired > 0);
 }
 
 TEST_CASE("gnn execute: a missing or mismatched operand is a ShapeError naming it, before any kernel runs", "[gnn]") {
@@ -398,8 +412,11 @@ std::set<std::string> differentiable_inputs(const gnn::Composition& c) {
 
 // How many gradient sums backward should form as two GEMM products in one pass: values on a
 // path from a differentiable leaf that are the left operand of two or more GEMMs (SAGE's H in
-// H·Wself and H·Wneigh) — every GEMM of these layers has the same output width.
-std::size_t expected_gradient_pairs(const gnn::Composition& c) {
+// H·Wself and H·Wneigh; every GEMM of these layers maps K_in to K_out), when the pair pays
+// for a K_in-wide gradient over an inner K_out (else a GEMM and an accumulating GEMM).
+template <class T>
+std::size_t expected_gradient_pairs(const gnn::Composition& c, std::int64_t k_in, std::int64_t k_out) {
+  if (!gnn::detail::pair_pays<T>(k_out, k_in)) return 0;
   std::vector<char> needs(c.steps.size(), 0);
   std::vector<int> gemm_uses(c.steps.size(), 0);
   for (std::size_t s = 0; s < c.steps.size(); ++s) {
@@ -447,7 +464,7 @@ std::size_t check_every_gradient(const gnn::LayerExpr& layer, std::int64_t n, st
     }
     {
       INFO(what);
-      CHECK(ws.gradient_pairs == expected_gradient_pairs(r.composition));
+      CHECK(ws.gradient_pairs == expected_gradient_pairs<T>(r.composition, k_in, k_out));
     }
     paired += ws.gradient_pairs > 0;
     // Run twice: buffers reused, results unchanged.
@@ -477,8 +494,10 @@ TEST_CASE("gnn backward: one node, no nodes, empty rows, float at GNN sizes", "[
   // The weight gradient's row blocks: row counts around the block size, with and without a tail.
   for (std::int64_t n : {255, 256, 257, 513})
     check_every_gradient<float>(gnn::layers::gcn(), n, 48, 20, 93 + static_cast<std::uint64_t>(n), 2e-4);
-  // SAGE's H feeds two GEMMs in some compositions: dH's two products in one pass, both forms.
-  CHECK(check_every_gradient<float>(gnn::layers::sage_mean(), 600, 16, 40, 94, 2e-4) > 0);
+  // SAGE's H feeds two GEMMs in some compositions: dH's two products in one pass (row form,
+  // K_in >= K_out), or a GEMM and an accumulating GEMM (K_in < K_out).
+  CHECK(check_every_gradient<float>(gnn::layers::sage_mean(), 600, 40, 16, 94, 2e-4) > 0);
+  CHECK(check_every_gradient<float>(gnn::layers::sage_mean(), 600, 16, 40, 94, 2e-4) == 0);
   // Both GEMM forms (outputs narrower than a SIMD vector take the dot-product form) and the
   // weight gradient of a narrow output (formed transposed).
   check_every_gradient<float>(gnn::layers::gcn(), 300, 24, 6, 95, 2e-4);

@@ -336,18 +336,15 @@ inline std::vector<bool> gemms_into_sums(const Composition& c) {
   return into;
 }
 
-// Whether execute runs dense sum `s` of `c` as nothing but one GEMM-pair pass: exactly two
-// terms, both GEMM products computed inside the sum (gemms_into_sums) of one inner width
-// (the same size symbol). Its
-// own add is then not a pass of its own (the cost models charge it nothing).
-inline bool sum_is_one_gemm_pair(const Composition& c, const std::vector<bool>& into, std::size_t s) {
+// Whether every term of dense sum `s` of `c` is a GEMM product computed inside the sum
+// (gemms_into_sums): execute then runs it as GEMMs only (a pair pass or a GEMM, then
+// accumulating GEMMs), and its add is no pass of its own (the cost models charge it nothing).
+inline bool sum_of_gemms_only(const Composition& c, const std::vector<bool>& into, std::size_t s) {
   const Step& st = c.steps.at(s);
-  if (st.prim != Primitive::dense_add || st.args.size() != 2) return false;
-  const auto a = static_cast<std::size_t>(st.args[0]), b = static_cast<std::size_t>(st.args[1]);
-  if (!into.at(a) || !into.at(b)) return false;
-  const auto& x = c.steps[static_cast<std::size_t>(c.steps[a].args.at(0))].value->info;
-  const auto& y = c.steps[static_cast<std::size_t>(c.steps[b].args.at(0))].value->info;
-  return x.cols == y.cols;
+  if (st.prim != Primitive::dense_add) return false;
+  for (int a : st.args)
+    if (!into.at(static_cast<std::size_t>(a))) return false;
+  return true;
 }
 
 }  // namespace spindle::gnn

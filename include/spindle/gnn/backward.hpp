@@ -151,7 +151,8 @@ class BackwardRun {
   }
 
   // The sum of step s's contributions when some are GEMM products dC W^T: the first two of
-  // one inner width in one pass (or the first alone), further products accumulated, then the
+  // one inner width in one pass where that pays (pair_pays; else the first alone), further
+  // products accumulated, then the
   // other contributions added in place. Roles 1-3: transposed weights (consumed at once).
   TensorView<const T> sum_with_products(std::size_t s) {
     static const auto add_into = kernels::dense_accumulate<T>();
@@ -161,6 +162,7 @@ class BackwardRun {
     auto out = ws_.dense(slot(s, 10), {p[0].dc.dim(0), p[0].w.dim(0)});
     std::size_t second = 1;
     while (second < n && p[second].dc.dim(1) != p[0].dc.dim(1)) ++second;
+    if (second < n && !detail::pair_pays<T>(p[0].dc.dim(1), p[0].w.dim(0))) second = n;
     if (second < n) {
       detail::matmul_transposed_pair(p[0].dc, p[0].w, p[second].dc, p[second].w, *out, ws_, slot(s, 1), slot(s, 2));
       ++ws_.gradient_pairs;

@@ -347,9 +347,10 @@ inline double predict_sum_ms(const std::vector<PrimitiveInput>& xs, const CostMo
 }
 
 // The primitives that execute runs for `c`'s forward: every step's (primitive_inputs, which
-// spindle-profile pairs with per-step times) but a dense sum that runs as nothing but one
-// GEMM-pair pass (sum_is_one_gemm_pair): its two GEMMs are charged as before (the pair kernel
-// measures 0.9-1.3x their sum), its add is no pass of its own and costs nothing.
+// spindle-profile pairs with per-step times) but a dense sum whose terms are all GEMM products
+// computed inside it (sum_of_gemms_only): its GEMMs are charged as before (a pair pass or a
+// GEMM and an accumulating GEMM, about their sum: execute.hpp, pair_pays), its add is no pass
+// of its own and costs nothing.
 inline std::vector<PrimitiveInput> forward_inputs(const Composition& c, const std::map<std::string, double>& sym,
                                                   const GraphFeatures& g) {
   const std::vector<PrimitiveInput> all = primitive_inputs(c, sym, g);
@@ -359,7 +360,7 @@ inline std::vector<PrimitiveInput> forward_inputs(const Composition& c, const st
   for (std::size_t s = 0; s < c.steps.size(); ++s) {
     if (c.steps[s].prim == Primitive::input) continue;
     const PrimitiveInput& x = all[f++];
-    if (!sum_is_one_gemm_pair(c, into, s)) out.push_back(x);
+    if (!sum_of_gemms_only(c, into, s)) out.push_back(x);
   }
   return out;
 }

@@ -170,9 +170,10 @@ class Workspace {
   // reads; `tape_text` names the composition that made them.
   std::vector<detail::RtValue<T>> tape;
   std::string tape_text;
-  // How many gradient sums the last backward with this workspace computed as two GEMM
-  // products in one pass (backward.hpp; for tests and diagnostics).
-  std::size_t gradient_pairs = 0;
+  // How many dense sums the last execute, and how many gradient sums the last backward, with
+  // this workspace computed as two GEMM products in one pass (pair_pays; for tests and
+  // diagnostics).
+  std::size_t gemm_pairs = 0, gradient_pairs = 0;
 
  private:
   std::map<std::size_t, std::shared_ptr<Tensor<T>>> dense_;
@@ -220,6 +221,20 @@ void matmul_accumulate(TensorView<const T> x, TensorView<const T> w, Tensor<T>& 
   static const auto gemm = kernels::gemm_accumulate<T>();
   static const auto gemm_nt = kernels::gemm_nt_accumulate<T>();
   matmul_form<T>(gemm, gemm_nt, x, w, out, ws, slot);
+}
+
+// Whether two GEMM products of inner width `inner` summed into an output of width `width`
+// run faster as one pair pass (matmul_pair) than as a GEMM and an accumulating GEMM. The
+// pair's update is a multiply, a multiply-add and an add per element (two multiply-adds
+// would need `a w + b v` reassociated), so where the GEMMs are compute-bound (an inner axis
+// wider than the output) the second GEMM accumulating wins; the pair wins where writing the
+// output once matters (an output at least as wide as the inner axis) and in the dot-product
+// form. Measured (2 threads, pubmed and ogbn-arxiv rows): pair / (GEMM + accumulating GEMM)
+// 0.72 at 32:256, 0.81-0.91 at 64:512, 0.69-0.97 at narrow outputs, 0.94-0.96 at 128:128;
+// 1.09-1.21 at 256:32, 1.10 at 512:64, 1.03-1.11 at 128:64.
+template <class T>
+constexpr bool pair_pays(std::int64_t inner, std::int64_t width) {
+  return width < kNarrowOutput<T> || width >= inner;
 }
 
 // out = x w + y v (dense, x and y of one width), in one pass; the same two forms as matmul.
@@ -325,6 +340,7 @@ std::vector<RtValue<T>> run_steps(const Composition& c, const Bindings<T>& b, st
                                   Workspace<T>* ws = nullptr) {
   Workspace<T> local;
   if (!ws) ws = &local;
+  ws->gemm_pairs = 0;
   static_assert(std::is_floating_point_v<T>, "gnn::execute: T must be float or double");
   (void)bind_symbols(c, b);
 
@@ -434,6 +450,8 @@ std::vector<RtValue<T>> run_steps(const Composition& c, const Bindings<T>& b, st
           second = first + 1;
           while (second < none && !(product(second) && operand(product(second), 0).dim(1) == operand(g0, 0).dim(1)))
             ++second;
+          if (second < none && !pair_pays<T>(operand(g0, 0).dim(1), operand(g0, 1).dim(1))) second = none;
+          if (second < none) ++ws->gemm_pairs;
           if (second < none)
             matmul_pair(operand(g0, 0), operand(g0, 1), operand(product(second), 0), operand(product(second), 1),
                         *out.owned, *ws, Workspace<T>::slot(1, 0, s), Workspace<T>::slot(1, 1, s));
