@@ -224,15 +224,17 @@ TEST_CASE("gnn compositions: the promoted GCN compositions agree on cora", "[gnn
     check_matches(gnn::execute(r.composition, b), ref, 2e-5, "cora " + r.composition.text);
 }
 
-TEST_CASE("gnn execute: GEMMs that are only terms of a dense sum accumulate into the sum's buffer, same result",
+TEST_CASE("gnn execute: GEMMs that are only terms of a dense sum accumulate into the sum's buffer, broadcasts fold into SpMMs, same result",
           "[gnn]") {
   // SAGE-mean (H·Wself + (Dinv·A·H)·Wneigh), TAGCN and GIN forms: every composition, wide and
   // narrow outputs (the two GEMM forms), run fused (execute) and step by step (execute with
   // step times), twice with one workspace (buffers reused).
   // The first two products of a sum run as one pair pass or, where the inner axis is wider
   // than a row-form output (K_in 24 > K_out 10), as a GEMM and an accumulating GEMM.
-  std::size_t fused = 0, pairs = 0, unpaired = 0;
-  for (const auto& layer : {gnn::layers::sage_mean(), gnn::layers::tagcn(), gnn::layers::gin()})
+  // GCN's and SGC's broadcasts fold into their SpMMs (broadcasts_folded), either side.
+  std::size_t fused = 0, pairs = 0, unpaired = 0, folded = 0;
+  for (const auto& layer :
+       {gnn::layers::sage_mean(), gnn::layers::tagcn(), gnn::layers::gin(), gnn::layers::gcn(), gnn::layers::sgc()})
     for (auto [n, kin, kout] :
          {std::tuple<std::int64_t, std::int64_t, std::int64_t>{57, 6, 3}, {40, 5, 21}, {1, 2, 9}, {30, 24, 10}}) {
       const auto o = make_operands<double>(n, kin, kout, 61);
@@ -242,6 +244,7 @@ TEST_CASE("gnn execute: GEMMs that are only terms of a dense sum accumulate into
         const std::string what = layer.name + " N=" + std::to_string(n) + " K_out=" + std::to_string(kout) + " " +
                                  r.composition.text;
         const auto into = gnn::gemms_into_sums(r.composition);
+        for (int by : gnn::broadcasts_folded(r.composition)) folded += by >= 0;
         std::size_t expected_pairs = 0;  // sums with two products inside them (one inner width here)
         for (std::size_t s = 0; s < into.size(); ++s) {
           const auto& st = r.composition.steps[s];
@@ -273,6 +276,7 @@ TEST_CASE("gnn execute: GEMMs that are only terms of a dense sum accumulate into
   CHECK(fused > 0);
   CHECK(pairs > 0);
   CHECK(unpaired > 0);
+  CHECK(folded > 0);
 }
 
 TEST_CASE("gnn execute: a missing or mismatched operand is a ShapeError naming it, before any kernel runs", "[gnn]") {
@@ -682,6 +686,14 @@ TEST_CASE("gnn kernels: forward and backward primitives agree with the reference
     check_kernel("row_broadcast", kn::row_broadcast<float>(), junk({n, kin}), d, x);
     check_kernel("column_broadcast", kn::column_broadcast<float>(), junk({n, kin}), dk, x);
     check_kernel("spmm_unweighted", kn::spmm_unweighted<float>(), junk({n, kin}), a, x);
+    // SpMMs with the row broadcasts around them folded in (weighted and pattern-only A)
+    check_kernel("spmm_row_scaled_u", kn::spmm_row_scaled<float, false>(), junk({n, kin}), a, d, x);
+    check_kernel("spmm_row_scaled_w", kn::spmm_row_scaled<float, true>(), junk({n, kin}), a, d, x);
+    check_kernel("spmm_column_scaled_u", kn::spmm_column_scaled<float, false>(), junk({n, kin}), a, d, x);
+    check_kernel("spmm_column_scaled_w", kn::spmm_column_scaled<float, true>(), junk({n, kin}), a, d, x);
+    const auto d3 = sp::Tensor<float>::random({n}, 144, -1.5, 1.0);
+    check_kernel("spmm_both_scaled_u", kn::spmm_both_scaled<float, false>(), junk({n, kin}), a, d, d3, x);
+    check_kernel("spmm_both_scaled_w", kn::spmm_both_scaled<float, true>(), junk({n, kin}), a, d, d3, x);
     check_kernel("scale_pattern", kn::scale_pattern<float>(), pattern_out, a, d, d);
     check_kernel("gemm", kn::gemm<float>(), junk({n, kout}), x, w);
     check_kernel("gemm_nt", kn::gemm_nt<float>(), junk({n, kout}), x, wt);

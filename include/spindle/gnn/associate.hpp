@@ -347,4 +347,35 @@ inline bool sum_of_gemms_only(const Composition& c, const std::vector<bool>& int
   return true;
 }
 
+
+// The row broadcasts that gnn::execute folds into the SpMM beside them (one pass instead of
+// two or three; primitives.hpp's spmm_row_scaled / spmm_column_scaled / spmm_both_scaled):
+// a broadcast D·P of an SpMM P that nothing else reads (Dinv·(A·X), GCN's outer D), and a
+// broadcast Q = D·X that only an SpMM reads (A·(D·X), GCN's inner D); neither the result.
+// computed_by[s] is the step that computes s's value inside its own (the broadcast for a
+// folded SpMM, the SpMM for a folded inner broadcast), -1 for a step that runs itself.
+inline std::vector<int> broadcasts_folded(const Composition& c) {
+  const std::size_t n = c.steps.size();
+  std::vector<int> uses(n, 0), computed_by(n, -1);
+  for (const Step& st : c.steps)
+    for (int a : st.args) ++uses[static_cast<std::size_t>(a)];
+  auto single_use = [&](std::size_t s) { return uses[s] == 1 && static_cast<int>(s) != c.result; };
+  auto is_spmm = [&](std::size_t s) {
+    return c.steps[s].prim == Primitive::spmm_weighted || c.steps[s].prim == Primitive::spmm_unweighted;
+  };
+  for (std::size_t s = 0; s < n; ++s) {
+    const Step& st = c.steps[s];
+    if (!is_spmm(s)) continue;
+    const auto x = static_cast<std::size_t>(st.args.at(1));
+    if (c.steps[x].prim == Primitive::row_broadcast && single_use(x)) computed_by[x] = static_cast<int>(s);
+  }
+  for (std::size_t s = 0; s < n; ++s) {
+    const Step& st = c.steps[s];
+    if (st.prim != Primitive::row_broadcast || computed_by[s] >= 0) continue;  // a folded broadcast folds nothing
+    const auto p = static_cast<std::size_t>(st.args.at(1));
+    if (is_spmm(p) && single_use(p)) computed_by[p] = static_cast<int>(s);
+  }
+  return computed_by;
+}
+
 }  // namespace spindle::gnn

@@ -9,7 +9,8 @@
 // Each step's rule, with dC the gradient of its result (summed over the steps that use it):
 //   gemm            C = X W        dX = dC W^T (matmul_transposed) dW = X^T dC (gemm_tn_blocks + sum_blocks)
 //                                   (dX is formed when X's gradient is summed: two such products
-//                                   of one X, e.g. SAGE's H W_self and H W_neigh, in one pass)
+//                                   of one X, e.g. SAGE's H W_self and H W_neigh, in one pass
+//                                   where that pays, execute.hpp's pair_pays)
 //   spmm            C = A X        dX = A^T dC (SpMM on the cached transpose)
 //                                   dA = dC X^T on A's pattern (sddmm_pattern), weighted A only
 //   row_broadcast   C = diag(d) X  dX = diag(d) dC                 dd = rowwise dot(dC, X) (row_dot)
@@ -120,7 +121,44 @@ class BackwardRun {
   // Roles: 0-15 this step's scratch, 16 + k a gradient for its k-th argument.
   static std::size_t slot(std::size_t s, std::size_t role) { return Workspace<T>::slot(2, role, s); }
 
-  const RtValue<T>& value(std::size_t s) const { return v_.at(s); }
+  // Step s's forward value; one the forward folded into its user's step (execute.hpp:
+  // RtValue::folded) is recomputed here, once per backward, when a rule reads it (a row
+  // broadcast's diagonal gradient reads the SpMM result it scaled). Role 4 holds it, role 5
+  // a GEMM's transposed weight.
+  const RtValue<T>& value(std::size_t s) {
+    const RtValue<T>& f = v_.at(s);
+    if (!f.folded) return f;
+    if (auto it = recomputed_.find(s); it != recomputed_.end()) return it->second;
+    static const auto row_broadcast = kernels::row_broadcast<T>();
+    static const auto spmm_u = kernels::spmm_unweighted<T>();
+    static const auto spmm_w = ops::spmm<T>();
+    const Step& st = c_.steps[s];
+    RtValue<T> r;
+    r.kind = f.kind;
+    const RtValue<T>& a = value(arg_of(s, 0));
+    const RtValue<T>& b = value(arg_of(s, 1));
+    switch (st.prim) {
+      case Primitive::gemm:
+        r.owned = ws_.dense(slot(s, 4), {a.view.dim(0), b.view.dim(1)});
+        matmul(a.view, b.view, *r.owned, ws_, slot(s, 5));
+        break;
+      case Primitive::spmm_weighted:
+      case Primitive::spmm_unweighted:
+        r.owned = ws_.dense(slot(s, 4), {a.csr->rows(), b.view.dim(1)});
+        if (st.prim == Primitive::spmm_weighted) spmm_w(*a.csr, b.view, *r.owned);
+        else spmm_u(*a.csr, b.view, *r.owned);
+        break;
+      case Primitive::row_broadcast:
+        r.owned = ws_.dense(slot(s, 4), b.view.shape());
+        row_broadcast(a.view, b.view, *r.owned);
+        break;
+      default:
+        SPINDLE_CHECK(false, InternalError, "gnn::backward: step ", s, " (", primitive_name(st.prim),
+                      ") was folded by the forward and cannot be recomputed");
+    }
+    r.view = r.owned->view();
+    return recomputed_.emplace(s, std::move(r)).first->second;
+  }
   std::size_t arg_of(std::size_t s, std::size_t k) const { return static_cast<std::size_t>(c_.steps[s].args.at(k)); }
   bool needs_arg(std::size_t s, std::size_t k) const {
     // A step on a path from a requested leaf received an adjoint slot; the others are skipped.
@@ -152,8 +190,8 @@ class BackwardRun {
 
   // The sum of step s's contributions when some are GEMM products dC W^T: the first two of
   // one inner width in one pass where that pays (pair_pays; else the first alone), further
-  // products accumulated, then the
-  // other contributions added in place. Roles 1-3: transposed weights (consumed at once).
+  // products accumulated, then the other contributions added in place. Roles 1-3: transposed
+  // weights (each consumed at once).
   TensorView<const T> sum_with_products(std::size_t s) {
     static const auto add_into = kernels::dense_accumulate<T>();
     auto& a = adj_[s];
@@ -257,18 +295,17 @@ class BackwardRun {
       case Primitive::spmm_unweighted: {
         const auto dc = dense_adjoint(s);
         const Csr<T>& a = *value(arg_of(s, 0)).csr;
-        const auto& x = value(arg_of(s, 1)).view;
         const bool weighted = st.prim == Primitive::spmm_weighted;
         if (needs_arg(s, 1)) {
           const Csr<T>& at = ws_.transpose_of(slot(s, 0), a, weighted);
-          auto dx = buffer(s, 1, x.shape());
+          auto dx = buffer(s, 1, {a.cols(), dc.dim(1)});
           if (weighted) spmm_w(at, dc, *dx);
           else spmm_u(at, dc, *dx);
           push_dense(arg_of(s, 1), dx);
         }
         if (weighted && needs_arg(s, 0)) {
           auto da = ws_.pattern_of(slot(s, 16), a);
-          sddmm(a, dc, x, *da);
+          sddmm(a, dc, value(arg_of(s, 1)).view, *da);
           adj_[arg_of(s, 0)].sparse.push_back(da);
         }
         break;
@@ -279,15 +316,15 @@ class BackwardRun {
         const std::size_t di = row ? 0 : 1, xi = row ? 1 : 0;
         const auto dc = dense_adjoint(s);
         const auto& d = value(arg_of(s, di)).view;
-        const auto& x = value(arg_of(s, xi)).view;
         if (needs_arg(s, xi)) {
-          auto dx = buffer(s, xi, x.shape());
+          auto dx = buffer(s, xi, dc.shape());
           if (row) row_broadcast(d, dc, *dx);
           else column_broadcast(d, dc, *dx);
           push_dense(arg_of(s, xi), dx);
         }
         if (needs_arg(s, di)) {
           auto dd = buffer(s, di, d.shape());
+          const auto& x = value(arg_of(s, xi)).view;  // (recomputed if the forward folded it)
           if (row) row_dot(dc, x, *dd);
           else column_dot(dc, x, *dd);
           push_dense(arg_of(s, di), dd);
@@ -388,6 +425,7 @@ class BackwardRun {
   const std::vector<RtValue<T>>& v_;
   std::vector<Adjoint<T>> adj_;
   std::vector<char> needs_;
+  std::map<std::size_t, RtValue<T>> recomputed_;  // folded forward values, recomputed when read
 };
 
 }  // namespace detail

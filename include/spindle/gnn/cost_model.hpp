@@ -350,17 +350,25 @@ inline double predict_sum_ms(const std::vector<PrimitiveInput>& xs, const CostMo
 // spindle-profile pairs with per-step times) but a dense sum whose terms are all GEMM products
 // computed inside it (sum_of_gemms_only): its GEMMs are charged as before (a pair pass or a
 // GEMM and an accumulating GEMM, about their sum: execute.hpp, pair_pays), its add is no pass
-// of its own and costs nothing.
+// of its own and costs nothing; and a row broadcast folded into an SpMM (broadcasts_folded),
+// which costs as the SpMM alone.
 inline std::vector<PrimitiveInput> forward_inputs(const Composition& c, const std::map<std::string, double>& sym,
                                                   const GraphFeatures& g) {
   const std::vector<PrimitiveInput> all = primitive_inputs(c, sym, g);
   const std::vector<bool> into = gemms_into_sums(c);
+  const std::vector<int> computed_by = broadcasts_folded(c);
   std::vector<PrimitiveInput> out;
   std::size_t f = 0;  // index into `all` (the non-input steps in order)
   for (std::size_t s = 0; s < c.steps.size(); ++s) {
-    if (c.steps[s].prim == Primitive::input) continue;
+    const Step& st = c.steps[s];
+    if (st.prim == Primitive::input) continue;
     const PrimitiveInput& x = all[f++];
-    if (!sum_of_gemms_only(c, into, s)) out.push_back(x);
+    if (sum_of_gemms_only(c, into, s)) continue;
+    // A broadcast folded into an SpMM, either side of it, is no pass of its own.
+    if (st.prim == Primitive::row_broadcast &&
+        (computed_by[s] >= 0 || computed_by[static_cast<std::size_t>(st.args.at(1))] == static_cast<int>(s)))
+      continue;
+    out.push_back(x);
   }
   return out;
 }

@@ -75,6 +75,7 @@ struct RtValue {
   std::shared_ptr<Csr<T>> owned_csr;
   TensorView<const T> view;                // diagonal (rank 1) or dense (rank 2)
   std::shared_ptr<Tensor<T>> owned;        // computed dense / diagonal values
+  bool folded = false;                     // not kept: its only user computed it inside its own step
 };
 
 // Binds every symbol of every leaf to an extent; ShapeError on a missing operand or a
@@ -348,6 +349,12 @@ std::vector<RtValue<T>> run_steps(const Composition& c, const Bindings<T>& b, st
   static const auto column_broadcast = kernels::column_broadcast<T>();
   static const auto spmm_u = kernels::spmm_unweighted<T>();
   static const auto spmm_w = ops::spmm<T>();
+  static const auto spmm_r_u = kernels::spmm_row_scaled<T, false>();
+  static const auto spmm_r_w = kernels::spmm_row_scaled<T, true>();
+  static const auto spmm_c_u = kernels::spmm_column_scaled<T, false>();
+  static const auto spmm_c_w = kernels::spmm_column_scaled<T, true>();
+  static const auto spmm_rc_u = kernels::spmm_both_scaled<T, false>();
+  static const auto spmm_rc_w = kernels::spmm_both_scaled<T, true>();
   static const auto scale_w = ops::scale<T>();
   static const auto scale_u = kernels::scale_pattern<T>();
   static const auto add = kernels::dense_add<T>();
@@ -359,6 +366,11 @@ std::vector<RtValue<T>> run_steps(const Composition& c, const Bindings<T>& b, st
   std::vector<RtValue<T>> v(c.steps.size());
   // Timed runs (spindle-profile's per-primitive samples) keep every step separate.
   const std::vector<bool> into_sum = step_ms ? std::vector<bool>(c.steps.size(), false) : gemms_into_sums(c);
+  const std::vector<int> computed_by = step_ms ? std::vector<int>(c.steps.size(), -1) : broadcasts_folded(c);
+  auto folded_into = [&](std::size_t by, std::size_t k) -> int {  // the step s.args[k] if `by` computes it, else -1
+    const int a = c.steps[by].args.at(k);
+    return computed_by[static_cast<std::size_t>(a)] == static_cast<int>(by) ? a : -1;
+  };
   static const auto add_into = kernels::dense_accumulate<T>();
   std::size_t current = 0;  // the step being run (its workspace slot)
   auto dense_result = [&](std::int64_t r, std::int64_t k) { return ws->dense(Workspace<T>::slot(0, 0, current), {r, k}); };
@@ -369,6 +381,8 @@ std::vector<RtValue<T>> run_steps(const Composition& c, const Bindings<T>& b, st
     const auto started = std::chrono::steady_clock::now();
     auto& out = v[s];
     out.kind = st.value->info.kind;
+    out.folded = computed_by[s] >= 0 || (st.prim == Primitive::gemm && into_sum[s]);
+    if (computed_by[s] >= 0) continue;  // computed by the step that reads it
     auto arg = [&](std::size_t k) -> RtValue<T>& { return v[static_cast<std::size_t>(st.args.at(k))]; };
     switch (st.prim) {
       case Primitive::input: {
@@ -402,6 +416,27 @@ std::vector<RtValue<T>> run_steps(const Composition& c, const Bindings<T>& b, st
       }
       case Primitive::row_broadcast:
       case Primitive::column_broadcast: {
+        if (const int p = st.prim == Primitive::row_broadcast ? folded_into(s, 1) : -1; p >= 0) {
+          // D·(A·X) or D·(A·(D2·X)) in one SpMM pass
+          const Step& ps = c.steps[static_cast<std::size_t>(p)];
+          const RtValue<T>& a = v[static_cast<std::size_t>(ps.args.at(0))];
+          const int q = folded_into(static_cast<std::size_t>(p), 1);
+          const auto& x = q >= 0 ? v[static_cast<std::size_t>(c.steps[static_cast<std::size_t>(q)].args.at(1))].view
+                                 : v[static_cast<std::size_t>(ps.args.at(1))].view;
+          out.owned = dense_result(a.csr->rows(), x.dim(1));
+          const auto& r = arg(0).view;
+          const bool weighted = ps.prim == Primitive::spmm_weighted;
+          if (q >= 0) {
+            const auto& d2 = v[static_cast<std::size_t>(c.steps[static_cast<std::size_t>(q)].args.at(0))].view;
+            if (weighted) spmm_rc_w(*a.csr, r, d2, x, *out.owned);
+            else spmm_rc_u(*a.csr, r, d2, x, *out.owned);
+          } else {
+            if (weighted) spmm_r_w(*a.csr, r, x, *out.owned);
+            else spmm_r_u(*a.csr, r, x, *out.owned);
+          }
+          out.view = out.owned->view();
+          break;
+        }
         const bool row = st.prim == Primitive::row_broadcast;
         const auto& d = arg(row ? 0 : 1).view;
         const auto& x = arg(row ? 1 : 0).view;
@@ -414,6 +449,16 @@ std::vector<RtValue<T>> run_steps(const Composition& c, const Bindings<T>& b, st
       case Primitive::spmm_weighted:
       case Primitive::spmm_unweighted: {
         const auto& a = arg(0);
+        if (const int q = folded_into(s, 1); q >= 0) {  // A·(D·X) in one pass
+          const Step& sq = c.steps[static_cast<std::size_t>(q)];
+          const auto& d = v[static_cast<std::size_t>(sq.args.at(0))].view;
+          const auto& x = v[static_cast<std::size_t>(sq.args.at(1))].view;
+          out.owned = dense_result(a.csr->rows(), x.dim(1));
+          if (st.prim == Primitive::spmm_unweighted) spmm_c_u(*a.csr, d, x, *out.owned);
+          else spmm_c_w(*a.csr, d, x, *out.owned);
+          out.view = out.owned->view();
+          break;
+        }
         const auto& x = arg(1).view;
         out.owned = dense_result(a.csr->rows(), x.dim(1));
         if (st.prim == Primitive::spmm_unweighted) spmm_u(*a.csr, x, *out.owned);

@@ -3,6 +3,7 @@
 // keeps to the candidates annotated for the embedding relation and takes the cheapest.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -93,11 +94,10 @@ TEST_CASE("gnn selection: embedding relation first, then the least predicted cos
     return cands.ranked[gnn::select_composition(cands, ops, sym, f)].composition.text;
   };
   // Wider input: multiply by W first; narrower: aggregate first. By operation count the
-  // precomputed normalisation (one sparse_scale of E) beats two row broadcasts (2 N K) once
-  // E < 2 N K.
-  CHECK(pick(256, 32, 50000) == "([D·A·D]·(H·W))");
-  CHECK(pick(32, 256, 50000) == "(([D·A·D]·H)·W)");
-  // A very dense graph with a narrow output: the row broadcasts cost less than scaling E.
+  // row broadcasts folded into the SpMM (broadcasts_folded) cost nothing, so they beat the
+  // precomputed normalisation (one sparse_scale of E) on every graph.
+  CHECK(pick(256, 32, 50000) == "(D·(A·(D·(H·W))))");
+  CHECK(pick(32, 256, 50000) == "((D·(A·(D·H)))·W)");
   CHECK(pick(256, 2, 5e6) == "(D·(A·(D·(H·W))))");
   // Every selection is a promoted composition.
   for (double kin : {8.0, 64.0, 512.0})
@@ -187,14 +187,20 @@ TEST_CASE("gnn cost model: a sum of GEMM products computed inside it is not char
     for (const auto& x : gnn::forward_inputs(comp, sym, g)) fwd.insert(gnn::primitive_name(x.prim));
     for (const auto& x : gnn::primitive_inputs(comp, sym, g)) all.insert(gnn::primitive_name(x.prim));
     CHECK(all.count("dense_add") == 1);  // the per-step list (spindle-profile's) keeps every step
+    CHECK(all.size() == comp.steps.size() - static_cast<std::size_t>(std::count_if(comp.steps.begin(), comp.steps.end(),
+                                                                                  [](const gnn::Step& st) {
+                                                                                    return st.prim == gnn::Primitive::input;
+                                                                                  })));
     return fwd;
   };
   using S = std::multiset<std::string>;
-  // Aggregate first: both terms are GEMMs computed inside the sum.
-  CHECK(kinds("(((Dinv·(A·H))·Wneigh) + (H·Wself))") == S{"spmm_unweighted", "row_broadcast", "gemm", "gemm"});
+  // Aggregate first: both terms are GEMMs computed inside the sum (and the mean's broadcast
+  // is folded into the SpMM).
+  CHECK(kinds("(((Dinv·(A·H))·Wneigh) + (H·Wself))") == S{"spmm_unweighted", "gemm", "gemm"});
   // Weight first: one GEMM term, the other term (the broadcast's result) is still added.
-  CHECK(kinds("((Dinv·(A·(H·Wneigh))) + (H·Wself))") ==
-        S{"gemm", "spmm_unweighted", "row_broadcast", "gemm", "dense_add"});
+  CHECK(kinds("((Dinv·(A·(H·Wneigh))) + (H·Wself))") == S{"gemm", "spmm_unweighted", "gemm", "dense_add"});
+  // The normalisation precomputed as a weighted graph has no broadcast to fold.
+  CHECK(kinds("(((Dinv·A)·(H·Wneigh)) + (H·Wself))") == S{"sparse_scale", "gemm", "spmm_weighted", "gemm", "dense_add"});
   // The prediction is the sum over the executed primitives.
   gnn::CostModel ops;
   const auto& pair = c.ranked.at(static_cast<std::size_t>(c.find("(((Dinv·(A·H))·Wneigh) + (H·Wself))"))).composition;
@@ -219,4 +225,39 @@ TEST_CASE("gnn cost model: a sum of GEMM products computed inside it is not char
   }
   CHECK(free_sums > 0);
   CHECK(charged_sums > 0);
+}
+
+TEST_CASE("gnn execute plan: row broadcasts beside an SpMM fold into it, either side", "[gnn]") {
+  const auto c = gnn::candidates(gnn::layers::gcn());
+  const std::map<std::string, double> sym{{"N", 1000}, {"E", 8000}, {"K_in", 64}, {"K_out", 16}};
+  const spindle::GraphFeatures g;
+  auto plan = [&](const std::string& text) {
+    const auto& comp = c.ranked.at(static_cast<std::size_t>(c.find(text))).composition;
+    const auto by = gnn::broadcasts_folded(comp);
+    std::multiset<std::string> folded, runs;
+    for (std::size_t s = 0; s < by.size(); ++s) {
+      if (by[s] < 0) continue;
+      folded.insert(gnn::primitive_name(comp.steps[s].prim));
+      // the step that computes it reads it
+      const auto& args = comp.steps[static_cast<std::size_t>(by[s])].args;
+      CHECK(std::find(args.begin(), args.end(), static_cast<int>(s)) != args.end());
+    }
+    for (const auto& x : gnn::forward_inputs(comp, sym, g)) runs.insert(gnn::primitive_name(x.prim));
+    return std::make_pair(folded, runs);
+  };
+  using S = std::multiset<std::string>;
+  // DGL's order: D·(A·(D·(H·W))) — the inner broadcast into the SpMM, the SpMM into the
+  // outer broadcast: one pass for the aggregation.
+  auto [f1, r1] = plan("(D·(A·(D·(H·W))))");
+  CHECK(f1 == S{"row_broadcast", "spmm_unweighted"});
+  CHECK(r1 == S{"gemm", "spmm_unweighted"});
+  auto [f2, r2] = plan("((D·(A·(D·H)))·W)");
+  CHECK(f2 == S{"row_broadcast", "spmm_unweighted"});
+  CHECK(r2 == S{"spmm_unweighted", "gemm"});
+  // The normalisation precomputed once: nothing to fold.
+  auto [f3, r3] = plan("([D·A·D]·(H·W))");
+  CHECK(f3.empty());
+  CHECK(r3 == S{"sparse_scale", "gemm", "spmm_weighted"});
+  // The result itself is never folded: every candidate's result step runs.
+  for (const auto& r : c.ranked) CHECK(gnn::broadcasts_folded(r.composition).at(static_cast<std::size_t>(r.composition.result)) == -1);
 }
