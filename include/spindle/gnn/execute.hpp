@@ -194,16 +194,33 @@ namespace detail {
 template <class T>
 constexpr std::int64_t kNarrowOutput = static_cast<std::int64_t>(64 / sizeof(T));
 
-// out = x w, or out += x w with the accumulating kernels: the row form (`gemm`) for outputs of
-// a SIMD vector or wider, else the dot-product form (`gemm_nt`) on w transposed into `slot`.
+// The two GEMM forms: the row form (`gemm`, weights [K, N]) for outputs of a SIMD vector or
+// wider, else the dot-product form (`gemm_nt`, weights [N, K]). A weight given in the other
+// layout (`given_kn`: w is [K, N]; else [N, K], a product with w^T) is transposed into its
+// workspace slot first. One weight (`Gemm(x, w, out)`) or two (`Gemm(x, w, y, v, out)`: the
+// pair kernels, out = x w + y v).
 template <class T, class Gemm, class GemmNt>
-void matmul_form(const Gemm& gemm, const GemmNt& gemm_nt, TensorView<const T> x, TensorView<const T> w, Tensor<T>& out,
-                 Workspace<T>& ws, std::size_t slot) {
+void gemm_in_form(const Gemm& gemm, const GemmNt& gemm_nt, bool given_kn, Tensor<T>& out, Workspace<T>& ws,
+                  std::size_t slot, TensorView<const T> x, TensorView<const T> w) {
   static const auto transpose = kernels::transpose<T>();
-  if (w.dim(1) >= kNarrowOutput<T>) return gemm(x, w, out);
+  const bool row = (given_kn ? w.dim(1) : w.dim(0)) >= kNarrowOutput<T>;
+  if (row == given_kn) return row ? gemm(x, w, out) : gemm_nt(x, w, out);
   auto wt = ws.dense(slot, {w.dim(1), w.dim(0)});
   transpose(w, *wt);
-  gemm_nt(x, wt->view(), out);
+  row ? gemm(x, wt->view(), out) : gemm_nt(x, wt->view(), out);
+}
+template <class T, class Gemm, class GemmNt>
+void gemm_pair_in_form(const Gemm& gemm, const GemmNt& gemm_nt, bool given_kn, Tensor<T>& out, Workspace<T>& ws,
+                       std::size_t slot_w, std::size_t slot_v, TensorView<const T> x, TensorView<const T> w,
+                       TensorView<const T> y, TensorView<const T> v) {
+  static const auto transpose = kernels::transpose<T>();
+  const bool row = (given_kn ? w.dim(1) : w.dim(0)) >= kNarrowOutput<T>;
+  if (row == given_kn) return row ? gemm(x, w, y, v, out) : gemm_nt(x, w, y, v, out);
+  auto wt = ws.dense(slot_w, {w.dim(1), w.dim(0)});
+  auto vt = ws.dense(slot_v, {v.dim(1), v.dim(0)});
+  transpose(w, *wt);
+  transpose(v, *vt);
+  row ? gemm(x, wt->view(), y, vt->view(), out) : gemm_nt(x, wt->view(), y, vt->view(), out);
 }
 
 // out = x w (dense), in the faster of the two GEMM forms for the output width; `slot` is a
@@ -212,7 +229,7 @@ template <class T>
 void matmul(TensorView<const T> x, TensorView<const T> w, Tensor<T>& out, Workspace<T>& ws, std::size_t slot) {
   static const auto gemm = kernels::gemm<T>();
   static const auto gemm_nt = kernels::gemm_nt<T>();
-  matmul_form<T>(gemm, gemm_nt, x, w, out, ws, slot);
+  gemm_in_form<T>(gemm, gemm_nt, true, out, ws, slot, x, w);
 }
 
 // out += x w (dense), the same two forms.
@@ -221,7 +238,7 @@ void matmul_accumulate(TensorView<const T> x, TensorView<const T> w, Tensor<T>& 
                        std::size_t slot) {
   static const auto gemm = kernels::gemm_accumulate<T>();
   static const auto gemm_nt = kernels::gemm_nt_accumulate<T>();
-  matmul_form<T>(gemm, gemm_nt, x, w, out, ws, slot);
+  gemm_in_form<T>(gemm, gemm_nt, true, out, ws, slot, x, w);
 }
 
 // Whether two GEMM products of inner width `inner` summed into an output of width `width`
@@ -244,26 +261,7 @@ void matmul_pair(TensorView<const T> x, TensorView<const T> w, TensorView<const 
                  Tensor<T>& out, Workspace<T>& ws, std::size_t slot_w, std::size_t slot_v) {
   static const auto gemm = kernels::gemm_pair<T>();
   static const auto gemm_nt = kernels::gemm_nt_pair<T>();
-  static const auto transpose = kernels::transpose<T>();
-  if (w.dim(1) >= kNarrowOutput<T>) return gemm(x, w, y, v, out);
-  auto wt = ws.dense(slot_w, {w.dim(1), w.dim(0)});
-  auto vt = ws.dense(slot_v, {v.dim(1), v.dim(0)});
-  transpose(w, *wt);
-  transpose(v, *vt);
-  gemm_nt(x, wt->view(), y, vt->view(), out);
-}
-
-// out = x w^T, or out += x w^T with the accumulating kernels (dense): the dot-product form
-// (`gemm_nt`, w as given) for outputs narrower than a SIMD vector, else the row form on w
-// transposed into `slot`.
-template <class T, class Gemm, class GemmNt>
-void matmul_transposed_form(const Gemm& gemm, const GemmNt& gemm_nt, TensorView<const T> x, TensorView<const T> w,
-                            Tensor<T>& out, Workspace<T>& ws, std::size_t slot) {
-  static const auto transpose = kernels::transpose<T>();
-  if (w.dim(0) < kNarrowOutput<T>) return gemm_nt(x, w, out);
-  auto wt = ws.dense(slot, {w.dim(1), w.dim(0)});
-  transpose(w, *wt);
-  gemm(x, wt->view(), out);
+  gemm_pair_in_form<T>(gemm, gemm_nt, true, out, ws, slot_w, slot_v, x, w, y, v);
 }
 
 // out = x w^T (dense), likewise.
@@ -272,7 +270,7 @@ void matmul_transposed(TensorView<const T> x, TensorView<const T> w, Tensor<T>& 
                        std::size_t slot) {
   static const auto gemm = kernels::gemm<T>();
   static const auto gemm_nt = kernels::gemm_nt<T>();
-  matmul_transposed_form<T>(gemm, gemm_nt, x, w, out, ws, slot);
+  gemm_in_form<T>(gemm, gemm_nt, false, out, ws, slot, x, w);
 }
 
 // out += x w^T (dense).
@@ -281,7 +279,7 @@ void matmul_transposed_accumulate(TensorView<const T> x, TensorView<const T> w, 
                                   std::size_t slot) {
   static const auto gemm = kernels::gemm_accumulate<T>();
   static const auto gemm_nt = kernels::gemm_nt_accumulate<T>();
-  matmul_transposed_form<T>(gemm, gemm_nt, x, w, out, ws, slot);
+  gemm_in_form<T>(gemm, gemm_nt, false, out, ws, slot, x, w);
 }
 
 // out = x w^T + y v^T (dense, x and y of one width) in one pass: backward's sum of two GEMM
@@ -292,13 +290,7 @@ void matmul_transposed_pair(TensorView<const T> x, TensorView<const T> w, Tensor
                             std::size_t slot_v) {
   static const auto gemm = kernels::gemm_pair<T>();
   static const auto gemm_nt = kernels::gemm_nt_pair<T>();
-  static const auto transpose = kernels::transpose<T>();
-  if (w.dim(0) < kNarrowOutput<T>) return gemm_nt(x, w, y, v, out);
-  auto wt = ws.dense(slot_w, {w.dim(1), w.dim(0)});
-  auto vt = ws.dense(slot_v, {v.dim(1), v.dim(0)});
-  transpose(w, *wt);
-  transpose(v, *vt);
-  gemm(x, wt->view(), y, vt->view(), out);
+  gemm_pair_in_form<T>(gemm, gemm_nt, false, out, ws, slot_w, slot_v, x, w, y, v);
 }
 
 // out = x^T g (dense), a reduction over the long row axis that the CPU schedule keeps
