@@ -317,22 +317,34 @@ inline std::vector<Composition> enumerate_compositions(const Expr& e, const std:
   return out;
 }
 
-// The GEMM steps of `c` whose product is only a term of one dense sum (used once, by a
-// dense_add, and not the result): gnn::execute computes them into the sum's buffer (the first
-// and a second of the same inner width in one pass, further ones accumulating) instead of
-// into a buffer of their own that the sum then reads. Their own values stay unset: backward
-// reads a GEMM's operands, and a dense sum's adjoint passes through without reading its terms.
-inline std::vector<bool> gemms_into_sums(const Composition& c) {
-  std::vector<int> uses(c.steps.size(), 0), consumer(c.steps.size(), -1);
+// How many steps of `c` read each step's value, and (for a value read once) which step.
+struct StepUses {
+  std::vector<int> count, reader;
+  // Read by exactly one step and not the result: a value that step may compute itself.
+  bool single(const Composition& c, std::size_t s) const { return count[s] == 1 && static_cast<int>(s) != c.result; }
+};
+inline StepUses step_uses(const Composition& c) {
+  StepUses u{std::vector<int>(c.steps.size(), 0), std::vector<int>(c.steps.size(), -1)};
   for (std::size_t s = 0; s < c.steps.size(); ++s)
     for (int a : c.steps[s].args) {
-      ++uses[static_cast<std::size_t>(a)];
-      consumer[static_cast<std::size_t>(a)] = static_cast<int>(s);
+      ++u.count[static_cast<std::size_t>(a)];
+      u.reader[static_cast<std::size_t>(a)] = static_cast<int>(s);
     }
+  return u;
+}
+
+// The GEMM steps of `c` whose product is only a term of one dense sum (used once, by a
+// dense_add, and not the result): gnn::execute computes them into the sum's buffer (the first
+// two of one inner width in one pass where that pays, execute.hpp's pair_pays; the others
+// accumulating) instead of into a buffer of their own that the sum then reads. Their own
+// values are not kept: backward reads a GEMM's operands, and a dense sum's adjoint passes
+// through without reading its terms.
+inline std::vector<bool> gemms_into_sums(const Composition& c) {
+  const StepUses u = step_uses(c);
   std::vector<bool> into(c.steps.size(), false);
   for (std::size_t s = 0; s < c.steps.size(); ++s)
-    into[s] = c.steps[s].prim == Primitive::gemm && uses[s] == 1 && static_cast<int>(s) != c.result &&
-              c.steps[static_cast<std::size_t>(consumer[s])].prim == Primitive::dense_add;
+    into[s] = c.steps[s].prim == Primitive::gemm && u.single(c, s) &&
+              c.steps[static_cast<std::size_t>(u.reader[s])].prim == Primitive::dense_add;
   return into;
 }
 
@@ -347,7 +359,6 @@ inline bool sum_of_gemms_only(const Composition& c, const std::vector<bool>& int
   return true;
 }
 
-
 // The row broadcasts that gnn::execute folds into the SpMM beside them (one pass instead of
 // two or three; primitives.hpp's spmm_row_scaled / spmm_column_scaled / spmm_both_scaled):
 // a broadcast D·P of an SpMM P that nothing else reads (Dinv·(A·X), GCN's outer D), and a
@@ -356,10 +367,9 @@ inline bool sum_of_gemms_only(const Composition& c, const std::vector<bool>& int
 // folded SpMM, the SpMM for a folded inner broadcast), -1 for a step that runs itself.
 inline std::vector<int> broadcasts_folded(const Composition& c) {
   const std::size_t n = c.steps.size();
-  std::vector<int> uses(n, 0), computed_by(n, -1);
-  for (const Step& st : c.steps)
-    for (int a : st.args) ++uses[static_cast<std::size_t>(a)];
-  auto single_use = [&](std::size_t s) { return uses[s] == 1 && static_cast<int>(s) != c.result; };
+  const StepUses u = step_uses(c);
+  std::vector<int> computed_by(n, -1);
+  auto single_use = [&](std::size_t s) { return u.single(c, s); };
   auto is_spmm = [&](std::size_t s) {
     return c.steps[s].prim == Primitive::spmm_weighted || c.steps[s].prim == Primitive::spmm_unweighted;
   };
