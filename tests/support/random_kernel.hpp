@@ -286,8 +286,8 @@ class Generator {
     else make_buffers();
     std::vector<ir::Stmt> top;
     // About one kernel in seven starts with a dense contraction (GEMM-like: the CPU schedule's
-    // two-dimensional register tiles). Decided by a generator of its own, so that the other
-    // kernels of a seed stay what they were.
+    // two-dimensional register tiles; half of them with two updates of each element). Decided
+    // by a generator of its own, so that the other kernels of a seed stay what they were.
     if (std::mt19937_64(k_.seed ^ 0x9e3779b97f4a7c15ULL)() % 7 == 0 && !assembled_mode_) {
       if (ir::Stmt c = contraction(); c.defined()) top.push_back(c);
     }
@@ -820,6 +820,13 @@ class Generator {
     ir::Expr v = ir::load(a, {vars[0], vars[1]}) * ir::load(w, {vars[1], vars[2]});
     if (chance(0.3)) v = v + value(1);
     ir::Stmt body = ir::reduce(c, {vars[0], vars[2]}, op, v);
+    // Half of them update c twice per element (two GEMM products summed in one pass: the
+    // register tile takes both updates). Decided by a generator of its own and written without
+    // drawing from rng_, so that the rest of the kernel stays what it was.
+    if (std::mt19937_64(k_.seed ^ 0x2545f4914f6cdd1dULL)() % 2 == 0)
+      body = ir::seq({body, ir::reduce(c, {vars[0], vars[2]}, op,
+                                       ir::load(w, {vars[1], vars[2]}) * ir::load(a, {vars[0], vars[1]}) +
+                                           ir::make_const(T_, 1))});
     scope_.resize(depth0);
     return ir::Stmt(std::make_shared<ir::SparseIterationNode>(
         "it" + std::to_string(counter_++), std::vector<ir::Axis>{x, y, z}, vars,

@@ -3,7 +3,7 @@
 //
 //   for k in [0, K): C[x, k] = c0                        (init; optional)
 //   for j ... (reduction loops, lets, guards):
-//     for k in [0, K) over a dense axis: C[x, k] += v(k)
+//     for k in [0, K) over a dense axis: C[x, k] += v(k)   (or several: += v1(k); += v2(k))
 //
 // the dense spatial loop is split into a cascade of constant-width tiles (widths W1 > W2
 // > ...; e.g. 128, 64, 32, 16 floats for 512-bit vectors), each tile reordered outside the
@@ -20,6 +20,10 @@
 // registers; C is written once per element instead of once per nonzero. The cascade makes
 // any K use the widest tiles that fit (K = 32 runs one 32-wide tile). A constant extent no
 // wider than the widest tile becomes one tile of exactly that width.
+// The inner loop may hold several updates of the same element with the same operator
+// (`c(i, n) += a(i, k) * w(k, n); c(i, n) += b(i, k) * v(k, n)`: two GEMM products summed in
+// one pass); each becomes an update of the accumulator, in the same order, so the compiler
+// emits one fused multiply-add per product.
 // Pre/post: stage III; semantics preserved (each output element sums the same terms in the
 // same order).
 #pragma once
@@ -79,7 +83,8 @@ class RegisterTiling : public ir::IRMutator {
     ir::Stmt nest;                        // the outermost reduction loop
     std::vector<ir::Stmt> wrappers;       // loops, lets and guards above the inner loop
     const ir::ForNode* inner = nullptr;   // the dense spatial loop
-    const ir::ReduceNode* reduce = nullptr;
+    const ir::ReduceNode* reduce = nullptr;     // the first update (buffer, indices, operator)
+    std::vector<const ir::ReduceNode*> updates;  // every update of the inner loop, in order
   };
 
   static bool uses_any(const ir::Expr& e, const std::vector<const ir::ExprNode*>& vars) {
@@ -114,11 +119,23 @@ class RegisterTiling : public ir::IRMutator {
     auto* inner = s.as<ir::ForNode>();
     if (!has_reduction_loop || !inner || inner->iter_kind != ir::IterKind::spatial || !dense_axis(*inner)) return std::nullopt;
     if (!is_zero(inner->min) || uses_any(inner->extent, bound)) return std::nullopt;
-    auto* r = inner->body.as<ir::ReduceNode>();
+    // One update, or a sequence of updates of the same element with the same operator.
+    std::vector<const ir::ReduceNode*> updates;
+    if (auto* sq = inner->body.as<ir::SeqNode>()) {
+      for (const ir::Stmt& u : sq->stmts) updates.push_back(u.as<ir::ReduceNode>());
+    } else {
+      updates.push_back(inner->body.as<ir::ReduceNode>());
+    }
+    auto* r = updates.front();
     if (!r || r->buffer->scope != ir::BufferScope::global || r->indices.empty()) return std::nullopt;
     if (!r->indices.back().same_as(inner->var)) return std::nullopt;
     for (std::size_t k = 0; k + 1 < r->indices.size(); ++k) {
       if (ir::uses_var(r->indices[k], inner->var.get()) || uses_any(r->indices[k], bound)) return std::nullopt;
+    }
+    for (const ir::ReduceNode* u : updates) {
+      if (!u || u->atomic || u->buffer != r->buffer || u->op != r->op || u->indices.size() != r->indices.size()) return std::nullopt;
+      for (std::size_t k = 0; k < r->indices.size(); ++k)
+        if (!ir::equal(u->indices[k], r->indices[k])) return std::nullopt;
     }
     // A nest that reads C itself (`c(k) max= (c(k) + a(j)) / 2` over j: each update depends
     // on the ones before it, docs/language.md) is left alone: inside a tile those reads would
@@ -127,6 +144,7 @@ class RegisterTiling : public ir::IRMutator {
     if (loads_buffer(nest, r->buffer)) return std::nullopt;
     m.inner = inner;
     m.reduce = r;
+    m.updates = std::move(updates);
     return m;
   }
 
@@ -222,8 +240,12 @@ class RegisterTiling : public ir::IRMutator {
       return ir::store(acc, {slot(r, kk)}, v, inner.loc);
     });
     ir::Stmt update = tile_loops([&](const ir::Expr& r, const ir::Var& kk) {
-      ir::Expr v = at_row(ir::substitute(red.value, inner.var, base + ir::Expr(kk)), r);
-      return ir::reduce(acc, {slot(r, kk)}, red.op, v, red.loc);
+      std::vector<ir::Stmt> each;
+      for (const ir::ReduceNode* u : m.updates) {
+        ir::Expr v = at_row(ir::substitute(u->value, inner.var, base + ir::Expr(kk)), r);
+        each.push_back(ir::reduce(acc, {slot(r, kk)}, u->op, v, u->loc));
+      }
+      return each.size() == 1 ? each.front() : ir::seq(std::move(each), red.loc);
     });
     ir::Stmt write = tile_loops([&](const ir::Expr& r, const ir::Var& kk) {
       return ir::store(red.buffer, column(r, kk), ir::load(acc, {slot(r, kk)}), inner.loc);
@@ -319,8 +341,10 @@ class RegisterTiling : public ir::IRMutator {
       else if (ir::uses_var(m->reduce->indices[k], x)) return std::nullopt;
     }
     if (slots != 1) return std::nullopt;
-    // Worth it only when some load of the value is shared by the rows.
-    if (!shares_a_load(m->reduce->value, x, m->inner->var.get())) return std::nullopt;
+    // Worth it only when some load of the values is shared by the rows.
+    bool shared = false;
+    for (const ir::ReduceNode* u : m->updates) shared |= shares_a_load(u->value, x, m->inner->var.get());
+    if (!shared) return std::nullopt;
 
     const std::int64_t lanes = tile_widths(vector_bits_, m->reduce->buffer->dtype).back();
     const Rows rows{n, ir::Var(n->var.name() + "_rows", DType::i64)};

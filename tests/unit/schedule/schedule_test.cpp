@@ -231,6 +231,57 @@ TEST_CASE("register_tile: two-dimensional tiles share each load of W between six
   CHECK_THAT(sp::ir::to_string(sp::schedule::register_tile(sched_test::spmm().body, 256)), !Catch::Contains("i_rows"));
 }
 
+TEST_CASE("register_tile: several updates of one element in the inner loop accumulate on one tile (two GEMM "
+          "products summed)",
+          "[schedule]") {
+  // c(i, k) = sum_jd x(i, jd) w(jd, k) + y(i, jd) v(jd, k), written as two updates: each
+  // becomes an update of the tile, in order (two multiply-adds per element and jd), with the
+  // two-dimensional tiles of a GEMM.
+  auto f = sp::define_kernel("pair", [](sp::in<float, I, sp::dense<J>> x, sp::in<float, sp::dense<J>, K> w,
+                                        sp::in<float, I, sp::dense<J>> y, sp::in<float, sp::dense<J>, K> v,
+                                        sp::out<float, I, K> c, sp::iter<I> i, sp::iter<sp::dense<J>> jd,
+                                        sp::iter<K> k) {
+    c(i, k) += x(i, jd) * w(jd, k);
+    c(i, k) += y(i, jd) * v(jd, k);
+  });
+  auto f3 = stage3(f);
+  const std::string t = sp::ir::to_string(sp::lower::simplify(sp::schedule::register_tile(f3.body, 256)));
+  CHECK_THAT(t, Catch::Contains("for i_rows in [0, I_len / 6):"));
+  const std::string first = "e_tile[i_row * 16 + k] += a[i_rows * 6 + i_row, j_dense] * b[j_dense, k_tile * 16 + k]";
+  const std::string second = "e_tile[i_row * 16 + k] += c[i_rows * 6 + i_row, j_dense] * d[j_dense, k_tile * 16 + k]";
+  REQUIRE(t.find(first) != std::string::npos);
+  CHECK(t.find(second, t.find(first)) == t.find('\n', t.find(first)) + 1 + 14);  // the next line
+  auto scheduled = f3;
+  scheduled.body = sp::schedule::register_tile(f3.body, 256);
+  std::vector<sched_test::Sizes> sizes = sched_test::standard_sizes();
+  for (sched_test::Sizes s : {sched_test::Sizes{6, 16, 16}, {12, 5, 24}, {19, 7, 40}, {25, 3, 23}, {1, 1, 1}})
+    sizes.push_back(s);
+  CHECK(sched_test::compare(f3, scheduled, sizes) < 1e-6);
+  // One-row tiles (512-bit vectors, SpMM-like rows): the same updates, the same sums.
+  auto one = f3;
+  one.body = sp::schedule::register_tile(f3.body, 512);
+  CHECK(sched_test::compare(f3, one, sizes) < 1e-6);
+
+  // Updates of two outputs in one loop: no tile holds both, the nest is left alone.
+  auto g = sp::define_kernel("two_outputs", [](sp::in<float, I, sp::dense<J>> x, sp::in<float, sp::dense<J>, K> w,
+                                               sp::out<float, I, K> c, sp::out<float, I, K> d, sp::iter<I> i,
+                                               sp::iter<sp::dense<J>> jd, sp::iter<K> k) {
+    c(i, k) += x(i, jd) * w(jd, k);
+    d(i, k) += x(i, jd) * w(jd, k);
+  });
+  auto g3 = stage3(g);
+  CHECK(sp::ir::to_string(sp::schedule::register_tile(g3.body, 256)) == sp::ir::to_string(g3.body));
+  // A second update that reads the element (each update depends on the one before): left alone.
+  auto h = sp::define_kernel("reads_back", [](sp::in<float, I, sp::dense<J>> x, sp::in<float, sp::dense<J>, K> w,
+                                              sp::inout<float, I, K> c, sp::iter<I> i, sp::iter<sp::dense<J>> jd,
+                                              sp::iter<K> k) {
+    c(i, k) += x(i, jd) * w(jd, k);
+    c(i, k) += c(i, k) * 0.5f;
+  });
+  auto h3 = stage3(h);
+  CHECK(sp::ir::to_string(sp::schedule::register_tile(h3.body, 256)) == sp::ir::to_string(h3.body));
+}
+
 TEST_CASE("partition_indirect_writes: a scatter runs one block per thread with ownership tests, other writes keep "
           "the nest serial",
           "[schedule][autosched]") {
