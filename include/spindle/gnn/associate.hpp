@@ -335,7 +335,7 @@ inline StepUses step_uses(const Composition& c) {
 
 // The GEMM steps of `c` whose product is only a term of one dense sum (used once, by a
 // dense_add, and not the result): gnn::execute computes them into the sum's buffer (the first
-// two of one inner width in one pass where that pays, execute.hpp's pair_pays; the others
+// two of one inner width in one pass, execute.hpp's matmul_pair; the others
 // accumulating) instead of into a buffer of their own that the sum then reads. Their own
 // values are not kept: backward reads a GEMM's operands, and a dense sum's adjoint passes
 // through without reading its terms.

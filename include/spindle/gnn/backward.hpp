@@ -9,8 +9,8 @@
 // Each step's rule, with dC the gradient of its result (summed over the steps that use it):
 //   gemm            C = X W        dX = dC W^T (matmul_transposed) dW = X^T dC (gemm_tn_blocks + sum_blocks)
 //                                   (dX is formed when X's gradient is summed: two such products
-//                                   of one X, e.g. SAGE's H W_self and H W_neigh, in one pass
-//                                   where that pays, execute.hpp's pair_pays)
+//                                   of one X, e.g. SAGE's H W_self and H W_neigh, in one pass:
+//                                   execute.hpp's matmul_pair)
 //   spmm            C = A X        dX = A^T dC (SpMM on the cached transpose)
 //                                   dA = dC X^T on A's pattern (sddmm_pattern), weighted A only
 //   row_broadcast   C = diag(d) X  dX = diag(d) dC                 dd = rowwise dot(dC, X) (row_dot)
@@ -189,7 +189,7 @@ class BackwardRun {
   }
 
   // The sum of step s's contributions when some are GEMM products dC W^T: the first two of
-  // one inner width in one pass where that pays (pair_pays; else the first alone), further
+  // one inner width in one pass (matmul_transposed_pair; else the first alone), further
   // products accumulated, then the other contributions added in place. Roles 1-3: transposed
   // weights (each consumed at once).
   TensorView<const T> sum_with_products(std::size_t s) {
@@ -200,7 +200,6 @@ class BackwardRun {
     auto out = ws_.dense(slot(s, 10), {p[0].dc.dim(0), p[0].w.dim(0)});
     std::size_t second = 1;
     while (second < n && p[second].dc.dim(1) != p[0].dc.dim(1)) ++second;
-    if (second < n && !detail::pair_pays<T>(p[0].dc.dim(1), p[0].w.dim(0))) second = n;
     if (second < n) {
       detail::matmul_transposed_pair(p[0].dc, p[0].w, p[second].dc, p[second].w, *out, ws_, slot(s, 1), slot(s, 2));
       ++ws_.gradient_pairs;

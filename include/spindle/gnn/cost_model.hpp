@@ -348,8 +348,8 @@ inline double predict_sum_ms(const std::vector<PrimitiveInput>& xs, const CostMo
 
 // The primitives that execute runs for `c`'s forward: every step's (primitive_inputs, which
 // spindle-profile pairs with per-step times) but a dense sum whose terms are all GEMM products
-// computed inside it (sum_of_gemms_only): its GEMMs are charged as before (a pair pass or a
-// GEMM and an accumulating GEMM, about their sum: execute.hpp, pair_pays), its add is no pass
+// computed inside it (sum_of_gemms_only): its GEMMs are charged as before (a pair pass costs
+// about one GEMM over the concatenated inner axis: execute.hpp, matmul_pair), its add is no pass
 // of its own and costs nothing; and a row broadcast folded into an SpMM (broadcasts_folded),
 // which costs as the SpMM alone.
 inline std::vector<PrimitiveInput> forward_inputs(const Composition& c, const std::map<std::string, double>& sym,

@@ -172,7 +172,7 @@ class Workspace {
   std::vector<detail::RtValue<T>> tape;
   std::string tape_text;
   // How many dense sums the last execute, and how many gradient sums the last backward, with
-  // this workspace computed as two GEMM products in one pass (pair_pays; for tests and
+  // this workspace computed as two GEMM products in one pass (matmul_pair; for tests and
   // diagnostics).
   std::size_t gemm_pairs = 0, gradient_pairs = 0;
 
@@ -241,21 +241,13 @@ void matmul_accumulate(TensorView<const T> x, TensorView<const T> w, Tensor<T>& 
   gemm_in_form<T>(gemm, gemm_nt, true, out, ws, slot, x, w);
 }
 
-// Whether two GEMM products of inner width `inner` summed into an output of width `width`
-// run faster as one pair pass (matmul_pair) than as a GEMM and an accumulating GEMM. The
-// pair's update is a multiply, a multiply-add and an add per element (two multiply-adds
-// would need `a w + b v` reassociated), so where the GEMMs are compute-bound (an inner axis
-// wider than the output) the second GEMM accumulating wins; the pair wins where writing the
-// output once matters (an output at least as wide as the inner axis) and in the dot-product
-// form. Measured (2 threads, pubmed and ogbn-arxiv rows): pair / (GEMM + accumulating GEMM)
-// 0.72 at 32:256, 0.81-0.91 at 64:512, 0.69-0.97 at narrow outputs, 0.94-0.96 at 128:128;
-// 1.09-1.21 at 256:32, 1.10 at 512:64, 1.03-1.11 at 128:64.
-template <class T>
-constexpr bool pair_pays(std::int64_t inner, std::int64_t width) {
-  return width < kNarrowOutput<T> || width >= inner;
-}
-
 // out = x w + y v (dense, x and y of one width), in one pass; the same two forms as matmul.
+// Two GEMM products summed always run as this pair: its row form updates the register tile
+// with two multiply-adds per k (kernels::gemm_pair), so it runs as fast as one GEMM over the
+// concatenated inner axis and writes the output once. Measured (2 threads, pubmed and
+// ogbn-arxiv rows), pair / (GEMM + accumulating GEMM): 0.52-1.00 over 11 shapes from 16:16
+// to 512:64 (geomean 0.86; 512:64 and 64:128 within noise of 1); the dot-product form
+// (narrow outputs) 0.69-0.97.
 template <class T>
 void matmul_pair(TensorView<const T> x, TensorView<const T> w, TensorView<const T> y, TensorView<const T> v,
                  Tensor<T>& out, Workspace<T>& ws, std::size_t slot_w, std::size_t slot_v) {
@@ -487,7 +479,6 @@ std::vector<RtValue<T>> run_steps(const Composition& c, const Bindings<T>& b, st
           second = first + 1;
           while (second < none && !(product(second) && operand(product(second), 0).dim(1) == operand(g0, 0).dim(1)))
             ++second;
-          if (second < none && !pair_pays<T>(operand(g0, 0).dim(1), operand(g0, 1).dim(1))) second = none;
           if (second < none) ++ws->gemm_pairs;
           if (second < none)
             matmul_pair(operand(g0, 0), operand(g0, 1), operand(product(second), 0), operand(product(second), 1),
