@@ -11,9 +11,12 @@
 // gradients agree (gnn_pyg.hpp; default graphs: the five GNN graphs).
 //
 //   spindle-gnn-bench [--graphs LIST] [--layers gcn,gin,gat,sgc,tagcn,sage,rgcn]
-//                     [--pairs 32:256,256:32,...] [--threads T] [--reps R]
+//                     [--pairs 32:256,256:32,...] [--threads T] [--reps R] [--min-ms MS]
 //                     [--model FILE] [--samples CSV] [--verbose]
 //   spindle-gnn-bench --pyg [--graphs LIST] [--layers gcn,sage,gin] [--pairs ...] [--python PATH]
+//
+// Each time is the median of at least R calls (after one untimed call), more while they add
+// up to less than MS milliseconds (default 150; the PyG peer gets the same budget).
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -31,6 +34,7 @@ struct Config {
   std::vector<std::string> layers = {"gcn", "gin", "gat", "sgc", "sage"};
   std::vector<std::pair<int, int>> pairs = {{32, 256}, {256, 32}, {64, 512}, {512, 64}, {128, 128}, {32, 32}};
   int threads = 2, reps = 5;
+  double min_ms = kMinTimedMs;
   int trees = gnn::xgboost::available() ? 200 : 0;  // rounds of the leave-one-graph-out models
   std::string model = SPINDLE_GNN_DEFAULT_MODEL, samples, data = SPINDLE_PROFILE_DATA_DIR;
   bool verbose = false, pyg = false, graphs_given = false, layers_given = false;
@@ -82,6 +86,7 @@ int main(int argc, char** argv) try {
       }
     } else if (s == "--threads") c.threads = std::stoi(next());
     else if (s == "--reps") c.reps = std::stoi(next());
+    else if (s == "--min-ms") c.min_ms = std::stod(next());
     else if (s == "--model") c.model = next();
     else if (s == "--samples") c.samples = next();
     else if (s == "--trees") c.trees = std::stoi(next());
@@ -90,7 +95,7 @@ int main(int argc, char** argv) try {
     else {
       std::fprintf(stderr,
                    "usage: spindle-gnn-bench [--graphs LIST] [--layers LIST] [--pairs KIN:KOUT,...] [--threads T] "
-                   "[--reps R] [--model FILE] [--samples CSV] [--trees ROUNDS] [--data DIR] [--verbose] "
+                   "[--reps R] [--min-ms MS] [--model FILE] [--samples CSV] [--trees ROUNDS] [--data DIR] [--verbose] "
                    "[--pyg [--python PATH]]\n");
       return s == "--help" || s == "-h" ? 0 : 2;
     }
@@ -105,6 +110,7 @@ int main(int argc, char** argv) try {
     o.pairs = c.pairs;
     o.threads = c.threads;
     o.reps = c.reps;
+    o.min_ms = c.min_ms;
     o.data = c.data;
     o.model = c.model;
     o.python = c.python;
@@ -157,7 +163,7 @@ int main(int argc, char** argv) try {
         auto time_of = [&](std::size_t i) {
           auto it = ms.find(i);
           if (it != ms.end()) return it->second;
-          const double t = time_ms([&] { (void)gnn::execute(cd.ranked[i].composition, b, ws[i]); }, c.reps);
+          const double t = time_ms([&] { (void)gnn::execute(cd.ranked[i].composition, b, ws[i]); }, c.reps, c.min_ms);
           ws.erase(i);
           ms[i] = t;
           return t;

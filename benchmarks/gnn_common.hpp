@@ -124,8 +124,15 @@ inline Operands make_operands(const Graph& g, std::int64_t k_in, std::int64_t k_
   return o;
 }
 
-// Median wall time (ms) of `reps` calls after one untimed call; fewer calls when slow.
-inline double time_ms(const std::function<void()>& f, int reps = 5) {
+// The least total timed wall time per measurement (ms): calls that take well under a
+// millisecond are repeated until they add up to this, so a few scheduler hiccups cannot move
+// their median (at most kMaxTimedCalls calls). The PyG peer gets the same budget.
+inline constexpr double kMinTimedMs = 150;
+inline constexpr int kMaxTimedCalls = 400;
+
+// Median wall time (ms) over at least `reps` calls after one untimed call, more while the
+// timed calls add up to less than `min_ms`; fewer calls when one is slow.
+inline double time_ms(const std::function<void()>& f, int reps = 5, double min_ms = kMinTimedMs) {
   using clock = std::chrono::steady_clock;
   auto t0 = clock::now();
   f();
@@ -133,10 +140,12 @@ inline double time_ms(const std::function<void()>& f, int reps = 5) {
   if (first > 2000) reps = 1;
   else if (first > 300) reps = std::min(reps, 3);
   std::vector<double> v;
-  for (int r = 0; r < reps; ++r) {
+  double total = 0;
+  while (static_cast<int>(v.size()) < reps || (total < min_ms && static_cast<int>(v.size()) < kMaxTimedCalls)) {
     t0 = clock::now();
     f();
     v.push_back(std::chrono::duration<double, std::milli>(clock::now() - t0).count());
+    total += v.back();
   }
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];

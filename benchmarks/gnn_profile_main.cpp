@@ -3,10 +3,11 @@
 // (gnn/cost_model.hpp) that GNN layers select their composition with.
 //
 //   spindle-profile [--graphs gnn/cora,...,rmat:14:8] [--k 16,32,...] [--threads T]
-//                   [--reps R] [--samples FILE.csv] [--model FILE] [--data DIR]
+//                   [--reps R] [--min-ms MS] [--samples FILE.csv] [--model FILE] [--data DIR]
 //
 // Each primitive is timed inside a one-primitive composition run by gnn::execute (the same
-// code path the layers take), median of R calls after one untimed call. A progress bar goes to
+// code path the layers take), median of at least R calls after one untimed call, more while
+// they add up to less than MS milliseconds (default 150). A progress bar goes to
 // stderr. Defaults: the shared GNN graphs and matrices plus two R-MAT graphs, K in
 // {16, 32, 64, 128, 256, 512}, 2 threads, 3 repetitions.
 #include <cstdio>
@@ -28,6 +29,7 @@ struct Config {
                                      "matrices/bcsstk25",  "rmat:14:8",           "rmat:16:16"};
   std::vector<int> ks = {16, 32, 64, 128, 256, 512};
   int threads = 2, reps = 3;
+  double min_ms = kMinTimedMs;
   int trees = gnn::xgboost::available() ? 100 : 0;  // XGBoost rounds per primitive (0: log-linear only)
   std::string from;                                 // refit from a samples CSV instead of timing
   std::string samples = "gnn-samples.csv", model = "gnn-cost-model.txt";
@@ -75,6 +77,7 @@ int main(int argc, char** argv) try {
     else if (s == "--k") c.ks = a.ints();
     else if (s == "--threads") c.threads = std::stoi(next());
     else if (s == "--reps") c.reps = std::stoi(next());
+    else if (s == "--min-ms") c.min_ms = std::stod(next());
     else if (s == "--trees") c.trees = std::stoi(next());
     else if (s == "--from-samples") c.from = next();
     else if (s == "--samples") c.samples = next();
@@ -82,7 +85,7 @@ int main(int argc, char** argv) try {
     else if (s == "--data") c.data = next();
     else {
       std::fprintf(stderr,
-                   "usage: spindle-profile [--graphs LIST] [--k LIST] [--threads T] [--reps R] [--trees ROUNDS] "
+                   "usage: spindle-profile [--graphs LIST] [--k LIST] [--threads T] [--reps R] [--min-ms MS] [--trees ROUNDS] "
                    "[--samples CSV] [--model FILE] [--data DIR] [--from-samples CSV]\n");
       return s == "--help" || s == "-h" ? 0 : 2;
     }
@@ -120,7 +123,7 @@ int main(int argc, char** argv) try {
             gnn::detail::run_steps(comp, b, &ms, &ws);
             runs.push_back(ms);
           },
-          c.reps);
+          c.reps, c.min_ms);
       // The median over the timed runs (the first, untimed run is dropped) of the primitive step.
       const auto inputs = gnn::primitive_inputs(comp, sym, g.features);
       std::size_t q = 0;

@@ -22,6 +22,7 @@ struct PygOptions {
   std::vector<std::string> graphs, layers;
   std::vector<std::pair<int, int>> pairs;
   int threads = 2, reps = 5;
+  double min_ms = kMinTimedMs;
   std::string data, model, python, script;
 };
 
@@ -159,13 +160,13 @@ inline std::vector<PygCase> run_pyg_comparison(const PygOptions& o) {
         auto conv = make_conv(layer, kin, kout, model, weights);
         const auto x = sp::Tensor<float>::random({n, kin}, 21, -1, 1);
         const auto grad = sp::Tensor<float>::random({n, kout}, 22, -1, 1);
-        k.spindle_fwd = time_ms([&] { (void)conv->forward(a, x.view()); }, o.reps);
+        k.spindle_fwd = time_ms([&] { (void)conv->forward(a, x.view()); }, o.reps, o.min_ms);
         k.spindle_fwdbwd = time_ms(
             [&] {
               (void)conv->forward(a, x.view());
               (void)conv->backward(grad.view(), true);
             },
-            o.reps);
+            o.reps, o.min_ms);
         k.composition = conv->adaptive().last_run()->text;
         // The results compared: one more forward and backward.
         const auto out = conv->forward(a, x.view());
@@ -183,7 +184,7 @@ inline std::vector<PygCase> run_pyg_comparison(const PygOptions& o) {
         {
           std::ofstream m(dir / "manifest.json");
           m << "{\"n\": " << n << ", \"nnz\": " << e << ", \"edges\": \"edges.i64\", \"threads\": " << o.threads
-            << ", \"reps\": " << o.reps << ", \"warmup\": 1, \"cases\": [{\"id\": \"c\", \"layer\": \"" << layer
+            << ", \"reps\": " << o.reps << ", \"min_ms\": " << o.min_ms << ", \"warmup\": 1, \"cases\": [{\"id\": \"c\", \"layer\": \"" << layer
             << "\", \"k_in\": " << kin << ", \"k_out\": " << kout << ", \"x\": \"x.f32\", \"weights\": {" << wjson
             << "}, \"grad_out\": \"g.f32\", \"eps\": 0.1}]}\n";
         }

@@ -12,7 +12,7 @@ Manifest (paths relative to the manifest's directory; binary files are raw littl
 row-major arrays without a header):
   {"n": N, "nnz": E, "edges": "edges.i64",    2*E int64: E rows i (targets), then E cols j
                                                (sources); edge (i, j): node j sends to node i
-   "threads": 2, "reps": 5, "warmup": 1,
+   "threads": 2, "reps": 5, "min_ms": 150, "warmup": 1,
    "cases": [{"id": "c0", "layer": "gcn" | "sage" | "gin", "k_in": 32, "k_out": 64,
               "x": "c0_x.f32",                 [N, k_in] float32
               "weights": {"W": "c0_W.f32"},    gcn, gin: W; sage: Wself, Wneigh; each
@@ -33,7 +33,8 @@ Each case is run on two PyG paths:
   adj_t       the conv is called with a torch.sparse CSR tensor (COO if CSR fails) of shape
               [N, N] whose rows are the targets, i.e. exactly A (PyG's "adj_t" = transposed
               adjacency in its own [source, target] convention).
-Timed: the median over `reps` (after `warmup` untimed runs) of forward under torch.no_grad(),
+Timed: the median over at least `reps` runs (after `warmup` untimed runs; more while the timed
+runs add up to less than `min_ms` milliseconds, at most 400) of forward under torch.no_grad(),
 and of forward + backward (out.backward(grad_out), grads of x and of the weights), in ms.
 
 Written next to the manifest, from the edge_index path: <id>_out.f32 [N, k_out],
@@ -42,7 +43,7 @@ The adj_t path's out, dx and dW are checked against them; the relative differenc
 is max|a - b| / max|b| per array (the largest over the arrays), which must be <= 1e-4 (a
 larger one is reported as "adj_t_agrees": false and a warning, not as a failed run).
 
-RESULTS.json: {"torch", "torch_geometric", "threads", "n", "nnz", "reps", "warmup",
+RESULTS.json: {"torch", "torch_geometric", "threads", "n", "nnz", "reps", "min_ms", "warmup",
 "cpu_count", "loadavg_at_start", "peak_rss_mb", "adj_t_all_agree", "cases": [{"id", "layer",
 "k_in", "k_out", "paths": {"edge_index": {"fwd_ms", "fwdbwd_ms", "peak_rss_mb"},
 "adj_t": {"fwd_ms", "fwdbwd_ms", "peak_rss_mb", "layout"} or null}, "best_fwd_ms",
@@ -176,7 +177,28 @@ def build_conv(layer, k_in, k_out, weights, eps):
     return conv, params
 
 
-def time_path(conv, params, x, edge, grad_out, warmup, reps):
+MAX_TIMED_RUNS = 400
+
+
+def timed_runs(f, warmup, reps, min_ms, keep_last=False):
+    """Wall times (ms) of f: `warmup` untimed runs, then at least `reps` timed ones, more while
+    they add up to less than `min_ms` (at most MAX_TIMED_RUNS). Returns (times, last result)."""
+    times, out = [], None
+    for _ in range(warmup):
+        out = None
+        out = f()
+    while len(times) < reps or (sum(times) < min_ms and len(times) < MAX_TIMED_RUNS):
+        out = None  # free the previous output before the next run
+        t0 = time.perf_counter()
+        out = f()
+        t1 = time.perf_counter()
+        times.append((t1 - t0) * 1e3)
+        if not keep_last:
+            out = None
+    return times, out
+
+
+def time_path(conv, params, x, edge, grad_out, warmup, reps, min_ms=0.0):
     """Times forward and forward + backward.
 
     Returns ({"fwd_ms", "fwdbwd_ms", "peak_rss_mb"}, out, dx, {name: dW [k_in, k_out]}), where
@@ -202,23 +224,8 @@ def time_path(conv, params, x, edge, grad_out, warmup, reps):
         out.backward(grad_out)
         return out
 
-    fwd_t = []
-    for r in range(warmup + reps):
-        t0 = time.perf_counter()
-        out = fwd()
-        t1 = time.perf_counter()
-        del out
-        if r >= warmup:
-            fwd_t.append((t1 - t0) * 1e3)
-    fb_t = []
-    out = None
-    for r in range(warmup + reps):
-        out = None  # free the previous output before the next run
-        t0 = time.perf_counter()
-        out = fwdbwd()
-        t1 = time.perf_counter()
-        if r >= warmup:
-            fb_t.append((t1 - t0) * 1e3)
+    fwd_t, _ = timed_runs(fwd, warmup, reps, min_ms)
+    fb_t, out = timed_runs(fwdbwd, warmup, reps, min_ms, keep_last=True)
     dx = xg.grad
     dws = {name: p.grad.detach().t().contiguous() for name, p in params.items()}
     peak = peak_rss_mb() if peak_ok else None
@@ -242,6 +249,7 @@ def run_manifest(manifest_path, results_path):
     threads = int(m.get("threads", 1))
     reps = max(1, int(m.get("reps", 5)))
     warmup = max(0, int(m.get("warmup", 1)))
+    min_ms = max(0.0, float(m.get("min_ms", 0.0)))
 
     torch.set_num_threads(threads)
     try:
@@ -279,7 +287,7 @@ def run_manifest(manifest_path, results_path):
         "torch": torch.__version__,
         "torch_geometric": torch_geometric.__version__,
         "threads": torch.get_num_threads(),
-        "n": n, "nnz": e, "reps": reps, "warmup": warmup,
+        "n": n, "nnz": e, "reps": reps, "min_ms": min_ms, "warmup": warmup,
         # Timings with `threads` OpenMP threads stall badly when other processes hold cores.
         "cpu_count": os.cpu_count(),
         "loadavg_at_start": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
@@ -303,7 +311,7 @@ def run_manifest(manifest_path, results_path):
         eps = float(case.get("eps", 0.0))
 
         conv, params = build_conv(layer, k_in, k_out, weights, eps)
-        ei_entry, out, dx, dws = time_path(conv, params, x, edge_index, g, warmup, reps)
+        ei_entry, out, dx, dws = time_path(conv, params, x, edge_index, g, warmup, reps, min_ms)
         paths = {"edge_index": ei_entry}
         write_array(base, f"{cid}_out.f32", out)
         write_array(base, f"{cid}_dx.f32", dx)
@@ -320,7 +328,7 @@ def run_manifest(manifest_path, results_path):
             try:
                 conv, params = build_conv(layer, k_in, k_out, weights, eps)
                 adj_entry, a_out, a_dx, a_dws = time_path(conv, params, x, adj_t, g,
-                                                          warmup, reps)
+                                                          warmup, reps, min_ms)
             except Exception as ex:  # noqa: BLE001 - an unsupported path is reported as null
                 errors.append(f"{layout}: {type(ex).__name__}: {ex}")
                 conv = params = None
