@@ -479,12 +479,13 @@ std::vector<RtValue<T>> run_steps(const Composition& c, const Bindings<T>& b, st
           second = first + 1;
           while (second < none && !(product(second) && operand(product(second), 0).dim(1) == operand(g0, 0).dim(1)))
             ++second;
-          if (second < none) ++ws->gemm_pairs;
-          if (second < none)
+          if (second < none) {
+            ++ws->gemm_pairs;
             matmul_pair(operand(g0, 0), operand(g0, 1), operand(product(second), 0), operand(product(second), 1),
                         *out.owned, *ws, Workspace<T>::slot(1, 0, s), Workspace<T>::slot(1, 1, s));
-          else
+          } else {
             matmul(operand(g0, 0), operand(g0, 1), *out.owned, *ws, Workspace<T>::slot(1, 0, s));
+          }
         } else {
           first = 0;
           second = 1;
