@@ -27,6 +27,9 @@
 // (§3, the SpGEMM pattern). The call passes a Csr<T[, Index]> (Call::csr) holding an old
 // pattern that the kernel replaces; the harness compares it with Interpreter::assembled.
 //
+// About one write in five is followed by a second update of the same element with the same
+// operator (two products summed in one pass; decided by a generator of its own as well).
+//
 // A disagreement between the compiled kernel and the interpreter is a bug in the front
 // end, the lowering, the schedules or a backend. Data come in three sizes (small random
 // shapes, edge cases with empty axes, and large inputs of thousands of rows so that every
@@ -893,7 +896,7 @@ namespace detail {
 
 class Generator {
  public:
-  explicit Generator(std::uint64_t seed) : rng_(seed) { k_.seed = seed; }
+  explicit Generator(std::uint64_t seed) : rng_(seed), twin_rng_(seed ^ 0x510e527fade682d1ULL) { k_.seed = seed; }
 
   Kernel make() {
     k_.ns = "k" + std::to_string(k_.seed);
@@ -1452,7 +1455,10 @@ class Generator {
         out.push_back(local_decl());
         continue;
       }
-      if (auto w = write()) out.push_back(w);
+      if (auto w = write()) {
+        out.push_back(w);
+        if (auto t = twin(*w)) out.push_back(t);
+      }
     }
     visible_locals_.resize(locals0);
     visible_named_.resize(named0);
@@ -1598,6 +1604,22 @@ class Generator {
     // No output can be written here: accumulate into a local if there is one.
     if (!visible_locals_.empty()) return local_write();
     return nullptr;
+  }
+
+  // A second update of the element a write just updated, with the same operator and another
+  // value (`c(i, n) += a(i, k) * w(k, n); c(i, n) += b(i, k) * v(k, n)`: two products summed in
+  // one pass, which the CPU schedule's register tile keeps in one tile). Decided, and its value
+  // drawn, by a generator of its own, so the other kernels of a seed stay as they were. Not for
+  // a write that must be rejected nor for an assembled output.
+  StmtP twin(const Stmt& w) {
+    if (w.kind != Stmt::Write || w.bad_slot >= 0 || assembled_buf_ >= 0) return nullptr;
+    if (std::uniform_real_distribution<double>(0, 1)(twin_rng_) >= 0.2) return nullptr;
+    auto s = std::make_shared<Stmt>(w);
+    s->via_ref = false;
+    std::swap(rng_, twin_rng_);
+    s->value = s->op == WriteOp::mul ? sign_value() : value(3);
+    std::swap(rng_, twin_rng_);
+    return s;
   }
 
   // A computed write index over the iterators in scope that are not over T's coordinates
@@ -1845,7 +1867,7 @@ class Generator {
     return make(Op::Add, T, {value(d - 1), leaf()});
   }
 
-  std::mt19937_64 rng_;
+  std::mt19937_64 rng_, twin_rng_;
   Kernel k_;
   std::set<std::string> used_cpp_{"sp", "spindle", "std", "kernel", "k", "c", "define", "registration"};
   int var_counter_ = 0, muls_ = 0;
