@@ -50,6 +50,8 @@ std::vector<sp::Schedule> spmm_schedules() {
   out.emplace_back().reorder({"k", "j"}).parallel("i");
   out.emplace_back().reorder({"k", "j"}).split("k", 16).vectorize("k_i").cache_write("k_i", "c").parallel("i");
   out.emplace_back().split("k", 3);  // serial, with a guard (3 does not divide K)
+  // The default's register tile as steps: the init moves into k_o with its own k_i loop.
+  out.emplace_back().split("k", 8).reorder({"k_o", "j", "k_i"}).cache_write("k_o", "c").vectorize("k_i").parallel("i");
   out.emplace_back().sparse_reorder("spmm", {"I", "J", "K"});  // the written order, default loop schedule
   return out;
 }

@@ -20,6 +20,18 @@
 // (each target element is then initialised right before its own reduction; requires the
 // target index to be one-to-one in those loops and the init not to read what the band
 // writes). This leaves one loop over k, which the other primitives can then address.
+// The init may match only the outer loops of the new order and keep loops of its own
+// inside them: after split("k", 32) (both nests split), reorder({"k_o", "j", "k_i"}) gives
+//
+//   for k_o in [0, ceil(K / 32)):
+//     for k_i in [0, 32): if (k_o * 32 + k_i < K): c[i, k_o * 32 + k_i] = 0
+//     for j ... reduction: for k_i in [0, 32): if (...): c[i, k_o * 32 + k_i] += v(j, ...)
+//
+// — the register tile of the default SpMM schedule, as steps: cache_write("k_o", "c") then
+// keeps the tile in registers. Here the indices of the init and of the reductions differ (their
+// k_i loops are not the same loop), so each moved loop v needs a slot that every access
+// indexes as v * F + w with w a loop over [0, n <= F) (w may be a different loop in each):
+// the slot then names the one iteration of v that initialises an element and reduces into it.
 // Legality: spatial loops are independent by construction; swapping two reduction loops
 // changes the order in which a sum is accumulated (floating-point reassociation).
 // Pre/post: stage II or III; semantics preserved up to that reassociation.
@@ -110,6 +122,42 @@ inline std::vector<const ir::ForNode*> find_band(const ir::Stmt& body, const std
   return bands[0];
 }
 
+// The store an init nest ends in: through its loops and guards (an if without else), or
+// nothing when the nest is anything else.
+inline const ir::StoreNode* init_store(const ir::Stmt& s) {
+  if (auto* st = s.as<ir::StoreNode>()) return st;
+  if (auto* f = s.as<ir::ForNode>()) return init_store(f->body);
+  if (auto* c = s.as<ir::IfThenElseNode>(); c && !c->else_case.defined()) return init_store(c->then_case);
+  return nullptr;
+}
+
+// F when idx is v * F + w (or w + v * F, or v * F; F a positive constant) with w a loop
+// variable of `scope` whose loop runs over [0, n) for a constant n <= F, or v itself (F = 1).
+inline std::optional<std::int64_t> strided_slot(const ir::Expr& idx, const ir::Var& v, const ir::Stmt& scope) {
+  auto scaled = [&](const ir::Expr& e) -> std::optional<std::int64_t> {
+    if (e.same_as(v)) return 1;
+    auto* b = e.as<ir::BinaryNode>();
+    if (!b || b->op != ir::BinOp::mul) return std::nullopt;
+    auto f = b->a.same_as(v) ? const_int(b->b) : b->b.same_as(v) ? const_int(b->a) : std::nullopt;
+    if (f && *f > 0) return f;
+    return std::nullopt;
+  };
+  if (auto f = scaled(idx)) return f;
+  auto* b = idx.as<ir::BinaryNode>();
+  if (!b || b->op != ir::BinOp::add) return std::nullopt;
+  for (int side = 0; side < 2; ++side) {
+    auto f = scaled(side == 0 ? b->a : b->b);
+    const ir::Expr& w = side == 0 ? b->b : b->a;
+    if (!f || !w.as<ir::VarNode>()) continue;
+    for (auto* l : all_loops(scope)) {
+      if (!l->var.same_as(w)) continue;
+      auto n = const_int(l->extent);
+      if (is_const(l->min, 0) && n && *n <= *f) return f;
+    }
+  }
+  return std::nullopt;
+}
+
 // The init nest right before a band, moved into the band's new outer loops (see the top of
 // the file), or nothing when there is no such init or moving it is not safe. `loops` is
 // the band in its new order.
@@ -128,14 +176,15 @@ inline std::optional<ir::Stmt> reorder_with_init(const ir::Stmt& body, const std
     init_loops.push_back(f);
     s = f->body;
   }
-  // Spatial init loops over the same ranges as the new outer loops, then reductions.
-  const std::size_t m = init_loops.size();
-  if (!s.as<ir::StoreNode>() || m == 0 || m >= loops.size()) return std::nullopt;
-  for (std::size_t k = 0; k < m; ++k) {
-    if (init_loops[k]->iter_kind != ir::IterKind::spatial || loops[k]->iter_kind != ir::IterKind::spatial ||
-        !ir::equal(init_loops[k]->min, loops[k]->min) || !ir::equal(init_loops[k]->extent, loops[k]->extent))
-      return std::nullopt;
-  }
+  // Leading spatial init loops over the same ranges as the new outer loops, then reductions.
+  std::size_t m = 0;
+  while (m < init_loops.size() && m < loops.size() && init_loops[m]->iter_kind == ir::IterKind::spatial &&
+         loops[m]->iter_kind == ir::IterKind::spatial && ir::equal(init_loops[m]->min, loops[m]->min) &&
+         ir::equal(init_loops[m]->extent, loops[m]->extent))
+    ++m;
+  if (m == 0 || m >= loops.size()) return std::nullopt;
+  const bool whole = m == init_loops.size();  // else the init keeps its inner loops (a split's k_i)
+  if (whole && !s.as<ir::StoreNode>()) return std::nullopt;
   bool has_reduction = false;
   for (std::size_t k = m; k < loops.size(); ++k) has_reduction |= loops[k]->iter_kind == ir::IterKind::reduction;
   if (!has_reduction) return std::nullopt;
@@ -144,8 +193,9 @@ inline std::optional<ir::Stmt> reorder_with_init(const ir::Stmt& body, const std
   // the band writes, and the band touches that buffer only through those reductions.
   ir::Substituter sub;
   for (std::size_t k = 0; k < m; ++k) sub.add(init_loops[k]->var, loops[k]->var);
-  ir::Stmt init = sub.mutate(s);
-  auto* ist = init.as<ir::StoreNode>();
+  ir::Stmt init = sub.mutate(whole ? s : init_loops[m - 1]->body);
+  const ir::StoreNode* ist = init_store(init);
+  if (!ist) return std::nullopt;
   const ir::Stmt inner_body = band.back()->body;
   auto uses = buffer_uses(inner_body);
   bool any = false;
@@ -154,7 +204,7 @@ inline std::optional<ir::Stmt> reorder_with_init(const ir::Stmt& body, const std
     written.insert(r->buffer.get());
     if (r->buffer != ist->buffer) continue;
     any = true;
-    if (!ir::equal(r->indices, ist->indices) || r->atomic) return std::nullopt;
+    if (r->atomic || (whole && !ir::equal(r->indices, ist->indices))) return std::nullopt;
   }
   if (!any) return std::nullopt;
   for (auto* w : uses.stores) {
@@ -165,17 +215,38 @@ inline std::optional<ir::Stmt> reorder_with_init(const ir::Stmt& body, const std
     if (l->buffer == ist->buffer) return std::nullopt;
   for (auto* l : buffer_uses(init).loads)
     if (written.count(l->buffer.get())) return std::nullopt;
-  // One element per iteration of the moved loops.
-  for (std::size_t k = 0; k < m; ++k) {
-    std::set<const ir::ExprNode*> others;
-    for (std::size_t o = 0; o < m; ++o)
-      if (o != k) others.insert(loops[o]->var.get());
-    bool unit = false;
-    for (auto& idx : ist->indices) {
-      auto e = unit_offset(idx, loops[k]->var);
-      unit |= e && !uses_any(*e, others);
+  if (whole) {
+    // One element per iteration of the moved loops.
+    for (std::size_t k = 0; k < m; ++k) {
+      std::set<const ir::ExprNode*> others;
+      for (std::size_t o = 0; o < m; ++o)
+        if (o != k) others.insert(loops[o]->var.get());
+      bool unit = false;
+      for (auto& idx : ist->indices) {
+        auto e = unit_offset(idx, loops[k]->var);
+        unit |= e && !uses_any(*e, others);
+      }
+      if (!unit) return std::nullopt;
     }
-    if (!unit) return std::nullopt;
+  } else {
+    // The init keeps inner loops, so its indices differ from the reductions'. Each moved
+    // loop v needs a slot that every access indexes as v * F + w with w in [0, F) (a split:
+    // k_o * 32 + k_i): then an element's slot tells the iteration of v that initialises it
+    // and every iteration that reduces into it, and these are the same one.
+    std::vector<const ir::ReduceNode*> reductions;
+    for (auto* r : uses.reduces)
+      if (r->buffer == ist->buffer) reductions.push_back(r);
+    for (std::size_t k = 0; k < m; ++k) {
+      bool found = false;
+      for (std::size_t slot = 0; slot < ist->indices.size() && !found; ++slot) {
+        auto f = strided_slot(ist->indices[slot], loops[k]->var, init);
+        if (!f) continue;
+        found = true;
+        for (auto* r : reductions)
+          found = found && slot < r->indices.size() && strided_slot(r->indices[slot], loops[k]->var, path.back()) == f;
+      }
+      if (!found) return std::nullopt;
+    }
   }
 
   ir::Stmt inner = inner_body;

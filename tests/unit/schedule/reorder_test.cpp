@@ -2,11 +2,18 @@
 // the new outer loops, preconditions, and SpMM / column sums run against the original.
 #include <catch2/catch.hpp>
 
+#include <spindle/schedule/apply_user_schedule.hpp>
+
 #include "unit/schedule/schedule_exec_util.hpp"
 
 using namespace sched_test;
 
 namespace {
+
+// split as a user's schedule applies it: to the init's loop and the reduction's alike.
+ir::Function split_all(const ir::Function& f, const std::string& loop, std::int64_t factor) {
+  return sch::apply_user_schedule(f, sp::Schedule().split(loop, factor), sch::ScheduleTarget::cpu);
+}
 
 struct ReorderBox {
   ir::Var n{"N", DType::i64}, m{"M", DType::i64};
@@ -78,6 +85,74 @@ for k in [0, 8):  # axis k
 )");
 }
 
+TEST_CASE("reorder: after a split the init's tile loop moves into the new outer loop, keeping its own inner loop",
+          "[schedule][reorder]") {
+  // split("k", 32) splits the init and the reduction; the init then matches only the new
+  // order's first loop (k_o) and keeps its k_i loop, run before the nonzeros of the tile.
+  auto f = spmm();
+  auto r = sch::reorder(split_all(f, "k", 32).body, {"k_o", "j", "k_i"});
+  CHECK(str(r) == R"(block spmm:
+  for i in [0, I_len):  # axis I
+    for k_o in [0, (K_len + 31) / 32):  # axis K
+      for k_i in [0, 32):  # axis K
+        if k_o * 32 + k_i < K_len:
+          c[i, k_o * 32 + k_i] = 0.0f
+      for j in [0, J_indptr[i + 1] - J_indptr[i]) reduction:  # axis J
+        for k_i in [0, 32):  # axis K
+          if k_o * 32 + k_i < K_len:
+            c[i, k_o * 32 + k_i] += a[J_indptr[i] + j] * b[i64(J_indices[J_indptr[i] + j]), k_o * 32 + k_i]
+)");
+  // The default schedule's register tile, as steps: one k_o loop, so cache_write addresses it.
+  CHECK(str(sch::cache_write(r, "k_o", "c")) == R"(block spmm:
+  for i in [0, I_len):  # axis I
+    for k_o in [0, (K_len + 31) / 32):  # axis K
+      block c_cache:
+        alloc c_local: local f32[32]
+        for k_i in [0, 32):  # axis K
+          if k_o * 32 + k_i < K_len:
+            c_local[k_i] = 0.0f
+        for j in [0, J_indptr[i + 1] - J_indptr[i]) reduction:  # axis J
+          for k_i in [0, 32):  # axis K
+            if k_o * 32 + k_i < K_len:
+              c_local[k_i] += a[J_indptr[i] + j] * b[i64(J_indices[J_indptr[i] + j]), k_o * 32 + k_i]
+        for k_i in [0, 32):  # axis K
+          if k_o * 32 + k_i < K_len:
+            c[i, k_o * 32 + k_i] = c_local[k_i]
+)");
+  // The same with the band {k_o, j} (k_i stays innermost).
+  CHECK(str(sch::reorder(split_all(f, "k", 32).body, {"k_o", "j"})) == str(r));
+
+  // An init whose tiles overlap (y[k_o * 4 + k_i] with k_i over [0, 8): element 5 is in tiles
+  // 0 and 1) stays in front: moved, tile 1 would zero what tile 0 had summed.
+  ir::Var n("N", DType::i64), i("i", DType::i64), ko("k_o", DType::i64), ki("k_i", DType::i64),
+      ko0("k_o", DType::i64), ki0("k_i", DType::i64);
+  auto y = buffer("y", {c64(12)}, DType::f32, ir::BufferRole::output);
+  auto x = buffer("x", {n, c64(12)});
+  auto overlap = [&](std::int64_t init_width) {
+    return ir::seq({loop(ko0, c64(0), c64(2), loop(ki0, c64(0), c64(init_width), ir::store(y, {ko0 * c64(4) + ki0}, ir::float_imm(0.0)))),
+                    loop(i, c64(0), n,
+                         loop(ko, c64(0), c64(2),
+                              loop(ki, c64(0), c64(4), ir::reduce(y, {ko * c64(4) + ki}, ir::ReduceOp::add, ir::load(x, {i, ko * c64(4) + ki})))),
+                         ir::IterKind::reduction)});
+  };
+  CHECK(str(sch::reorder(overlap(8), {"k_o", "i", "k_i"})) == R"(for k_o in [0, 2):  # axis k_o
+  for k_i in [0, 8):  # axis k_i
+    y[k_o * 4 + k_i] = 0.0f
+for k_o in [0, 2):  # axis k_o
+  for i in [0, N) reduction:  # axis i
+    for k_i in [0, 4):  # axis k_i
+      y[k_o * 4 + k_i] += x[i, k_o * 4 + k_i]
+)");
+  // Tiles of exactly 4 do not overlap: the init moves.
+  CHECK(str(sch::reorder(overlap(4), {"k_o", "i", "k_i"})) == R"(for k_o in [0, 2):  # axis k_o
+  for k_i in [0, 4):  # axis k_i
+    y[k_o * 4 + k_i] = 0.0f
+  for i in [0, N) reduction:  # axis i
+    for k_i in [0, 4):  # axis k_i
+      y[k_o * 4 + k_i] += x[i, k_o * 4 + k_i]
+)");
+}
+
 TEST_CASE("reorder: preconditions", "[schedule][reorder]") {
   ReorderBox b;
   CHECK_THROWS_WITH(sch::reorder(b.body(), {}), Catch::Contains("reorder: no loops given"));
@@ -114,6 +189,14 @@ TEST_CASE("reorder: SpMM and column sums compute the same result", "[schedule][r
   CHECK(compare(c, sch::reorder(c, {"k", "i"}), standard_sizes()) < 1e-5);
   // Split, then move the tile loop outside the nonzeros.
   CHECK(compare(g, sch::reorder(sch::split(g, "k", 4), {"k_o", "j"}), standard_sizes()) < 1e-5);
+  // With an init, which moves into the tile loop keeping its own k_i loop; a split that
+  // divides K or not (3: a guard), then the tile in registers (the default's register tile).
+  for (std::int64_t w : {1, 3, 4, 32}) {
+    INFO("split k by " << w);
+    auto t = sch::reorder(split_all(f, "k", w), {"k_o", "j", "k_i"});
+    CHECK(compare(f, t, standard_sizes()) < 1e-5);
+    CHECK(compare(f, sch::cache_write(t, "k_o", "c"), standard_sizes()) < 1e-5);
+  }
 }
 
 TEST_CASE("reorder, split and bind work on stage II (position space) too", "[schedule][reorder]") {
