@@ -564,12 +564,12 @@ sp::ir::Function schedule_loops(const sp::ir::Function& completed, const sp::Sch
 // A random user schedule for `completed` (docs/schedules.md), built one step at a time on
 // the loops the steps so far leave: maybe a sparse_reorder of one iteration (its axes
 // shuffled), maybe a sparse_fuse of a chain of its axes, then up to five of split (by 1, 2, 3, 4 or 8), reorder (a loop and one inside
-// it), fuse, parallel, vectorize, cache_write (a written buffer) and unroll on random loops. A step that apply_user_schedule
+// it, maybe with the loop directly inside that one), fuse, parallel, vectorize, cache_write (a written buffer) and unroll on random loops. A step that apply_user_schedule
 // refuses (a UserError: the step does not fit, or it could change the result) is dropped
 // and counted. `scheduled`: the loops under the schedule returned.
 sp::Schedule random_schedule(const sp::ir::Function& completed, std::uint64_t seed, Stats& st,
                              sp::ir::Function& scheduled) {
-  std::mt19937_64 rng(seed);
+  std::mt19937_64 rng(seed), band_rng(seed ^ 0x9b05688c2b3e6c1fULL);
   sp::Schedule s;
   auto accept = [&](const sp::Schedule& c) {
     try {
@@ -635,10 +635,19 @@ sp::Schedule random_schedule(const sp::ir::Function& completed, std::uint64_t se
         c.split(name, factors[rng() % 5]);
         break;
       }
-      case 1:
+      case 1: {
         if (inner.empty()) continue;
-        c.reorder({inner[rng() % inner.size()]->var.name(), name});
+        const sp::ir::ForNode* moved = inner[rng() % inner.size()];
+        std::vector<std::string> band{moved->var.name(), name};
+        // Half the time also the loop directly inside the moved one (after a split: k_o, j,
+        // k_i), so that a split init moves into the band keeping its own inner loop
+        // (schedule/reorder.hpp). Decided by a generator of its own: the other draws of a seed
+        // stay as they were.
+        if (band_rng() % 2)
+          if (auto* below = moved->body.as<sp::ir::ForNode>()) band.push_back(below->var.name());
+        c.reorder(band);
         break;
+      }
       case 2:
         if (inner.empty()) continue;
         c.fuse(name, inner.front()->var.name());
