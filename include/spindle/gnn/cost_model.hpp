@@ -6,12 +6,13 @@
 // Gini coefficient, locality, empty rows, load imbalance.
 //
 // Two learned models per primitive, fitted on profiled samples (spindle-profile): gradient-
-// boosted trees of the log time (XGBoost, the seed's choice; xgboost.hpp loads it with dlopen),
-// and a log-linear one, log t = w · [1, log sizes..., graph features...], fitted by ridge least
-// squares: small, dependency-free, extrapolating as a power law. Prediction uses the trees
-// where they exist and XGBoost loads, else the log-linear weights; a primitive with neither
-// falls back to its operation count (cost polynomial) at a nominal rate, so a missing or
-// partial model file still selects by work.
+// boosted trees of the log time (XGBoost, the seed's choice; xgboost.hpp loads it with dlopen
+// to train), and a log-linear one, log t = w · [1, log sizes..., graph features...], fitted by
+// ridge least squares: small, dependency-free, extrapolating as a power law. Prediction uses
+// the trees where the file has them (evaluated in process by tree_ensemble.hpp: no XGBoost
+// needed to predict), else the log-linear weights; a primitive with neither falls back to its
+// operation count (cost polynomial) at a nominal rate, so a missing or partial model file
+// still selects by work.
 //
 // Selection (`select_composition`) first keeps the promoted compositions annotated for the
 // call's embedding relation (K_in > K_out or K_in < K_out; both when equal: the seed's
@@ -37,6 +38,7 @@
 
 #include "spindle/gnn/associate.hpp"
 #include "spindle/gnn/layers.hpp"
+#include "spindle/gnn/tree_ensemble.hpp"
 #include "spindle/gnn/xgboost.hpp"
 #include "spindle/inspect/graph_features.hpp"
 
@@ -111,19 +113,15 @@ class CostModel {
   static constexpr double fallback_ns_per_op = 1.0;
 
   bool has(Primitive p) const { return weights_.count(p) != 0; }
-  bool has_trees(Primitive p) const { return boosters_.count(p) != 0; }
+  bool has_trees(Primitive p) const { return trees_.count(p) != 0; }
   // Keeps the log-linear model only for `p` (where the trees predict worse held-out graphs).
-  void drop_trees(Primitive p) { boosters_.erase(p); }
-  bool empty() const { return weights_.empty() && boosters_.empty(); }
+  void drop_trees(Primitive p) { trees_.erase(p); }
+  bool empty() const { return weights_.empty() && trees_.empty(); }
 
-  // The tree model where there is one (and XGBoost loads), else the log-linear one, else
-  // the operation count.
+  // The tree model where there is one, else the log-linear one, else the operation count.
   double predict_ms(const PrimitiveInput& x) const {
     if (x.prim == Primitive::input) return 0;
-    if (auto b = boosters_.find(x.prim); b != boosters_.end()) {
-      const auto f = tree_features(x);
-      return std::exp(static_cast<double>(b->second.predict(f, 1, f.size())[0]));
-    }
+    if (auto t = trees_.find(x.prim); t != trees_.end()) return std::exp(static_cast<double>(predict_log_ms(t->second, x)));
     return predict_loglinear_ms(x);
   }
   double predict_loglinear_ms(const PrimitiveInput& x) const {
@@ -156,7 +154,8 @@ class CostModel {
           x.insert(x.end(), f.begin(), f.end());
           y.push_back(static_cast<float>(std::log(s->ms)));
         }
-        m.boosters_.emplace(p, xgboost::Booster::train(x, list.size(), cols, y, trees, tree_depth, 0.2));
+        std::string json = xgboost::Booster::train(x, list.size(), cols, y, trees, tree_depth, 0.2).save();
+        m.trees_.emplace(p, Trees::read(std::move(json), std::string("the XGBoost model trained for ") + primitive_name(p)));
       }
     }
     return m;
@@ -195,10 +194,8 @@ class CostModel {
       os << "\n";
     }
     // Tree models: "xgboost <primitive> <bytes>", then that many bytes of XGBoost JSON.
-    for (const auto& [p, b] : boosters_) {
-      const std::string json = b.save();
-      os << "xgboost " << primitive_name(p) << " " << json.size() << "\n" << json << "\n";
-    }
+    for (const auto& [p, t] : trees_)
+      os << "xgboost " << primitive_name(p) << " " << t.json.size() << "\n" << t.json << "\n";
     return os.str();
   }
 
@@ -228,6 +225,7 @@ class CostModel {
       const std::optional<Primitive> p = primitive_from_name(name);
       SPINDLE_CHECK(p.has_value(), FormatError, where, ":", no, ": unknown primitive '", name, "'");
       if (tree) {
+        const int header_line = no;
         std::size_t bytes = 0;
         SPINDLE_CHECK(static_cast<bool>(ls >> bytes) && bytes > 0 && bytes < (std::size_t{1} << 30), FormatError,
                       where, ":", no, ": expected a byte count after 'xgboost ", name, "'");
@@ -238,15 +236,8 @@ class CostModel {
         std::getline(is, rest);  // the newline after the JSON
         ++no;
         no += static_cast<int>(std::count(json.begin(), json.end(), '\n'));
-        // Without XGBoost the tree model is skipped and the log-linear weights are used.
-        if (xgboost::available()) {
-          try {
-            m.boosters_.emplace(*p, xgboost::Booster::load(json));
-          } catch (const RuntimeError& e) {
-            SPINDLE_CHECK(false, FormatError, where, ":", no, ": the XGBoost model of '", name, "' does not load: ",
-                          e.what());
-          }
-        }
+        m.trees_.insert_or_assign(
+            *p, Trees::read(std::move(json), where + ":" + std::to_string(header_line) + ": the XGBoost model of '" + name + "'"));
         continue;
       }
       std::size_t n = 0;
@@ -293,7 +284,25 @@ class CostModel {
     return w;
   }
   std::map<Primitive, std::vector<double>> weights_;
-  std::map<Primitive, xgboost::Booster> boosters_;
+  // A primitive's trees, evaluated in process, and the XGBoost JSON they were read from (what
+  // serialize writes back).
+  struct Trees {
+    TreeEnsemble ensemble;
+    std::string json;
+    static Trees read(std::string json, const std::string& where) {
+      Trees t{TreeEnsemble::from_xgboost_json(json, where), std::move(json)};
+      PrimitiveInput probe;
+      SPINDLE_CHECK(static_cast<std::size_t>(t.ensemble.features()) == tree_features(probe).size(), FormatError,
+                    where, " reads ", t.ensemble.features(), " features, the tree models have ",
+                    tree_features(probe).size());
+      return t;
+    }
+  };
+  static float predict_log_ms(const Trees& t, const PrimitiveInput& x) {
+    const auto f = tree_features(x);
+    return t.ensemble.predict(f.data());
+  }
+  std::map<Primitive, Trees> trees_;
 };
 
 // The inputs of a composition's primitives for concrete symbol values and graph features.

@@ -1,12 +1,13 @@
-// Gradient-boosted regression trees for the GNN cost models, through the XGBoost C API
+// Training the GNN cost models' gradient-boosted regression trees, through the XGBoost C API
 // (Debian libxgboost-dev / libxgboost0) loaded with dlopen: nothing of XGBoost is needed to
-// build Spindle or a program that uses it, and a model file with boosters still loads where
-// XGBoost is missing (the cost model then uses its log-linear weights).
+// build Spindle or a program that uses it. Only training needs it: the cost models predict
+// with the saved JSON trees in process (tree_ensemble.hpp), so a model file with trees
+// selects the same way where XGBoost is missing.
 //
 //   if (gnn::xgboost::available()) {
 //     auto b = gnn::xgboost::Booster::train(rows, cols, features, targets, rounds);
-//     std::vector<float> p = b.predict(rows, cols, features);
-//     std::string json = b.save();            // Booster::load(json)
+//     std::vector<float> p = b.predict(rows, cols, features);  // XGBoost's own prediction
+//     std::string json = b.save();            // TreeEnsemble::from_xgboost_json(json, ...)
 //   }
 //
 // SPINDLE_XGBOOST_LIBRARY names the library to load (default: libxgboost.so.0, then
@@ -44,7 +45,6 @@ struct Api {
   int (*booster_set_param)(Handle, const char*, const char*) = nullptr;
   int (*booster_update_one_iter)(Handle, int, Handle) = nullptr;
   int (*booster_predict)(Handle, Handle, int, unsigned, int, ulong_t*, const float**) = nullptr;
-  int (*booster_load_model_from_buffer)(Handle, const void*, ulong_t) = nullptr;
   int (*booster_save_model_to_buffer)(Handle, const char*, ulong_t*, const char**) = nullptr;
   std::string error;  // why it did not load
 };
@@ -76,7 +76,6 @@ inline const Api& api() {
     get(r.booster_set_param, "XGBoosterSetParam");
     get(r.booster_update_one_iter, "XGBoosterUpdateOneIter");
     get(r.booster_predict, "XGBoosterPredict");
-    get(r.booster_load_model_from_buffer, "XGBoosterLoadModelFromBuffer");
     get(r.booster_save_model_to_buffer, "XGBoosterSaveModelToBuffer");
     return r;
   }();
@@ -135,18 +134,6 @@ class Booster {
       detail::check(detail::api().booster_set_param(b.h_->h, k, v), "XGBoosterSetParam");
     for (int i = 0; i < rounds; ++i)
       detail::check(detail::api().booster_update_one_iter(b.h_->h, i, m.get()), "XGBoosterUpdateOneIter");
-    return b;
-  }
-
-  static Booster load(const std::string& json) {
-    require();
-    Booster b;
-    detail::check(detail::api().booster_create(nullptr, 0, &b.h_->h), "XGBoosterCreate");
-    detail::check(detail::api().booster_load_model_from_buffer(b.h_->h, json.data(), json.size()),
-                  "XGBoosterLoadModelFromBuffer");
-    // One row per prediction: an OpenMP team would cost more to wake than the trees take
-    // (and competes with Spindle's own pool, which spins between kernel calls).
-    detail::check(detail::api().booster_set_param(b.h_->h, "nthread", "1"), "XGBoosterSetParam");
     return b;
   }
 
