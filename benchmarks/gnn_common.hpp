@@ -151,6 +151,42 @@ inline double time_ms(const std::function<void()>& f, int reps = 5, double min_m
   return v[v.size() / 2];
 }
 
+// The same budget for several functions measured against each other (the compositions of
+// one case): one untimed call each, then rounds that call every function once, timed, until
+// each has `reps` calls and (unless that passes kMaxTimedCalls rounds) the least total of
+// one function reaches `min_ms`; the medians, in order. A burst of load on a shared host
+// then falls on all of them in the same rounds instead of on whichever was being timed.
+inline std::vector<double> time_interleaved_ms(const std::vector<std::function<void()>>& fs, int reps = 5,
+                                               double min_ms = kMinTimedMs) {
+  using clock = std::chrono::steady_clock;
+  double slowest_first = 0;
+  for (const auto& f : fs) {
+    const auto t0 = clock::now();
+    f();
+    slowest_first = std::max(slowest_first, std::chrono::duration<double, std::milli>(clock::now() - t0).count());
+  }
+  if (slowest_first > 2000) reps = 1;
+  else if (slowest_first > 300) reps = std::min(reps, 3);
+  std::vector<std::vector<double>> v(fs.size());
+  std::vector<double> total(fs.size(), 0);
+  for (int round = 0;; ++round) {
+    const double least = fs.empty() ? min_ms : *std::min_element(total.begin(), total.end());
+    if (round >= reps && (least >= min_ms || round >= kMaxTimedCalls)) break;
+    for (std::size_t i = 0; i < fs.size(); ++i) {
+      const auto t0 = clock::now();
+      fs[i]();
+      v[i].push_back(std::chrono::duration<double, std::milli>(clock::now() - t0).count());
+      total[i] += v[i].back();
+    }
+  }
+  std::vector<double> median(fs.size());
+  for (std::size_t i = 0; i < fs.size(); ++i) {
+    std::sort(v[i].begin(), v[i].end());
+    median[i] = v[i][v[i].size() / 2];
+  }
+  return median;
+}
+
 inline void progress(const std::string& what, std::size_t done, std::size_t total) {
   const int width = 30;
   const int filled = total ? static_cast<int>(width * done / total) : width;
