@@ -130,32 +130,11 @@ inline Operands make_operands(const Graph& g, std::int64_t k_in, std::int64_t k_
 inline constexpr double kMinTimedMs = 150;
 inline constexpr int kMaxTimedCalls = 400;
 
-// Median wall time (ms) over at least `reps` calls after one untimed call, more while the
-// timed calls add up to less than `min_ms`; fewer calls when one is slow.
-inline double time_ms(const std::function<void()>& f, int reps = 5, double min_ms = kMinTimedMs) {
-  using clock = std::chrono::steady_clock;
-  auto t0 = clock::now();
-  f();
-  const double first = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
-  if (first > 2000) reps = 1;
-  else if (first > 300) reps = std::min(reps, 3);
-  std::vector<double> v;
-  double total = 0;
-  while (static_cast<int>(v.size()) < reps || (total < min_ms && static_cast<int>(v.size()) < kMaxTimedCalls)) {
-    t0 = clock::now();
-    f();
-    v.push_back(std::chrono::duration<double, std::milli>(clock::now() - t0).count());
-    total += v.back();
-  }
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-// The same budget for several functions measured against each other (the compositions of
-// one case): one untimed call each, then rounds that call every function once, timed, until
+// Median wall times (ms) of functions measured against each other (the compositions of one
+// case): one untimed call each, then rounds that call every function once, timed, until
 // each has `reps` calls and (unless that passes kMaxTimedCalls rounds) the least total of
-// one function reaches `min_ms`; the medians, in order. A burst of load on a shared host
-// then falls on all of them in the same rounds instead of on whichever was being timed.
+// one function reaches `min_ms`; fewer calls when one is slow. A burst of load on a shared
+// host then falls on all of them in the same rounds instead of on whichever was being timed.
 inline std::vector<double> time_interleaved_ms(const std::vector<std::function<void()>>& fs, int reps = 5,
                                                double min_ms = kMinTimedMs) {
   using clock = std::chrono::steady_clock;
@@ -165,6 +144,7 @@ inline std::vector<double> time_interleaved_ms(const std::vector<std::function<v
     f();
     slowest_first = std::max(slowest_first, std::chrono::duration<double, std::milli>(clock::now() - t0).count());
   }
+  reps = std::max(reps, 1);  // every median has a call (--reps 0 --min-ms 0)
   if (slowest_first > 2000) reps = 1;
   else if (slowest_first > 300) reps = std::min(reps, 3);
   std::vector<std::vector<double>> v(fs.size());
@@ -185,6 +165,11 @@ inline std::vector<double> time_interleaved_ms(const std::vector<std::function<v
     median[i] = v[i][v[i].size() / 2];
   }
   return median;
+}
+
+// The same for one function.
+inline double time_ms(const std::function<void()>& f, int reps = 5, double min_ms = kMinTimedMs) {
+  return time_interleaved_ms({f}, reps, min_ms).front();
 }
 
 inline void progress(const std::string& what, std::size_t done, std::size_t total) {
