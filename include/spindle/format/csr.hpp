@@ -1,12 +1,14 @@
 // Csr<T, Index>: an owning compressed-sparse-row matrix. The structure (rows, cols, indptr,
 // indices) is validated at construction and immutable afterwards; the values stay mutable.
 // Built from arrays, from triplets (duplicates summed or last-wins) or at random; describes
-// itself as a StorageView with levels [dense_fixed(rows), sparse_variable(cols)].
+// itself as a StorageView with levels [dense_fixed(rows), sparse_variable(cols)]. Facts
+// derived from the structure are kept with it (`memo()`, format/structure_memo.hpp).
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <utility>
@@ -15,6 +17,7 @@
 #include "spindle/format/coo.hpp"
 #include "spindle/format/csr_view.hpp"
 #include "spindle/format/random.hpp"
+#include "spindle/format/structure_memo.hpp"
 #include "spindle/format/tensor.hpp"
 #include "spindle/format/validate.hpp"
 
@@ -122,6 +125,13 @@ class Csr {
   std::span<T> values() { return values_; }
   std::span<const T> values() const { return values_; }
 
+  // Facts computed from the structure on first use and kept with it, shared by the copies of
+  // this matrix (the structure is immutable; no fact may read the values). Thread-safe.
+  detail::StructureMemo& memo() const {
+    if (!memo_) memo_ = std::make_shared<detail::StructureMemo>();  // only after a move from this
+    return *memo_;
+  }
+
   // Column indices and values of one row (unchecked row number beyond a debug assert).
   std::span<const Index> row_indices(std::int64_t r) const {
     return {indices_.data() + indptr_[r], static_cast<std::size_t>(indptr_[r + 1] - indptr_[r])};
@@ -197,6 +207,7 @@ class Csr {
   std::vector<T> values_;
   bool sorted_ = true;
   std::string name_;
+  mutable std::shared_ptr<detail::StructureMemo> memo_ = std::make_shared<detail::StructureMemo>();
 };
 
 template <class T, class Index>

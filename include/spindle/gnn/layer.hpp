@@ -106,7 +106,7 @@ class AdaptiveLayer {
       const std::size_t i = select_composition(
           *among, model_, key.symbols,
           [&] {
-            if (a) f = inspect::graph_features(*a);  // a dense-only layer has one composition
+            if (a) f = inspect::graph_features_kept(*a);  // a dense-only layer has one composition
             return f;
           },
           training_.empty() ? nullptr : &training_);

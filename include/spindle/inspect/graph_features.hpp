@@ -6,6 +6,9 @@
 // O(nnz) early-exit scan of the values for
 // `unit_weights` (exact on purpose: a kernel that skips the values must never be chosen for a
 // weighted graph). No NaN for empty inputs: every ratio over zero items is 0.
+// graph_features_kept(csr) is the same with the default options, its structure part computed
+// once per matrix and kept with it (Csr::memo()): a graph's later layers and sizes pay only
+// the values scan. unit_weights is never kept (the values are mutable).
 //
 //   const spindle::GraphFeatures f = spindle::inspect::graph_features(a);
 //   f.degree_gini, f.bandwidth_mean, f.to_vector(k_in, k_out) ...
@@ -16,6 +19,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -97,18 +101,29 @@ inline double gini_of_histogram(const std::vector<std::int64_t>& hist, std::int6
   return acc / (double(n) * total);
 }
 
-}  // namespace detail
+// Every stored value is exactly 1: blocks of 1024 compared without a branch (so the compiler
+// vectorises them), an exit after the first block with another value.
+template <class T>
+bool all_ones(std::span<const T> v) {
+  constexpr std::size_t block = 1024;
+  for (std::size_t b = 0; b < v.size(); b += block) {
+    const std::size_t e = std::min(v.size(), b + block);
+    bool other = false;
+    for (std::size_t i = b; i < e; ++i) other |= v[i] != T(1);
+    if (other) return false;
+  }
+  return true;
+}
 
+// Everything but unit_weights and seconds: what the structure alone decides.
 template <class T, class Index>
-GraphFeatures graph_features(const Csr<T, Index>& a, const GraphFeatureOptions& o = {}) {
-  Timer timer;
+GraphFeatures structure_features(const Csr<T, Index>& a, const GraphFeatureOptions& o) {
   GraphFeatures f;
   f.rows = a.rows();
   f.cols = a.cols();
   f.nnz = a.nnz();
   const auto ptr = a.indptr();
   const auto idx = a.indices();
-  const auto val = a.values();
   if (f.rows > 0 && f.cols > 0) f.density = double(f.nnz) / (double(f.rows) * double(f.cols));
 
   // Row degrees: one pass, a histogram for the Gini coefficient (counting sort).
@@ -134,12 +149,6 @@ GraphFeatures graph_features(const Csr<T, Index>& a, const GraphFeatureOptions& 
     f.empty_row_fraction = double(empty) / double(f.rows);
     f.max_to_mean = f.degree_mean > 0 ? double(mx) / f.degree_mean : 0;
   }
-
-  for (const T& v : val)
-    if (v != T(1)) {
-      f.unit_weights = false;
-      break;
-    }
 
   // Edge measures over a sample of stored positions (all of them when nnz <= sample): one
   // position drawn uniformly from each of `sample` equal strata of [0, nnz) (a jittered
@@ -178,6 +187,35 @@ GraphFeatures graph_features(const Csr<T, Index>& a, const GraphFeatureOptions& 
     f.column_gap_mean = gaps ? gap / double(gaps) : 0;
     f.symmetric_fraction = f.rows == f.cols ? double(mirrored) / double(n) : 0;
   }
+  return f;
+}
+
+// The kept structure features of a matrix (one memo entry per matrix, default options).
+struct KeptStructureFeatures {
+  GraphFeatures f;
+};
+
+}  // namespace detail
+
+template <class T, class Index>
+GraphFeatures graph_features(const Csr<T, Index>& a, const GraphFeatureOptions& o = {}) {
+  Timer timer;
+  GraphFeatures f = detail::structure_features(a, o);
+  f.unit_weights = detail::all_ones(a.values());
+  f.seconds = timer.seconds();
+  return f;
+}
+
+// graph_features(a) with its structure part computed on the first call for this matrix (or a
+// copy of it) and kept; seconds is this call's time.
+template <class T, class Index>
+GraphFeatures graph_features_kept(const Csr<T, Index>& a) {
+  Timer timer;
+  GraphFeatures f =
+      a.memo().template get<detail::KeptStructureFeatures>([&] {
+        return detail::KeptStructureFeatures{detail::structure_features(a, GraphFeatureOptions{})};
+      }).f;
+  f.unit_weights = detail::all_ones(a.values());
   f.seconds = timer.seconds();
   return f;
 }

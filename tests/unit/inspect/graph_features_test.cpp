@@ -1,11 +1,15 @@
 // graph_features: exact values on hand-made matrices, the Gini coefficient against its
-// O(n^2) definition, no NaN on empty shapes, sampled edge measures against exact ones, and
-// a real graph.
+// O(n^2) definition, no NaN on empty shapes, sampled edge measures against exact ones, a
+// real graph; graph_features_kept (the structure part kept with the matrix, Csr::memo())
+// against graph_features, with copies, changed values and concurrent first use.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <cmath>
 #include <set>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "spindle/format/matrix_market.hpp"
 #include "spindle/inspect/graph_features.hpp"
@@ -121,4 +125,102 @@ TEST_CASE("graph_features: cora is unweighted, symmetric and has no empty row", 
   CHECK(f.symmetric_fraction == Approx(1.0));
   CHECK(f.empty_row_fraction == 0);
   CHECK(f.degree_max == 168);
+}
+
+namespace {
+
+void check_same_features(const sp::GraphFeatures& x, const sp::GraphFeatures& y) {
+  const auto a = x.to_vector(), b = y.to_vector();
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    INFO(a[i].first);
+    CHECK(a[i].second == b[i].second);  // bit for bit: same computation, same sample
+  }
+  CHECK(x.sampled_edges == y.sampled_edges);
+}
+
+struct CountedFact {
+  int value;
+};
+
+}  // namespace
+
+TEST_CASE("graph_features_kept: structure part once per matrix and its copies, values read every call", "[inspect]") {
+  auto a = sp::Csr<float>::random(3000, 2500, 12.0, 5);
+  for (auto& v : a.values()) v = 1.0f;
+  REQUIRE(a.memo().size() == 0);
+  const auto kept = sp::inspect::graph_features_kept(a);
+  check_same_features(kept, sp::inspect::graph_features(a));
+  CHECK(kept.unit_weights);
+  CHECK(a.memo().size() == 1);
+  check_same_features(sp::inspect::graph_features_kept(a), kept);
+  CHECK(a.memo().size() == 1);
+
+  // A copy shares the kept structure features (same structure) but not the values.
+  auto b = a;
+  CHECK(&b.memo() == &a.memo());
+  b.values()[b.nnz() - 1] = 0.5f;
+  const auto fb = sp::inspect::graph_features_kept(b);
+  CHECK_FALSE(fb.unit_weights);
+  CHECK(fb.degree_gini == kept.degree_gini);
+  CHECK(sp::inspect::graph_features_kept(a).unit_weights);
+  // Values changed in place after the features were kept: read again on the next call.
+  a.values()[0] = 2.0f;
+  CHECK_FALSE(sp::inspect::graph_features_kept(a).unit_weights);
+  a.values()[0] = 1.0f;
+  CHECK(sp::inspect::graph_features_kept(a).unit_weights);
+
+  // A new matrix assigned over a copy brings its own memo.
+  b = sp::Csr<float>::random(100, 100, 3.0, 6);
+  CHECK(&b.memo() != &a.memo());
+  CHECK(b.memo().size() == 0);
+  check_same_features(sp::inspect::graph_features_kept(b), sp::inspect::graph_features(b));
+  // A moved-to matrix keeps the memo; the moved-from one gets an empty one.
+  auto c = std::move(b);
+  CHECK(c.memo().size() == 1);
+  CHECK(b.memo().size() == 0);  // NOLINT(bugprone-use-after-move): documented behaviour
+
+  // Empty and tiny shapes.
+  const sp::Csr<float> empty(0, 0);
+  check_same_features(sp::inspect::graph_features_kept(empty), sp::inspect::graph_features(empty));
+  const sp::Csr<double> none(5, 7);
+  check_same_features(sp::inspect::graph_features_kept(none), sp::inspect::graph_features(none));
+}
+
+TEST_CASE("graph_features: unit_weights over blocks of the values scan", "[inspect]") {
+  std::vector<float> v(3000, 1.0f);
+  CHECK(sp::inspect::detail::all_ones<float>(v));
+  CHECK(sp::inspect::detail::all_ones<float>(std::span<const float>{}));
+  for (std::size_t at : {std::size_t(0), std::size_t(1023), std::size_t(1024), std::size_t(2047), std::size_t(2999)}) {
+    INFO(at);
+    v[at] = 1.0f + 1e-7f;
+    CHECK_FALSE(sp::inspect::detail::all_ones<float>(v));
+    v[at] = std::nanf("");
+    CHECK_FALSE(sp::inspect::detail::all_ones<float>(v));
+    v[at] = 1.0f;
+  }
+  std::vector<double> d(5, 1.0);
+  d[4] = -1.0;
+  CHECK_FALSE(sp::inspect::detail::all_ones<double>(d));
+}
+
+TEST_CASE("StructureMemo: one computation per fact type, also under concurrent first use", "[inspect][threads]") {
+  const auto a = sp::Csr<float>::random(20000, 20000, 8.0, 9);
+  std::atomic<int> made{0};
+  std::vector<sp::GraphFeatures> got(8);
+  std::vector<int> facts(8);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&, t] {
+      got[t] = sp::inspect::graph_features_kept(a);
+      facts[t] = a.memo().get<CountedFact>([&] { return CountedFact{100 + made.fetch_add(1)}; }).value;
+    });
+  for (auto& t : threads) t.join();
+  CHECK(made.load() == 1);
+  for (int t = 0; t < 8; ++t) {
+    CHECK(facts[t] == 100);
+    check_same_features(got[t], got[0]);
+  }
+  CHECK(a.memo().size() == 2);  // the features and the counted fact, each kept once
+  check_same_features(got[0], sp::inspect::graph_features(a));
 }
