@@ -173,8 +173,12 @@ class Workspace {
   std::string tape_text;
   // How many dense sums the last execute, and how many gradient sums the last backward, with
   // this workspace computed as two GEMM products in one pass (matmul_pair; for tests and
-  // diagnostics).
-  std::size_t gemm_pairs = 0, gradient_pairs = 0;
+  // diagnostics); and how many row broadcasts the last backward folded into an SpMM's pass
+  // (backward.hpp).
+  std::size_t gemm_pairs = 0, gradient_pairs = 0, gradient_folds = 0;
+  // false: backward runs every row broadcast's gradient as a kernel of its own (to measure
+  // the fold, and to test that both give the same gradients).
+  bool fold_gradient_broadcasts = true;
 
  private:
   std::map<std::size_t, std::shared_ptr<Tensor<T>>> dense_;
