@@ -542,6 +542,16 @@ std::size_t check_every_gradient(const gnn::LayerExpr& layer, std::int64_t n, st
       CHECK(ws.gradient_folds == expected_gradient_folds(r.composition, trained));
     }
     folds_seen += ws.gradient_folds;
+    // The same with every broadcast gradient as a kernel of its own.
+    gnn::Workspace<T> unfolded;
+    unfolded.fold_gradient_broadcasts = false;
+    gnn::execute(r.composition, b, unfolded);
+    const auto ug = gnn::backward(r.composition, unfolded, g.view(), trained);
+    CHECK(unfolded.gradient_folds == 0);
+    for (const auto& name : trained) {
+      const auto& full = ref_held.count(name) ? ref_held.at(name) : ref.at(name);
+      check_close(to_mat<T>(ug.at(name)), project(name, full, o), tol, what + " d" + name + " (no folds)");
+    }
   }
   return paired;
 }
