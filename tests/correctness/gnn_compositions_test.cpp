@@ -540,6 +540,15 @@ std::size_t check_every_gradient(const gnn::LayerExpr& layer, std::int64_t n, st
     {
       INFO(what);
       CHECK(ws.gradient_folds == expected_gradient_folds(r.composition, trained));
+      // what the cost models assume (backward_inputs)
+      std::vector<char> needs(r.composition.steps.size(), 0);
+      for (std::size_t s = 0; s < needs.size(); ++s) {
+        const auto& st = r.composition.steps[s];
+        if (st.prim == gnn::Primitive::input) needs[s] = trained.count(st.reused ? st.value->key : st.value->name) > 0;
+        for (int a : st.args) needs[s] |= needs[static_cast<std::size_t>(a)];
+      }
+      const auto folded = gnn::gradient_broadcasts_folded(r.composition, needs);
+      CHECK(static_cast<std::size_t>(std::count(folded.begin(), folded.end(), true)) == ws.gradient_folds);
     }
     folds_seen += ws.gradient_folds;
     // The same with every broadcast gradient as a kernel of its own.
@@ -684,6 +693,58 @@ TEST_CASE("gnn layers: GCNConv, SAGEConv and GINConv forward and backward match 
   CHECK_THROWS_WITH(fresh.backward(g.view()), Catch::Contains("backward before any forward"));
   CHECK_THROWS_AS(gnn::SAGEConv<double>(sp::Tensor<double>::zeros({3, 2}), sp::Tensor<double>::zeros({3, 4})),
                   sp::ShapeError);
+}
+
+TEST_CASE("gnn layers: degree normalisations are kept with the graph's structure, never with its address", "[gnn]") {
+  auto a = spindle_test::random_csr<double>(Shape{"graph", 120, 120, 4.0, 0.2}, 211, 0.5, 2.0);
+  const auto b = spindle_test::random_csr<double>(Shape{"graph", 120, 120, 9.0, 0.05}, 212, 0.5, 2.0);  // other degrees
+  auto operands = [&](const sp::Csr<double>& g) {
+    Operands<double> o;
+    o.sparse.emplace("A", g);
+    o.diag.emplace("D", gnn::inverse_sqrt_degree(g));
+    o.diag.emplace("Dinv", gnn::inverse_degree(g));
+    o.dense.emplace("H", sp::Tensor<double>::random({120, 6}, 213, -1, 1));
+    for (const char* w : {"W", "Wself", "Wneigh"})
+      o.dense.emplace(w, sp::Tensor<double>::random({6, 5}, 214 + std::string(w).size(), -1, 1));
+    return o;
+  };
+  const auto oa = operands(a), ob = operands(b);
+  gnn::GCNConv<double> gcn(oa.dense.at("W"), gnn::CostModel{});
+  gnn::SAGEConv<double> sage(oa.dense.at("Wself"), oa.dense.at("Wneigh"), gnn::CostModel{});
+  const std::vector<std::pair<gnn::GraphConv<double>*, gnn::LayerExpr>> convs{{&gcn, gnn::layers::gcn()},
+                                                                             {&sage, gnn::layers::sage_mean()}};
+  for (auto& [conv, layer] : convs)
+    check_close(to_mat<double>(conv->forward(a, oa.dense.at("H").view())), reference(layer.expr, oa), 1e-12,
+                layer.name + " on a");
+  // Computed once per structure: a copy shares the kept diagonals; the values are the plain functions'.
+  const auto d = gnn::kept_inverse_sqrt_degree(a), dinv = gnn::kept_inverse_degree(a);
+  const sp::Csr<double> copy = a;
+  CHECK(gnn::kept_inverse_sqrt_degree(copy) == d);
+  CHECK(gnn::kept_inverse_degree(copy) == dinv);
+  CHECK(std::equal(d->values().begin(), d->values().end(), oa.diag.at("D").values().begin()));
+  CHECK(std::equal(dinv->values().begin(), dinv->values().end(), oa.diag.at("Dinv").values().begin()));
+  // The same Csr object given b's structure (its arrays may stay where they were): b's degrees.
+  a = b;
+  CHECK(gnn::kept_inverse_sqrt_degree(a) != d);
+  for (auto& [conv, layer] : convs) {
+    check_close(to_mat<double>(conv->forward(a, ob.dense.at("H").view())), reference(layer.expr, ob), 1e-12,
+                layer.name + " on a given b's structure");
+    // and backward reads the degrees of that forward
+    const auto g = sp::Tensor<double>::random({120, 5}, 219, -1, 1);
+    std::map<std::string, Mat> ref;
+    reference_backward(layer.expr, to_mat<double>(g.view()), ob, ref);
+    check_close(to_mat<double>(conv->backward(g.view()).input), ref.at("H"), 1e-12, layer.name + " dH on b");
+  }
+  // The kept diagonal outlives the layer's use but not the graph's last copy.
+  std::weak_ptr<const sp::Tensor<double>> weak = gnn::kept_inverse_degree(b);
+  {
+    sp::Csr<double> temp = spindle_test::random_csr<double>(Shape{"graph", 30, 30, 3.0, 0.0}, 220, 0.5, 2.0);
+    std::weak_ptr<const sp::Tensor<double>> w2 = gnn::kept_inverse_degree(temp);
+    CHECK(!w2.expired());
+    temp = sp::Csr<double>();
+    CHECK(w2.expired());
+  }
+  CHECK(!weak.expired());
 }
 
 // --- the GNN kernels against the language's semantics ------------------------------------

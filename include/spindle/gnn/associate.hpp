@@ -388,4 +388,32 @@ inline std::vector<int> broadcasts_folded(const Composition& c) {
   return computed_by;
 }
 
+// The row broadcasts whose input gradient gnn::backward forms inside an SpMM's pass on the
+// transpose (backward.hpp), given `needs` (the steps on a path from a differentiated leaf):
+// a broadcast D·P of an SpMM P that nothing else reads and whose A's values are not
+// differentiated (dP's scaling goes into P's pass), and a broadcast X = D·Z that only an SpMM
+// reads, D not differentiated (dZ formed in that SpMM's pass; such a broadcast folds nothing
+// itself). The cost models charge their gradients nothing (backward_inputs).
+inline std::vector<bool> gradient_broadcasts_folded(const Composition& c, const std::vector<char>& needs) {
+  const std::size_t n = c.steps.size();
+  const StepUses u = step_uses(c);
+  std::vector<bool> folded(n, false);
+  auto is_spmm = [&](std::size_t s) {
+    return c.steps[s].prim == Primitive::spmm_weighted || c.steps[s].prim == Primitive::spmm_unweighted;
+  };
+  auto arg = [&](std::size_t s, std::size_t k) { return static_cast<std::size_t>(c.steps[s].args.at(k)); };
+  for (std::size_t s = 0; s < n; ++s) {
+    if (!is_spmm(s) || !needs[s] || !needs[arg(s, 1)]) continue;
+    const std::size_t x = arg(s, 1);
+    if (c.steps[x].prim == Primitive::row_broadcast && u.single(c, x) && !needs[arg(x, 0)]) folded[x] = true;
+  }
+  for (std::size_t b = 0; b < n; ++b) {
+    if (c.steps[b].prim != Primitive::row_broadcast || folded[b] || !needs[b]) continue;
+    const std::size_t p = arg(b, 1);
+    const bool da = c.steps[p].prim == Primitive::spmm_weighted && needs[arg(p, 0)];
+    if (is_spmm(p) && needs[p] && u.count[p] == 1 && !da) folded[b] = true;
+  }
+  return folded;
+}
+
 }  // namespace spindle::gnn

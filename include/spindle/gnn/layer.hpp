@@ -248,10 +248,42 @@ Tensor<T> inverse_degree(const Csr<T>& a) {
   return d;
 }
 
+namespace detail {
+// The degree normalisations of a graph, kept with its structure (Csr::memo(): computed on
+// the first layer call on the graph, shared by its copies, gone with the last of them).
+template <class T>
+struct KeptInverseSqrtDegree {
+  std::shared_ptr<const Tensor<T>> d;
+};
+template <class T>
+struct KeptInverseDegree {
+  std::shared_ptr<const Tensor<T>> d;
+};
+}  // namespace detail
+
+// inverse_sqrt_degree / inverse_degree of `a`, computed once per graph structure.
+template <class T>
+std::shared_ptr<const Tensor<T>> kept_inverse_sqrt_degree(const Csr<T>& a) {
+  return a.memo()
+      .template get<detail::KeptInverseSqrtDegree<T>>([&] {
+        return detail::KeptInverseSqrtDegree<T>{std::make_shared<const Tensor<T>>(inverse_sqrt_degree(a))};
+      })
+      .d;
+}
+template <class T>
+std::shared_ptr<const Tensor<T>> kept_inverse_degree(const Csr<T>& a) {
+  return a.memo()
+      .template get<detail::KeptInverseDegree<T>>([&] {
+        return detail::KeptInverseDegree<T>{std::make_shared<const Tensor<T>>(inverse_degree(a))};
+      })
+      .d;
+}
+
 // A graph convolution with trainable weights over one graph operand "A" (read as a
 // pattern) and node features "H": the base of GCNConv, SAGEConv and GINConv. The diagonal
-// operands derived from the graph (degree normalisations) are computed on each call (O(N));
-// the composition is chosen once per graph and sizes (AdaptiveLayer).
+// operands derived from the graph (degree normalisations) are computed on the first call on
+// a graph and kept with its structure (Csr::memo()); the composition is chosen once per
+// graph and sizes (AdaptiveLayer).
 //
 //   out = conv(A, H);                       // forward (keeps what backward needs)
 //   auto g = conv.backward(d_out);          // g.weights["W"], g.input (dLoss/dH)
@@ -268,11 +300,11 @@ class GraphConv {
     b.sparse("A", a).dense("H", h);
     for (const auto& [name, w] : weights_) b.dense(name, w.view());
     std::lock_guard<std::mutex> lock(mutex_);
-    // Recomputed on every call (O(N)): a cache keyed by the graph's address could outlive
-    // the graph and serve another one allocated in its place.
+    // Kept with the graph's structure, not keyed by its address (which another graph
+    // allocated in its place could reuse); held here until the next call (backward reads them).
     for (const auto& [name, make] : diagonal_makers_) {
       diagonals_[name] = make(a);
-      b.diagonal(name, diagonals_[name].view());
+      b.diagonal(name, diagonals_[name]->view());
     }
     return layer_.run(b);
   }
@@ -313,7 +345,7 @@ class GraphConv {
   std::string explain() const { return layer_.explain(); }
 
  protected:
-  using DiagonalMaker = std::function<Tensor<T>(const Csr<T>&)>;
+  using DiagonalMaker = std::function<std::shared_ptr<const Tensor<T>>(const Csr<T>&)>;
   GraphConv(LayerExpr expr, std::map<std::string, Tensor<T>> weights, std::map<std::string, DiagonalMaker> diagonals,
             CostModel model)
       : weights_(std::move(weights)), diagonal_makers_(std::move(diagonals)), layer_(std::move(expr), std::move(model)) {
@@ -334,7 +366,7 @@ class GraphConv {
   std::map<std::string, DiagonalMaker> diagonal_makers_;
   AdaptiveLayer<T> layer_;
   std::mutex mutex_;
-  std::map<std::string, Tensor<T>> diagonals_;  // of the last forward (backward reads them)
+  std::map<std::string, std::shared_ptr<const Tensor<T>>> diagonals_;  // of the last forward (backward reads them)
 };
 
 // GCN layer (Kipf & Welling, symmetric normalisation): D^-1/2 A D^-1/2 H W with D the row
@@ -344,7 +376,7 @@ template <class T>
 class GCNConv : public GraphConv<T> {
  public:
   explicit GCNConv(Tensor<T> weight, CostModel model = default_cost_model())
-      : GraphConv<T>(layers::gcn(), {{"W", std::move(weight)}}, {{"D", inverse_sqrt_degree<T>}}, std::move(model)) {}
+      : GraphConv<T>(layers::gcn(), {{"W", std::move(weight)}}, {{"D", kept_inverse_sqrt_degree<T>}}, std::move(model)) {}
 };
 
 // GraphSAGE layer, mean aggregator: H Wself + D^-1 A H Wneigh (a node without neighbours
@@ -354,7 +386,7 @@ class SAGEConv : public GraphConv<T> {
  public:
   SAGEConv(Tensor<T> w_self, Tensor<T> w_neigh, CostModel model = default_cost_model())
       : GraphConv<T>(layers::sage_mean(), {{"Wself", std::move(w_self)}, {"Wneigh", std::move(w_neigh)}},
-                     {{"Dinv", inverse_degree<T>}}, std::move(model)) {}
+                     {{"Dinv", kept_inverse_degree<T>}}, std::move(model)) {}
 };
 
 // GIN layer (Xu et al.), the first linear map of its MLP: ((1 + eps) H + A H) W (sum
@@ -364,7 +396,14 @@ class GINConv : public GraphConv<T> {
  public:
   GINConv(Tensor<T> weight, double eps = 0.0, CostModel model = default_cost_model())
       : GraphConv<T>(layers::gin(), {{"W", std::move(weight)}},
-                     {{"S", [eps](const Csr<T>& a) { return Tensor<T>::full({a.rows()}, static_cast<T>(1.0 + eps)); }}},
+                     {{"S",
+                       [eps, kept = std::shared_ptr<const Tensor<T>>()](const Csr<T>& a) mutable {
+                         // (1 + eps) per node: depends on the row count only, kept while it holds
+                         if (!kept || kept->dim(0) != a.rows())
+                           kept = std::make_shared<const Tensor<T>>(
+                               Tensor<T>::full({a.rows()}, static_cast<T>(1.0 + eps)));
+                         return kept;
+                       }}},
                      std::move(model)) {}
 };
 
@@ -549,9 +588,9 @@ class RGCNConv {
     TensorView<const T> acc = self_.run(b);
     for (std::size_t r = 0; r < relations_.size(); ++r) {
       SPINDLE_CHECK(graphs[r] != nullptr, ShapeError, "RGCNConv: relation ", r + 1, " has no graph");
-      dinv_[r] = inverse_degree(*graphs[r]);
+      dinv_[r] = kept_inverse_degree(*graphs[r]);
       Bindings<T> br;
-      br.sparse("A", *graphs[r]).diagonal("Dinv", dinv_[r].view()).dense("H", h).dense(
+      br.sparse("A", *graphs[r]).diagonal("Dinv", dinv_[r]->view()).dense("H", h).dense(
           "W", weights_.at("W" + std::to_string(r + 1)).view());
       acc = add_into(acc, relations_[r]->run(br), r % 2);
     }
@@ -606,7 +645,7 @@ class RGCNConv {
   std::map<std::string, Tensor<T>> weights_;
   AdaptiveLayer<T> self_;
   std::vector<std::unique_ptr<AdaptiveLayer<T>>> relations_;
-  std::vector<Tensor<T>> dinv_;
+  std::vector<std::shared_ptr<const Tensor<T>>> dinv_;  // kept with each relation's graph
   Tensor<T> sums_[4];
 };
 
