@@ -547,8 +547,10 @@ std::size_t check_every_gradient(const gnn::LayerExpr& layer, std::int64_t n, st
         if (st.prim == gnn::Primitive::input) needs[s] = trained.count(st.reused ? st.value->key : st.value->name) > 0;
         for (int a : st.args) needs[s] |= needs[static_cast<std::size_t>(a)];
       }
-      const auto folded = gnn::gradient_broadcasts_folded(r.composition, needs);
-      CHECK(static_cast<std::size_t>(std::count(folded.begin(), folded.end(), true)) == ws.gradient_folds);
+      const auto folds = gnn::gradient_broadcast_folds(r.composition, needs);
+      CHECK(static_cast<std::size_t>(std::count_if(folds.begin(), folds.end(), [](gnn::GradientFold f) {
+              return f != gnn::GradientFold::none;
+            })) == ws.gradient_folds);
     }
     folds_seen += ws.gradient_folds;
     // The same with every broadcast gradient as a kernel of its own.

@@ -388,16 +388,23 @@ inline std::vector<int> broadcasts_folded(const Composition& c) {
   return computed_by;
 }
 
-// The row broadcasts whose input gradient gnn::backward forms inside an SpMM's pass on the
-// transpose (backward.hpp), given `needs` (the steps on a path from a differentiated leaf):
-// a broadcast D·P of an SpMM P that nothing else reads and whose A's values are not
-// differentiated (dP's scaling goes into P's pass), and a broadcast X = D·Z that only an SpMM
-// reads, D not differentiated (dZ formed in that SpMM's pass; such a broadcast folds nothing
-// itself). The cost models charge their gradients nothing (backward_inputs).
-inline std::vector<bool> gradient_broadcasts_folded(const Composition& c, const std::vector<char>& needs) {
+// How gnn::backward forms a row broadcast's input gradient diag(d)·dC (backward.hpp):
+//   into_reader    X = D·Z read only by an SpMM C = A·X, D not differentiated: dZ =
+//                  diag(d)·Aᵀ·dC is formed in that SpMM's pass on the transpose (GCN's inner D);
+//   into_producer  B = D·P of an SpMM P that nothing else reads, P's A values not
+//                  differentiated: P's pass on the transpose takes dP = diag(d)·dB's scaling
+//                  (GCN's outer D, SAGE-mean's Dinv); a broadcast folded into its reader is
+//                  not also folded into its producer;
+//   none           a row_broadcast kernel of its own (and every step that is no row broadcast).
+enum class GradientFold : char { none, into_reader, into_producer };
+
+// gnn::backward's fold decision for every step of `c`, given `needs` (the steps on a path from
+// a differentiated leaf); backward runs exactly these, and the cost models charge a folded
+// broadcast's gradient nothing (backward_inputs).
+inline std::vector<GradientFold> gradient_broadcast_folds(const Composition& c, const std::vector<char>& needs) {
   const std::size_t n = c.steps.size();
   const StepUses u = step_uses(c);
-  std::vector<bool> folded(n, false);
+  std::vector<GradientFold> fold(n, GradientFold::none);
   auto is_spmm = [&](std::size_t s) {
     return c.steps[s].prim == Primitive::spmm_weighted || c.steps[s].prim == Primitive::spmm_unweighted;
   };
@@ -405,15 +412,16 @@ inline std::vector<bool> gradient_broadcasts_folded(const Composition& c, const 
   for (std::size_t s = 0; s < n; ++s) {
     if (!is_spmm(s) || !needs[s] || !needs[arg(s, 1)]) continue;
     const std::size_t x = arg(s, 1);
-    if (c.steps[x].prim == Primitive::row_broadcast && u.single(c, x) && !needs[arg(x, 0)]) folded[x] = true;
+    if (c.steps[x].prim == Primitive::row_broadcast && u.single(c, x) && !needs[arg(x, 0)])
+      fold[x] = GradientFold::into_reader;
   }
   for (std::size_t b = 0; b < n; ++b) {
-    if (c.steps[b].prim != Primitive::row_broadcast || folded[b] || !needs[b]) continue;
+    if (c.steps[b].prim != Primitive::row_broadcast || fold[b] != GradientFold::none || !needs[b]) continue;
     const std::size_t p = arg(b, 1);
     const bool da = c.steps[p].prim == Primitive::spmm_weighted && needs[arg(p, 0)];
-    if (is_spmm(p) && needs[p] && u.count[p] == 1 && !da) folded[b] = true;
+    if (is_spmm(p) && needs[p] && u.count[p] == 1 && !da) fold[b] = GradientFold::into_producer;
   }
-  return folded;
+  return fold;
 }
 
 }  // namespace spindle::gnn

@@ -14,11 +14,11 @@
 //   spmm            C = A X        dX = A^T dC (SpMM on the cached transpose)
 //                                   dA = dC X^T on A's pattern (sddmm_pattern), weighted A only
 //   row_broadcast   C = diag(d) X  dX = diag(d) dC                 dd = rowwise dot(dC, X) (row_dot)
-//                                   (dX is formed when X's gradient is read: an SpMM X = A Z whose
-//                                   only gradient it is takes the scaling into its own pass,
-//                                   dZ = A^T diag(d) dC, spmm_column_scaled on the transpose; and an
-//                                   SpMM C = A X with X = diag(d2) Z used by it alone, d2 not
-//                                   differentiated, forms dZ = diag(d2) A^T dC in that pass too,
+//                                   (folded into an SpMM's pass on the transpose where
+//                                   associate.hpp's gradient_broadcast_folds says so: an SpMM X = A Z
+//                                   whose only reader is the broadcast forms dZ = A^T diag(d) dC,
+//                                   spmm_column_scaled; an SpMM C = A X with X = diag(d2) Z read by it
+//                                   alone, d2 not differentiated, forms dZ = diag(d2) A^T dC,
 //                                   spmm_row_scaled / spmm_both_scaled: GCN's D (A (D X)) goes back
 //                                   in one SpMM, like the forward; ws.gradient_folds counts them)
 //   column_broadcast C = X diag(d) dX = dC diag(d)                 dd = columnwise dot(dC, X) (column_dot)
@@ -40,6 +40,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -60,12 +61,12 @@ struct Adjoint {
   };
   std::vector<Product> products;
   std::vector<TensorView<const T>> dense;           // dense / diagonal contributions
-  // diag(d) g from a row broadcast C = diag(d) X that this step is X of, formed when the sum
-  // is read, or folded into this step's SpMM pass when it is the only contribution.
+  // diag(d) g from the row broadcast C = diag(d) X, X this SpMM step, whose gradient is folded
+  // into this step's pass (GradientFold::into_producer): then its only contribution.
   struct Scaled {
     TensorView<const T> d, g;
   };
-  std::vector<Scaled> scaled;
+  std::optional<Scaled> scaled;
   std::vector<std::shared_ptr<const void>> keep;    // owners of contributions outside the workspace
   std::vector<std::shared_ptr<Csr<T>>> sparse;      // sparse contributions (the step's pattern)
 };
@@ -74,10 +75,7 @@ template <class T>
 class BackwardRun {
  public:
   BackwardRun(const Composition& c, Workspace<T>& ws)
-      : c_(c), ws_(ws), v_(ws.tape), adj_(c.steps.size()), users_(c.steps.size(), 0) {
-    for (const Step& st : c.steps)
-      for (int a : st.args) ++users_[static_cast<std::size_t>(a)];
-  }
+      : c_(c), ws_(ws), v_(ws.tape), adj_(c.steps.size()) {}
 
   std::map<std::string, TensorView<const T>> run(TensorView<const T> d_out, const std::set<std::string>& wrt) {
     const std::size_t n = c_.steps.size();
@@ -116,13 +114,14 @@ class BackwardRun {
                                     : ", got rank " + std::to_string(d_out.rank()));
     adj_[static_cast<std::size_t>(c_.result)].dense.push_back(d_out);
     needs_ = needs;
+    folds_ = ws_.fold_gradient_broadcasts ? gradient_broadcast_folds(c_, needs)
+                                          : std::vector<GradientFold>(n, GradientFold::none);
 
     std::map<std::string, TensorView<const T>> grads;
     for (std::size_t s = n; s-- > 0;) {
       const Step& st = c_.steps[s];
-      if (!needs[s] || (adj_[s].dense.empty() && adj_[s].sparse.empty() && adj_[s].products.empty() &&
-                        adj_[s].scaled.empty()))
-        continue;  // (an SpMM formed this broadcast's gradient in its own pass)
+      // (a broadcast folded into its reader: that SpMM formed its input's gradient)
+      if (!needs[s] || folds_[s] == GradientFold::into_reader) continue;
       if (st.prim == Primitive::input) {
         grads[input_name(st)] = gradient_view(s);
         continue;
@@ -187,7 +186,7 @@ class BackwardRun {
   // The summed dense (or diagonal) gradient of step s.
   TensorView<const T> dense_adjoint(std::size_t s) {
     auto& a = adj_[s];
-    materialize_scaled(s);
+    SPINDLE_CHECK(!a.scaled, InternalError, "gnn::backward: step ", s, "'s gradient was to be folded into its own pass");
     if (!a.products.empty()) return sum_with_products(s);
     SPINDLE_CHECK(!a.dense.empty(), InternalError, "gnn::backward: step ", s, " has no gradient");
     if (a.dense.size() == 1) return a.dense[0];
@@ -206,18 +205,6 @@ class BackwardRun {
     }
     a.dense = {acc};
     return acc;
-  }
-
-  // Forms step s's pending row-scaled contributions diag(d) g (roles 32 + k) as dense ones.
-  void materialize_scaled(std::size_t s) {
-    static const auto row_broadcast = kernels::row_broadcast<T>();
-    auto& a = adj_[s];
-    for (std::size_t k = 0; k < a.scaled.size(); ++k) {
-      auto buf = ws_.dense(slot(s, 32 + k), a.scaled[k].g.shape());
-      row_broadcast(a.scaled[k].d, a.scaled[k].g, *buf);
-      a.dense.push_back(buf->view());
-    }
-    a.scaled.clear();
   }
 
   // The sum of step s's contributions when some are GEMM products dC W^T: the first two of
@@ -334,26 +321,24 @@ class BackwardRun {
         const bool weighted = st.prim == Primitive::spmm_weighted;
         const bool need_da = weighted && needs_arg(s, 0);
         auto& adj = adj_[s];
-        // dC = diag(d1) G, the only contribution (and dA, which reads dC, not asked for): the
-        // scaling goes into the SpMM's pass.
-        const bool in_scaled = !need_da && adj.scaled.size() == 1 && adj.dense.empty() && adj.products.empty();
+        // dC = diag(d1) G from this step's only reader (GradientFold::into_producer): the
+        // scaling goes into the SpMM's pass (dA, which would read dC, is then not asked for).
+        const bool in_scaled = adj.scaled.has_value();
         if (needs_arg(s, 1)) {
           const std::size_t x = arg_of(s, 1);
-          const Step& xs = c_.steps[x];
-          // X = diag(d2) Z, read by this step alone, d2 not differentiated: dZ = diag(d2) A^T dC
-          // in the same pass (X's own step then has nothing left to do).
-          const bool out_scaled = ws_.fold_gradient_broadcasts && xs.prim == Primitive::row_broadcast && users_[x] == 1 &&
-                                  static_cast<int>(x) != c_.result && !needs_arg(x, 0) && needs_arg(x, 1);
-          const TensorView<const T> g = in_scaled ? adj.scaled[0].g : dense_adjoint(s);
+          // X = diag(d2) Z read by this step alone, d2 not differentiated (GradientFold::into_reader):
+          // dZ = diag(d2) A^T dC in the same pass (X's own step then has nothing left to do).
+          const bool out_scaled = folds_[x] == GradientFold::into_reader;
+          const TensorView<const T> g = in_scaled ? adj.scaled->g : dense_adjoint(s);
           const Csr<T>& at = ws_.transpose_of(slot(s, 0), a, weighted);
           auto dx = out_scaled ? buffer(x, 1, {a.cols(), g.dim(1)}) : buffer(s, 1, {a.cols(), g.dim(1)});
           if (in_scaled && out_scaled) {
             const auto& d2 = value(arg_of(x, 0)).view;
-            if (weighted) spmm_rc_w(at, d2, adj.scaled[0].d, g, *dx);
-            else spmm_rc_u(at, d2, adj.scaled[0].d, g, *dx);
+            if (weighted) spmm_rc_w(at, d2, adj.scaled->d, g, *dx);
+            else spmm_rc_u(at, d2, adj.scaled->d, g, *dx);
           } else if (in_scaled) {
-            if (weighted) spmm_c_w(at, adj.scaled[0].d, g, *dx);
-            else spmm_c_u(at, adj.scaled[0].d, g, *dx);
+            if (weighted) spmm_c_w(at, adj.scaled->d, g, *dx);
+            else spmm_c_u(at, adj.scaled->d, g, *dx);
           } else if (out_scaled) {
             const auto& d2 = value(arg_of(x, 0)).view;
             if (weighted) spmm_r_w(at, d2, g, *dx);
@@ -365,7 +350,7 @@ class BackwardRun {
           ws_.gradient_folds += std::size_t{in_scaled} + std::size_t{out_scaled};
           push_dense(out_scaled ? arg_of(x, 1) : x, dx);
         }
-        if (need_da) {
+        if (need_da) {  // (never with in_scaled: gradient_broadcast_folds)
           const auto dc = dense_adjoint(s);
           auto da = ws_.pattern_of(slot(s, 16), a);
           sddmm(a, dc, value(arg_of(s, 1)).view, *da);
@@ -379,8 +364,8 @@ class BackwardRun {
         const std::size_t di = row ? 0 : 1, xi = row ? 1 : 0;
         const auto dc = dense_adjoint(s);
         const auto& d = value(arg_of(s, di)).view;
-        if (needs_arg(s, xi) && row && dc.rank() == 2 && ws_.fold_gradient_broadcasts) {
-          adj_[arg_of(s, xi)].scaled.push_back({d, dc});  // diag(d) dC, formed (or folded) when read
+        if (folds_[s] == GradientFold::into_producer) {
+          adj_[arg_of(s, xi)].scaled = typename Adjoint<T>::Scaled{d, dc};  // diag(d) dC, in X's SpMM pass
         } else if (needs_arg(s, xi)) {
           auto dx = buffer(s, xi, dc.shape());
           if (row) row_broadcast(d, dc, *dx);
@@ -490,7 +475,7 @@ class BackwardRun {
   const std::vector<RtValue<T>>& v_;
   std::vector<Adjoint<T>> adj_;
   std::vector<char> needs_;
-  std::vector<int> users_;  // how many steps read each step's value
+  std::vector<GradientFold> folds_;  // associate.hpp's gradient_broadcast_folds (all none when switched off)
   std::map<std::size_t, RtValue<T>> recomputed_;  // folded forward values, recomputed when read
 };
 

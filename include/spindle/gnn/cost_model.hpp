@@ -409,7 +409,7 @@ inline std::vector<PrimitiveInput> backward_inputs(const Composition& c, const s
     else
       for (int a : st.args) needs[s] |= needs[static_cast<std::size_t>(a)];
   }
-  const std::vector<bool> folded = gradient_broadcasts_folded(c, needs);  // their dX: inside an SpMM pass
+  const std::vector<GradientFold> folds = gradient_broadcast_folds(c, needs);  // their dX: inside an SpMM pass
   std::vector<PrimitiveInput> out;
   std::size_t f = 0;  // index into fwd (the non-input steps in order)
   for (std::size_t s = 0; s < c.steps.size(); ++s) {
@@ -436,7 +436,7 @@ inline std::vector<PrimitiveInput> backward_inputs(const Composition& c, const s
         case Primitive::dense_add:
           break;
         case Primitive::row_broadcast:  // dX = D dC (free when an SpMM forms it), dD = rowwise dot
-          if (k == 1 && folded[s]) break;
+          if (k == 1 && folds[s] != GradientFold::none) break;
           out.push_back(b);
           break;
         default:  // column broadcasts, scalings, sparse sums, diagonal products: one kernel of the same size
