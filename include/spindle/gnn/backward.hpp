@@ -148,8 +148,6 @@ class BackwardRun {
     if (!f.folded) return f;
     if (auto it = recomputed_.find(s); it != recomputed_.end()) return it->second;
     static const auto row_broadcast = kernels::row_broadcast<T>();
-    static const auto spmm_u = kernels::spmm_unweighted<T>();
-    static const auto spmm_w = ops::spmm<T>();
     const Step& st = c_.steps[s];
     RtValue<T> r;
     r.kind = f.kind;
@@ -163,8 +161,7 @@ class BackwardRun {
       case Primitive::spmm_weighted:
       case Primitive::spmm_unweighted:
         r.owned = ws_.dense(slot(s, 4), {a.csr->rows(), b.view.dim(1)});
-        if (st.prim == Primitive::spmm_weighted) spmm_w(*a.csr, b.view, *r.owned);
-        else spmm_u(*a.csr, b.view, *r.owned);
+        detail::spmm_scaled<T>(*a.csr, st.prim == Primitive::spmm_weighted, nullptr, nullptr, b.view, *r.owned);
         break;
       case Primitive::row_broadcast:
         r.owned = ws_.dense(slot(s, 4), b.view.shape());
@@ -287,14 +284,6 @@ class BackwardRun {
     static const auto column_broadcast = kernels::column_broadcast<T>();
     static const auto row_dot = kernels::row_dot<T>();
     static const auto column_dot = kernels::column_dot<T>();
-    static const auto spmm_u = kernels::spmm_unweighted<T>();
-    static const auto spmm_w = ops::spmm<T>();
-    static const auto spmm_r_u = kernels::spmm_row_scaled<T, false>();
-    static const auto spmm_r_w = kernels::spmm_row_scaled<T, true>();
-    static const auto spmm_c_u = kernels::spmm_column_scaled<T, false>();
-    static const auto spmm_c_w = kernels::spmm_column_scaled<T, true>();
-    static const auto spmm_rc_u = kernels::spmm_both_scaled<T, false>();
-    static const auto spmm_rc_w = kernels::spmm_both_scaled<T, true>();
     static const auto sddmm = kernels::sddmm_pattern<T>();
     static const auto scale_w = ops::scale<T>();
 
@@ -332,21 +321,10 @@ class BackwardRun {
           const TensorView<const T> g = in_scaled ? adj.scaled->g : dense_adjoint(s);
           const Csr<T>& at = ws_.transpose_of(slot(s, 0), a, weighted);
           auto dx = out_scaled ? buffer(x, 1, {a.cols(), g.dim(1)}) : buffer(s, 1, {a.cols(), g.dim(1)});
-          if (in_scaled && out_scaled) {
-            const auto& d2 = value(arg_of(x, 0)).view;
-            if (weighted) spmm_rc_w(at, d2, adj.scaled->d, g, *dx);
-            else spmm_rc_u(at, d2, adj.scaled->d, g, *dx);
-          } else if (in_scaled) {
-            if (weighted) spmm_c_w(at, adj.scaled->d, g, *dx);
-            else spmm_c_u(at, adj.scaled->d, g, *dx);
-          } else if (out_scaled) {
-            const auto& d2 = value(arg_of(x, 0)).view;
-            if (weighted) spmm_r_w(at, d2, g, *dx);
-            else spmm_r_u(at, d2, g, *dx);
-          } else {
-            if (weighted) spmm_w(at, g, *dx);
-            else spmm_u(at, g, *dx);
-          }
+          // dZ or dX = diag(d2)? A^T diag(d1)? G: X's scaling on the transpose's rows, dC's on its columns
+          const TensorView<const T>* d2 = out_scaled ? &value(arg_of(x, 0)).view : nullptr;
+          const TensorView<const T>* d1 = in_scaled ? &adj.scaled->d : nullptr;
+          detail::spmm_scaled<T>(at, weighted, d2, d1, g, *dx);
           ws_.gradient_folds += std::size_t{in_scaled} + std::size_t{out_scaled};
           push_dense(out_scaled ? arg_of(x, 1) : x, dx);
         }

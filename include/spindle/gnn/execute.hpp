@@ -194,6 +194,26 @@ class Workspace {
 
 namespace detail {
 
+// One SpMM pass out = diag(r) · A · diag(c) · X (r, c null: no scaling on that side), A's
+// values read when `weighted`: the forward's folded broadcasts and backward's passes on the
+// transpose pick their kernel here (primitives.hpp's spmm_row/column/both_scaled).
+template <class T>
+void spmm_scaled(const Csr<T>& a, bool weighted, const TensorView<const T>* r, const TensorView<const T>* c,
+                 TensorView<const T> x, Tensor<T>& out) {
+  static const auto plain_u = kernels::spmm_unweighted<T>();
+  static const auto plain_w = ops::spmm<T>();
+  static const auto row_u = kernels::spmm_row_scaled<T, false>();
+  static const auto row_w = kernels::spmm_row_scaled<T, true>();
+  static const auto column_u = kernels::spmm_column_scaled<T, false>();
+  static const auto column_w = kernels::spmm_column_scaled<T, true>();
+  static const auto both_u = kernels::spmm_both_scaled<T, false>();
+  static const auto both_w = kernels::spmm_both_scaled<T, true>();
+  if (r && c) weighted ? both_w(a, *r, *c, x, out) : both_u(a, *r, *c, x, out);
+  else if (r) weighted ? row_w(a, *r, x, out) : row_u(a, *r, x, out);
+  else if (c) weighted ? column_w(a, *c, x, out) : column_u(a, *c, x, out);
+  else weighted ? plain_w(a, x, out) : plain_u(a, x, out);
+}
+
 // Output widths below one SIMD vector (64 bytes) take the dot-product GEMM form.
 template <class T>
 constexpr std::int64_t kNarrowOutput = static_cast<std::int64_t>(64 / sizeof(T));
@@ -335,14 +355,6 @@ std::vector<RtValue<T>> run_steps(const Composition& c, const Bindings<T>& b, st
 
   static const auto row_broadcast = kernels::row_broadcast<T>();
   static const auto column_broadcast = kernels::column_broadcast<T>();
-  static const auto spmm_u = kernels::spmm_unweighted<T>();
-  static const auto spmm_w = ops::spmm<T>();
-  static const auto spmm_r_u = kernels::spmm_row_scaled<T, false>();
-  static const auto spmm_r_w = kernels::spmm_row_scaled<T, true>();
-  static const auto spmm_c_u = kernels::spmm_column_scaled<T, false>();
-  static const auto spmm_c_w = kernels::spmm_column_scaled<T, true>();
-  static const auto spmm_rc_u = kernels::spmm_both_scaled<T, false>();
-  static const auto spmm_rc_w = kernels::spmm_both_scaled<T, true>();
   static const auto scale_w = ops::scale<T>();
   static const auto scale_u = kernels::scale_pattern<T>();
   static const auto add = kernels::dense_add<T>();
@@ -413,15 +425,9 @@ std::vector<RtValue<T>> run_steps(const Composition& c, const Bindings<T>& b, st
                                  : v[static_cast<std::size_t>(ps.args.at(1))].view;
           out.owned = dense_result(a.csr->rows(), x.dim(1));
           const auto& r = arg(0).view;
-          const bool weighted = ps.prim == Primitive::spmm_weighted;
-          if (q >= 0) {
-            const auto& d2 = v[static_cast<std::size_t>(c.steps[static_cast<std::size_t>(q)].args.at(0))].view;
-            if (weighted) spmm_rc_w(*a.csr, r, d2, x, *out.owned);
-            else spmm_rc_u(*a.csr, r, d2, x, *out.owned);
-          } else {
-            if (weighted) spmm_r_w(*a.csr, r, x, *out.owned);
-            else spmm_r_u(*a.csr, r, x, *out.owned);
-          }
+          const auto* d2 = q >= 0 ? &v[static_cast<std::size_t>(c.steps[static_cast<std::size_t>(q)].args.at(0))].view
+                                  : nullptr;
+          detail::spmm_scaled<T>(*a.csr, ps.prim == Primitive::spmm_weighted, &r, d2, x, *out.owned);
           out.view = out.owned->view();
           break;
         }
@@ -442,15 +448,13 @@ std::vector<RtValue<T>> run_steps(const Composition& c, const Bindings<T>& b, st
           const auto& d = v[static_cast<std::size_t>(sq.args.at(0))].view;
           const auto& x = v[static_cast<std::size_t>(sq.args.at(1))].view;
           out.owned = dense_result(a.csr->rows(), x.dim(1));
-          if (st.prim == Primitive::spmm_unweighted) spmm_c_u(*a.csr, d, x, *out.owned);
-          else spmm_c_w(*a.csr, d, x, *out.owned);
+          detail::spmm_scaled<T>(*a.csr, st.prim == Primitive::spmm_weighted, nullptr, &d, x, *out.owned);
           out.view = out.owned->view();
           break;
         }
         const auto& x = arg(1).view;
         out.owned = dense_result(a.csr->rows(), x.dim(1));
-        if (st.prim == Primitive::spmm_unweighted) spmm_u(*a.csr, x, *out.owned);
-        else spmm_w(*a.csr, x, *out.owned);
+        detail::spmm_scaled<T>(*a.csr, st.prim == Primitive::spmm_weighted, nullptr, nullptr, x, *out.owned);
         out.view = out.owned->view();
         break;
       }
