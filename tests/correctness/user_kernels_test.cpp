@@ -1775,3 +1775,35 @@ TEST_CASE("co-iteration: an operand whose parent is not iterated, a write into a
                     }).ir(),
                     Catch::Contains("union_into_operand"));
 }
+
+TEST_CASE("co-iteration under cache_write: a target indexed by the merged coordinate is refused at a loop around "
+          "the merge (a UserError naming the co-iteration), the kernel unscheduled matches plain loops",
+          "[correctness][user][coiteration][schedule]") {
+  using coiter::I, coiter::J, coiter::J2, coiter::U, coiter::row_map, coiter::at;
+  // Column sums of A - B over the union of each row pair: y's element moves with the merge,
+  // so no register can hold it across loop i (found by spindle-kernel-fuzz seed 20261203).
+  auto colsum = sp::kernel("union_column_sums", [](sp::in<float, I, J> a, sp::in<float, I, J2> b,
+                                                   sp::out<float, sp::dense<J>> y, sp::iter<I> i, sp::iter<U> j) {
+    y(j) += a(i, j) - b(i, j);
+  });
+  const Shape s{"small", 7, 6, 3};
+  const auto a = random_csr<float>(s, 611), b = random_csr<float>(s, 612);
+  auto y = sp::Tensor<float>::full({s.cols}, 5.0f);
+  const std::vector<float> before(y.values().begin(), y.values().end());
+  try {
+    colsum.with_schedule(sp::Schedule().cache_write("i", "c"))(a, b, y);  // buffers are named by position
+    FAIL("no error");
+  } catch (const sp::UserError& e) {
+    const std::string m = e.what();
+    INFO(m);
+    CHECK(m.find("cache_write") != std::string::npos);
+    CHECK(m.find("co-iteration") != std::string::npos);
+  }
+  CHECK(std::vector<float>(y.values().begin(), y.values().end()) == before);  // nothing written
+  colsum(a, b, y);
+  for (std::int64_t c = 0; c < s.cols; ++c) {
+    double want = 0;
+    for (std::int64_t r = 0; r < s.rows; ++r) want += at(row_map(a, r), c) - at(row_map(b, r), c);
+    CHECK(y.values()[static_cast<std::size_t>(c)] == Approx(want).margin(1e-5));
+  }
+}

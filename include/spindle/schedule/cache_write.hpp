@@ -80,6 +80,17 @@ inline ir::Stmt cache_write(const ir::Stmt& body, const std::string& loop, const
   for (std::size_t p = 0; p + 1 < path.size(); ++p) {
     if (auto* f = path[p].as<ir::ForNode>()) path_vars.insert(f->var.get());
     if (auto* l = path[p].as<ir::LetStmtNode>()) path_vars.insert(l->var.get());
+    if (auto* c = path[p].as<ir::CoIterateNode>()) {
+      // A co-iteration visits a data-dependent number of coordinates: its coordinate,
+      // positions and presence flags vary inside L like a loop of unknown extent.
+      std::set<const ir::ExprNode*> bound{c->var.get()};
+      for (const auto& o : c->operands) bound.insert({o.pos.get(), o.present.get()});
+      SPINDLE_CHECK(!detail::uses_any(R->indices, bound), UserError, "cache_write: the index of '", buffer,
+                    "' varies over the co-iteration '", c->var.name(), "' (axis ", c->axis,
+                    ") inside loop '", loop, "', which visits a data-dependent number of coordinates",
+                    "; hint: cache_write at a loop inside that co-iteration");
+      path_vars.insert(bound.begin(), bound.end());
+    }
   }
   for (std::size_t p = 0; p + 1 < path.size(); ++p) {
     if (auto* f = path[p].as<ir::ForNode>(); f && detail::uses_any(R->indices, {f->var.get()})) {
