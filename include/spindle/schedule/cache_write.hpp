@@ -83,8 +83,8 @@ inline ir::Stmt cache_write(const ir::Stmt& body, const std::string& loop, const
     if (auto* c = path[p].as<ir::CoIterateNode>()) {
       // A co-iteration visits a data-dependent number of coordinates: its coordinate,
       // positions and presence flags vary inside L like a loop of unknown extent.
-      std::set<const ir::ExprNode*> bound{c->var.get()};
-      for (const auto& o : c->operands) bound.insert({o.pos.get(), o.present.get()});
+      const auto vars = ir::co_iterate_vars(*c);
+      const std::set<const ir::ExprNode*> bound(vars.begin(), vars.end());
       SPINDLE_CHECK(!detail::uses_any(R->indices, bound), UserError, "cache_write: the index of '", buffer,
                     "' varies over the co-iteration '", c->var.name(), "' (axis ", c->axis,
                     ") inside loop '", loop, "', which visits a data-dependent number of coordinates",
