@@ -34,6 +34,8 @@
 // statements they guard: every thread copies and reaches the barriers, only the
 // computation stays guarded. Lets on the way are evaluated by every thread (an x-dependent
 // let that reads memory under such a guard is an error).
+// Co-iterations (union / intersection merges) between the thread loop and the staged loop
+// are refused: their trip counts are data-dependent and their positions are not loops.
 // Pre/post: stage III; semantics preserved; GPU only (emit_c rejects shared buffers and
 // barriers).
 #pragma once
@@ -81,6 +83,13 @@ inline ir::Stmt cache_read(const ir::Stmt& body, const std::string& loop, const 
   auto ys = detail::loops_of_kind(path, ir::ForKind::gpu_thread_y);
   SPINDLE_CHECK(detail::loops_of_kind(path, ir::ForKind::gpu_thread_z).empty(), UserError, "cache_read: loop '",
                 loop, "' is inside a threadIdx.z loop; hint: cache_read supports slots per threadIdx.y only");
+  for (auto p = xpos; p != path.end(); ++p) {
+    auto* c = p->as<ir::CoIterateNode>();
+    SPINDLE_CHECK(!c, UserError, "cache_read: loop '", loop, "' is inside the co-iteration '", c->var.name(),
+                    "' (axis ", c->axis, "), which visits a data-dependent number of coordinates, so the threads of '",
+                    thread_loop, "' would not meet at the barriers in step",
+                    "; hint: stage reads of a loop outside the co-iteration, or put the thread loop inside it");
+  }
   const ir::ForNode* Y = ys.empty() ? nullptr : ys.front();
   std::optional<std::int64_t> R;
   if (Y) {

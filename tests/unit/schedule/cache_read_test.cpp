@@ -187,6 +187,25 @@ TEST_CASE("cache_read: preconditions", "[schedule][cache_read]") {
                          ir::IterKind::spatial, "T", ir::ForKind::gpu_thread_x);
   CHECK_THROWS_WITH(sch::cache_read(ragged, "j", "x", 32, "t"),
                     Catch::Contains("cache_read: the range of loop 'j' ([0, +t)) differs between threads that share a tile"));
+  {
+    // A staged loop inside a co-iteration (a union of two fibers) under the thread loop: the
+    // merge's trip count is data-dependent, so the threads would not meet at the barriers in
+    // step. A UserError naming the co-iteration (was an InternalError from the rewrite).
+    ir::Var u("u", DType::i64), p0("p0", DType::i64), p1("p1", DType::i64);
+    ir::Var h0("h0", DType::boolean), h1("h1", DType::boolean);
+    auto k0 = buffer("k0", {c64(4)}, DType::i64), k1 = buffer("k1", {c64(4)}, DType::i64);
+    std::vector<ir::CoIterOperand> ops{{p0, h0, c64(4), ir::load(k0, {p0})}, {p1, h1, c64(4), ir::load(k1, {p1})}};
+    ir::Stmt merged = loop(t, c64(0), c64(32),
+                           ir::co_iterate(u, ir::MergeOp::union_, ops, ir::IterKind::reduction, "U",
+                                          loop(j, c64(0), c64(8),
+                                               ir::reduce(y, {t}, ir::ReduceOp::add, ir::load(x, {u * c64(8) + j})),
+                                               ir::IterKind::reduction)),
+                           ir::IterKind::spatial, "T", ir::ForKind::gpu_thread_x);
+    CHECK_THROWS_AS(sch::cache_read(merged, "j", "x", 8, "t"), spindle::UserError);
+    CHECK_THROWS_WITH(sch::cache_read(merged, "j", "x", 8, "t"),
+                      Catch::Contains("cache_read: loop 'j' is inside the co-iteration 'u' (axis U)") &&
+                          Catch::Contains("hint: stage reads of a loop outside the co-iteration"));
+  }
   // Reads at an offset that depends on the thread.
   ir::Stmt own = loop(t, c64(0), c64(32), loop(j, c64(0), c64(8), ir::reduce(y, {t}, ir::ReduceOp::add, ir::load(x, {t * c64(8) + j})),
                                                ir::IterKind::reduction),
