@@ -10,6 +10,7 @@
 #include "correctness/correctness_support.hpp"
 #include "spindle/driver/pipeline.hpp"
 #include "support/emulated_cuda_call.hpp"
+#include "support/engines.hpp"
 
 namespace {
 
@@ -350,6 +351,153 @@ TEST_CASE("fused SDDMM on the GPU: NVRTC compiles it and the emulator matches a 
     }
   }
   if (nvrtc.available) CHECK(nvrtc.compiled >= 2);
+}
+
+// --- fuse<...> in the kernel itself (docs/language.md §3.2): the same loops as sparse_fuse --
+
+TEST_CASE("iter<fuse<I, J>>: a kernel that fuses its own axes is the sparse_fuse kernel, on every shape, 1 and 3 "
+          "threads, on the CPU engines and through NVRTC and the CUDA emulator",
+          "[correctness][schedule][fuse][frontend]") {
+  // SparseTIR's fused_sddmm written as its users write it: T.iter([T.fuse(I, J), K], ...).
+  const auto fused = sp::kernel("sddmm", [](sp::in<float, I, J> a, sp::in<float, I, K> x,
+                                            sp::in<float, sp::dense<J>, K> y, sp::out<float, I, J> c,
+                                            sp::iter<sp::fuse<I, J>> ij, sp::iter<K> k) {
+    auto [i, j] = ij;
+    c(i, j) += a(i, j) * x(i, k) * y(j, k);
+  });
+  // The stages are those of the unfused kernel under sparse_fuse("sddmm", {"I", "J"}).
+  const auto scheduled = make_sddmm().with_schedule(sp::Schedule().sparse_fuse("sddmm", {"I", "J"}));
+  const auto& lf = fused.compile().lowered();
+  const auto& ls = scheduled.compile().lowered();
+  CHECK(sp::ir::to_string(lf.stage1) == sp::ir::to_string(ls.stage1));
+  CHECK(sp::ir::to_string(lf.stage3) == sp::ir::to_string(ls.stage3));
+  const std::string e = fused.explain();
+  CHECK(e.find("sp_iter sddmm([fuse(I, J), K], \"SSR\")") != std::string::npos);
+  CHECK(e.find("for i_j in [0, ") != std::string::npos);
+  // Loop schedules address the fused loop by its name; reordering a fused iteration is refused.
+  std::vector<sp::Schedule> ss(1);
+  ss.emplace_back().parallel("i_j").vectorize("k");
+  ss.emplace_back().split("i_j", 16).parallel("i_j_o");
+  for (int threads : {1, 3}) {
+    for (const std::string& engine : sp::test::cpu_engines()) {
+      auto& rt = sp::test::engine_runtime(engine, threads);
+      for (const auto& s : ss)
+        for (const Shape& shape : matrix_shapes())
+          for (std::int64_t feat : {1, 7, 33}) {
+            INFO(shape << " K=" << feat << " threads " << threads << " " << engine << " schedule " << s.to_string());
+            const auto a = random_csr<float>(shape, 57);
+            const auto x = sp::Tensor<float>::random({shape.rows, feat}, 58, -1, 1);
+            const auto y = sp::Tensor<float>::random({shape.cols, feat}, 59, -1, 1);
+            auto c = a;
+            for (auto& v : c.values()) v = nan_f();
+            fused.with_runtime(rt).with_schedule(s)(a, x, y, c);
+            check_close<float>(ref_sddmm(a, x.values(), y.values(), feat), c.values(), "iter<fuse<I, J>> sddmm");
+          }
+    }
+  }
+  sp::test::NvrtcCheck nvrtc;
+  for (const Shape& shape : matrix_shapes()) {
+    INFO(shape);
+    const auto a = random_csr<float>(shape, 67);
+    auto x = sp::Tensor<float>::random({shape.rows, 9}, 68, -1, 1);
+    auto y = sp::Tensor<float>::random({shape.cols, 9}, 69, -1, 1);
+    auto c = a;
+    for (auto& v : c.values()) v = nan_f();
+    auto acopy = a;
+    std::vector<sp::runtime::CallArg> args{sp::detail::make_call_arg(acopy), sp::detail::make_call_arg(x),
+                                           sp::detail::make_call_arg(y), sp::detail::make_call_arg(c)};
+    sp::test::run_cuda_emulated(fused.ir(), args, &nvrtc);
+    check_close<float>(ref_sddmm(a, x.values(), y.values(), 9), c.values(), "gpu iter<fuse<I, J>> sddmm");
+  }
+  if (nvrtc.available) CHECK(nvrtc.compiled >= 1);
+  const auto a = random_csr<float>({"small", 6, 5, 2}, 3);
+  const auto x = sp::Tensor<float>::random({6, 4}, 4, -1, 1);
+  const auto y = sp::Tensor<float>::random({5, 4}, 5, -1, 1);
+  auto c = a;
+  const std::vector<float> before(c.values().begin(), c.values().end());
+  try {
+    fused.with_schedule(sp::Schedule().sparse_reorder("sddmm", {"K", "I", "J"}))(a, x, y, c);
+    FAIL("no error");
+  } catch (const sp::UserError& err) {
+    INFO(err.what());
+    CHECK(std::string(err.what()).find("axes I and J are fused (one loop)") != std::string::npos);
+  }
+  CHECK(std::vector<float>(c.values().begin(), c.values().end()) == before);
+}
+
+TEST_CASE("fused chains written in the kernel: three axes of a CSF tensor, a nested for_each<fuse<J, L>>, get<>",
+          "[correctness][schedule][fuse][frontend]") {
+  // Every level of a 3-level CSF tensor as one loop (an element-wise map, all spatial).
+  const auto map = sp::kernel("csf_map3", [](sp::in<double, I, J, L> a, sp::in<double, sp::dense<L>> x,
+                                             sp::out<double, I, J, L> b, sp::iter<sp::fuse<I, J, L>> ijl) {
+    const auto& [i, j, l] = ijl;
+    b(i, j, l) = 2.0 * a(i, j, l) + x(l);
+  });
+  // SparseTIR's fused reduction 3-D -> 1-D: under row i, the two reduction levels as one loop.
+  const auto reduce = sp::kernel("csf_reduce_fused", [](sp::in<double, I, J, L> a, sp::in<double, sp::dense<L>> x,
+                                                        sp::out<double, I> y, sp::iter<I> i) {
+    sp::for_each<sp::fuse<J, L>>([&](sp::iter<sp::fuse<J, L>> jl) {
+      y(i) += a(i, jl.get<J>(), jl.get<1>()) * x(jl.get<L>());
+    });
+  });
+  CHECK(map.explain().find("([fuse(I, J, L)], \"SSS\")") != std::string::npos);
+  CHECK(reduce.explain().find("([fuse(J, L)], \"RR\")") != std::string::npos);
+  for (int threads : {1, 3}) {
+    sp::Options o = sp::Options::from_env();
+    o.num_threads = threads;
+    sp::runtime::Runtime rt(o);
+    for (const auto& a : csf_inputs()) {
+      INFO(a.name() << " " << sp::detail::shape_string(a.shape()) << " nnz " << a.nnz() << " threads " << threads);
+      const auto x = sp::Tensor<double>::random({a.dim(2)}, 512, -1, 1);
+      auto l_of = a.indices(2);
+      auto b = a;
+      for (auto& v : b.values()) v = std::numeric_limits<double>::quiet_NaN();
+      map.with_runtime(rt)(a, x, b);
+      for (std::int64_t e = 0; e < a.nnz(); ++e) REQUIRE(b.values()[e] == 2.0 * a.values()[e] + x.values()[l_of[e]]);
+      auto r = sp::Tensor<double>::full({a.dim(0)}, std::numeric_limits<double>::quiet_NaN());
+      reduce.with_runtime(rt)(a, x, r);
+      auto p1 = a.indptr(1), p2 = a.indptr(2);
+      for (std::int64_t i = 0; i < a.dim(0); ++i) {
+        double want = 0;
+        for (auto q = p1[i]; q < p1[i + 1]; ++q)
+          for (auto e = p2[q]; e < p2[q + 1]; ++e) want += a.values()[e] * x.values()[l_of[e]];
+        REQUIRE(r.values()[i] == Approx(want).margin(1e-12));
+      }
+    }
+  }
+}
+
+namespace {
+struct Ca : sp::assembled<I, J> {};
+}  // namespace
+
+TEST_CASE("iter<fuse<...>> that breaks the chain rule is a UserError at definition naming the chain",
+          "[correctness][schedule][fuse][frontend][error]") {
+  auto fails = [](auto define, std::vector<std::string> parts) {
+    try {
+      define();
+      FAIL("no error");
+    } catch (const sp::UserError& e) {
+      const std::string m = e.what();
+      INFO(m);
+      for (auto& p : parts) CHECK(m.find(p) != std::string::npos);
+    }
+  };
+  // SpMV: i is spatial, j a reduction axis: one loop cannot be both.
+  fails([] {
+    return sp::kernel("spmv_fused", [](sp::in<float, I, J> a, sp::in<float, sp::dense<J>> x, sp::out<float, I> y,
+                                       sp::iter<sp::fuse<I, J>> ij) {
+      auto [i, j] = ij;
+      y(i) += a(i, j) * x(j);
+    });
+  }, {"kernel 'spmv_fused'", "fuses axes I, J (iter<fuse<I, J>>)", "axis I is spatial and axis J is a reduction axis"});
+  // An assembled output is built row by row.
+  fails([] {
+    return sp::kernel("assemble_fused", [](sp::in<float, I, J> a, sp::out<float, I, Ca> c, sp::iter<sp::fuse<I, J>> ij) {
+      auto [i, j] = ij;
+      c(i, j) = 2.0f * a(i, j);
+    });
+  }, {"kernel 'assemble_fused'", "fuses axes I, J", "assembles output 'b'"});
 }
 
 TEST_CASE("a user schedule is printed by explain() and is part of the generated source", "[correctness][schedule]") {

@@ -27,6 +27,10 @@
 // (§3, the SpGEMM pattern). The call passes a Csr<T[, Index]> (Call::csr) holding an old
 // pattern that the kernel replaces; the harness compares it with Interpreter::assembled.
 //
+// Adjacent iterators of one iteration over a parent and its child, whose iterator kinds will
+// be equal, are sometimes one iter<fuse<...>> (§3.2), unpacked in one of four ways (decided
+// by a generator of its own too; Generator::add_fusions).
+//
 // About one write in five is followed by a second update of the same element with the same
 // operator (two products summed in one pass; decided by a generator of its own as well).
 //
@@ -157,6 +161,8 @@ struct Stmt {
   ExprP value;                   // Write/LocalWrite value, LocalDecl init, Named expression
   bool via_ref = false;          // Write through `auto r = b(...); r += v;`
   bool auto_params = false;      // ForEach lambda takes `auto` parameters
+  std::vector<bool> fused;       // ForEach: fused[q]: iterator q and q + 1 are one fuse<...> (§3.2)
+  int fuse_style = 0;            // ForEach: how a fused iterator is unpacked (Kernel::fuse_style)
   std::vector<StmtP> body;       // ForEach
   std::string local_name;        // LocalDecl: the name string given to local<T> ("" = none)
   bool local_named = false;
@@ -177,6 +183,7 @@ struct Named {
 struct LambdaParam {
   enum Kind : std::uint8_t { buffer, param, iter } kind = buffer;
   int id = -1;
+  bool fuse_next = false;  // iter: fused with the next iter parameter (one iter<fuse<...>>, §3.2)
 };
 
 struct Kernel {
@@ -195,6 +202,9 @@ struct Kernel {
   std::vector<Named> named;
   std::vector<LambdaParam> lambda;  // the kernel lambda's parameters in order
   std::vector<StmtP> body;          // the lambda body
+  // How the lambda's fused iterators are unpacked: 0 `auto [i, j] = f;`, 1 `const auto& [i, j]
+  // = f;`, 2 `auto i = f.get<I>();` per axis, 3 `auto i = f.get<0>();` per position.
+  int fuse_style = 0;
 };
 
 inline bool is_leaf(Op op) { return op <= Op::Named; }
@@ -226,6 +236,20 @@ inline bool iterates_sparse_root(const Kernel& k) {
 // Whether the kernel iterates a union_of / intersection_of (docs/language.md §3.1).
 inline bool iterates_merge(const Kernel& k) {
   return iterates_axis(k, [&](int a) { return k.axes[static_cast<std::size_t>(a)].merge != ir::MergeOp::none; });
+}
+
+// Whether the kernel fuses axes (iter<fuse<...>>, docs/language.md §3.2), in its lambda or a for_each.
+inline bool fuses_axes(const Kernel& k) {
+  for (const LambdaParam& p : k.lambda)
+    if (p.fuse_next) return true;
+  std::function<bool(const std::vector<StmtP>&)> scan = [&](const std::vector<StmtP>& body) {
+    for (auto& s : body)
+      if (s->kind == Stmt::ForEach &&
+          (std::find(s->fused.begin(), s->fused.end(), true) != s->fused.end() || scan(s->body)))
+        return true;
+    return false;
+  };
+  return scan(k.body);
 }
 
 // The buffer of a kernel that assembles a sparse output (over [P, C], C = assembled<P, X>), or -1.
@@ -324,9 +348,11 @@ class CppPrinter {
       os << "}";
     }
     os << ", [](";
-    for (std::size_t q = 0; q < k_.lambda.size(); ++q) {
+    std::vector<std::vector<int>> fused_chains;  // the lambda's iter<fuse<...>> parameters
+    for (std::size_t q = 0, printed = 0; q < k_.lambda.size(); ++q) {
       const LambdaParam& p = k_.lambda[q];
-      os << (q ? ", " : "");
+      if (!(p.kind == LambdaParam::iter && q > 0 && k_.lambda[q - 1].kind == LambdaParam::iter && k_.lambda[q - 1].fuse_next))
+        os << (printed++ ? ", " : "");
       if (p.kind == LambdaParam::buffer) {
         const Buffer& b = k_.buffers[static_cast<std::size_t>(p.id)];
         std::string t = std::string(b.role == ir::BufferRole::input ? "sp::in<" : b.role == ir::BufferRole::output
@@ -339,13 +365,23 @@ class CppPrinter {
       } else if (p.kind == LambdaParam::param) {
         const Param& s = k_.params[static_cast<std::size_t>(p.id)];
         os << "sp::param<" << cpp_type(s.dtype) << "> " << s.var;
+      } else if (q > 0 && k_.lambda[q - 1].kind == LambdaParam::iter && k_.lambda[q - 1].fuse_next) {
+        continue;  // printed with the chain it belongs to
       } else {
-        const Iterator& it = k_.iterators[static_cast<std::size_t>(p.id)];
-        os << "sp::iter<" << axis_type(it.axis) << "> " << it.var;
+        std::vector<int> chain{p.id};
+        for (std::size_t r = q; r + 1 < k_.lambda.size() && k_.lambda[r].fuse_next; ++r) chain.push_back(k_.lambda[r + 1].id);
+        if (chain.size() == 1) {
+          const Iterator& it = k_.iterators[static_cast<std::size_t>(p.id)];
+          os << "sp::iter<" << axis_type(it.axis) << "> " << it.var;
+        } else {
+          os << fused_type(chain) << " " << fused_var(chain);
+          fused_chains.push_back(chain);
+        }
       }
     }
     os << ") {\n";
     indent_ = 2;
+    for (auto& chain : fused_chains) unpack(os, chain, k_.fuse_style);
     for (auto& s : k_.body) stmt(os, *s);
     os << "  });\n";
     // The call: arguments in order, scalars converted to the parameter's type.
@@ -488,22 +524,56 @@ class CppPrinter {
         return;
       }
       case Stmt::ForEach: {
-        line(os) << "sp::for_each<";
-        for (std::size_t q = 0; q < s.iters.size(); ++q)
-          os << (q ? ", " : "") << axis_type(k_.iterators[static_cast<std::size_t>(s.iters[q])].axis);
-        os << ">([&](";
+        // The iterators in groups: a fused chain is one iter<fuse<...>> (§3.2).
+        std::vector<std::vector<int>> groups;
         for (std::size_t q = 0; q < s.iters.size(); ++q) {
-          const Iterator& it = k_.iterators[static_cast<std::size_t>(s.iters[q])];
-          os << (q ? ", " : "") << (s.auto_params ? std::string("auto") : "sp::iter<" + axis_type(it.axis) + ">") << " "
-             << it.var;
+          if (q == 0 || !(q - 1 < s.fused.size() && s.fused[q - 1])) groups.emplace_back();
+          groups.back().push_back(s.iters[q]);
+        }
+        line(os) << "sp::for_each<";
+        for (std::size_t g = 0; g < groups.size(); ++g)
+          os << (g ? ", " : "")
+             << (groups[g].size() > 1 ? fused_axes(groups[g]) : axis_type(k_.iterators[static_cast<std::size_t>(groups[g][0])].axis));
+        os << ">([&](";
+        for (std::size_t g = 0; g < groups.size(); ++g) {
+          const Iterator& it = k_.iterators[static_cast<std::size_t>(groups[g][0])];
+          std::string type = groups[g].size() > 1 ? fused_type(groups[g]) : "sp::iter<" + axis_type(it.axis) + ">";
+          os << (g ? ", " : "") << (s.auto_params ? std::string("auto") : type) << " "
+             << (groups[g].size() > 1 ? fused_var(groups[g]) : it.var);
         }
         os << ") {\n";
         indent_ += 2;
+        for (auto& g : groups)
+          if (g.size() > 1) unpack(os, g, s.auto_params ? s.fuse_style % 2 : s.fuse_style);  // no get<> on `auto`
         for (auto& c : s.body) stmt(os, *c);
         indent_ -= 2;
         line(os) << "});\n";
         return;
       }
+    }
+  }
+
+  // A fused chain of iterators (§3.2): sp::fuse<A, B, ...>, its iter type, its variable.
+  std::string fused_axes(const std::vector<int>& chain) const {
+    std::string t = "sp::fuse<";
+    for (std::size_t q = 0; q < chain.size(); ++q)
+      t += (q ? ", " : "") + axis_type(k_.iterators[static_cast<std::size_t>(chain[q])].axis);
+    return t + ">";
+  }
+  std::string fused_type(const std::vector<int>& chain) const { return "sp::iter<" + fused_axes(chain) + ">"; }
+  static std::string fused_var(const std::vector<int>& chain) { return "fz" + std::to_string(chain[0]); }
+  // The chain's iterators out of its fused iterator, in one of four styles (Kernel::fuse_style).
+  void unpack(std::ostream& os, const std::vector<int>& chain, int style) {
+    const std::string f = fused_var(chain);
+    if (style <= 1) {
+      line(os) << (style == 0 ? "auto [" : "const auto& [");
+      for (std::size_t q = 0; q < chain.size(); ++q) os << (q ? ", " : "") << k_.iterators[static_cast<std::size_t>(chain[q])].var;
+      os << "] = " << f << ";\n";
+      return;
+    }
+    for (std::size_t q = 0; q < chain.size(); ++q) {
+      const Iterator& it = k_.iterators[static_cast<std::size_t>(chain[q])];
+      line(os) << "auto " << it.var << " = " << f << ".get<" << (style == 2 ? axis_type(it.axis) : std::to_string(q)) << ">();\n";
     }
   }
 
@@ -919,7 +989,92 @@ class Generator {
     // the same lambda come in parent-first order (they are iterated in declaration order).
     order_iterators();
     k_.body = body(0, 1 + static_cast<int>(range(0, 3)), top.empty());
+    add_fusions();
     return std::move(k_);
+  }
+
+  // Fused chains (docs/language.md §3.2), decided by a generator of their own so the rest of
+  // the kernel is what the seed gave before: adjacent iterators of one iteration, each over a
+  // child of the one before, whose iterator kinds the front end will (most likely) infer
+  // equal, become one iter<fuse<...>> — of the lambda or of a for_each. A wrong guess of the
+  // kinds is a rejection at definition, not a failure.
+  void add_fusions() {
+    std::mt19937_64 frng(k_.seed ^ 0x9b05688c2b3e6c1fULL);
+    auto coin = [&](double p) { return std::uniform_real_distribution<double>(0, 1)(frng) < p; };
+    k_.fuse_style = static_cast<int>(frng() % 4);
+    // The lambda's iterators, in iteration order (order_iterators keeps it the lambda order).
+    std::vector<std::size_t> slots;
+    for (std::size_t q = 0; q < k_.lambda.size(); ++q)
+      if (k_.lambda[q].kind == LambdaParam::iter) slots.push_back(q);
+    std::vector<int> its;
+    for (auto q : slots) its.push_back(k_.lambda[q].id);
+    std::vector<bool> fuse = choose_fusions(its, k_.body, coin);
+    // Fused parameters must be adjacent in the lambda: move each chain's members after its head.
+    std::vector<LambdaParam> reordered;
+    for (std::size_t q = 0; q < k_.lambda.size(); ++q) {
+      const auto at = std::find(slots.begin(), slots.end(), q);
+      if (at == slots.end()) {
+        reordered.push_back(k_.lambda[q]);
+        continue;
+      }
+      std::size_t r = static_cast<std::size_t>(at - slots.begin());
+      if (r > 0 && fuse[r - 1]) continue;  // placed with its chain
+      for (;;) {
+        LambdaParam p = k_.lambda[slots[r]];
+        p.fuse_next = r < fuse.size() && fuse[r];
+        reordered.push_back(p);
+        if (!p.fuse_next) break;
+        ++r;
+      }
+    }
+    k_.lambda = std::move(reordered);
+    std::function<void(std::vector<StmtP>&)> walk = [&](std::vector<StmtP>& body) {
+      for (auto& s : body) {
+        if (s->kind != Stmt::ForEach) continue;
+        auto c = std::make_shared<Stmt>(*s);
+        c->fused = choose_fusions(c->iters, c->body, coin);
+        c->fuse_style = static_cast<int>(frng() % 4);
+        walk(c->body);
+        s = c;
+      }
+    };
+    walk(k_.body);
+  }
+
+  // fused[q]: iterators q and q + 1 of one iteration (over `body`) fused.
+  template <class Coin>
+  std::vector<bool> choose_fusions(const std::vector<int>& its, const std::vector<StmtP>& body, Coin& coin) const {
+    std::vector<bool> fused(its.empty() ? 0 : its.size() - 1, false);
+    for (std::size_t q = 0; q + 1 < its.size(); ++q) {
+      const int a = k_.iterators[static_cast<std::size_t>(its[q])].axis, b = k_.iterators[static_cast<std::size_t>(its[q + 1])].axis;
+      const Axis& A = k_.axes[static_cast<std::size_t>(a)];
+      const Axis& B = k_.axes[static_cast<std::size_t>(b)];
+      if (B.parent != a || A.merge != ir::MergeOp::none || B.merge != ir::MergeOp::none) continue;
+      const bool starts = q == 0 || !fused[q - 1];
+      if (starts && A.parent >= 0 && A.kind != ir::AxisKind::sparse_variable && A.kind != ir::AxisKind::dense_variable)
+        continue;  // a chain cannot start at a sparse_fixed child
+      if (predicted_spatial(body, its[q]) != predicted_spatial(body, its[q + 1])) continue;
+      if (!starts && predicted_spatial(body, its[q]) != predicted_spatial(body, its[q - 1])) continue;
+      fused[q] = coin(0.6);
+    }
+    return fused;
+  }
+
+  // Whether the front end infers iterator `it` spatial in an iteration over `body` (§3): every
+  // write of a buffer there indexes a slot by it, and no local declared outside is written.
+  static bool predicted_spatial(const std::vector<StmtP>& body, int it) {
+    std::set<int> declared;
+    bool spatial = true;
+    std::function<void(const std::vector<StmtP>&)> walk = [&](const std::vector<StmtP>& b) {
+      for (auto& s : b) {
+        if (s->kind == Stmt::LocalDecl) declared.insert(s->target);
+        if (s->kind == Stmt::LocalWrite && !declared.count(s->target)) spatial = false;
+        if (s->kind == Stmt::Write && std::find(s->iters.begin(), s->iters.end(), it) == s->iters.end()) spatial = false;
+        if (s->kind == Stmt::ForEach) walk(s->body);
+      }
+    };
+    walk(body);
+    return spatial;
   }
 
   // A kernel that assembles a sparse output c = out<T, P, C>, C = assembled<P, X>: its only

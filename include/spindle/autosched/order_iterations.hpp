@@ -245,6 +245,9 @@ inline std::string fixed_order_reason(const ir::SparseIterationNode* n, const Bo
   if (facts.nested) return "it holds another iteration (only innermost iterations are reordered)";
   if (facts.writes_outer_local)
     return "it writes a local declared outside it (its result depends on the order of the points)";
+  for (std::size_t k = 0; k < n->axes.size(); ++k)  // iter<fuse<...>> (or an earlier sparse_fuse)
+    if (n->fused_with_next(k))
+      return "axes " + n->axes[k]->name + " and " + n->axes[k + 1]->name + " are fused (one loop)";
   for (std::size_t k = 0; k < n->axes.size(); ++k) {
     const ir::Axis& a = n->axes[k];
     // A co-iteration (§3.1) needs its operands' parents iterated first, and reads its
@@ -307,7 +310,7 @@ class OrderIterations : public ir::IRMutator {
     ir::Stmt out = body.same_as(n->body)
                        ? self
                        : ir::Stmt(std::make_shared<ir::SparseIterationNode>(n->name, n->axes, n->vars, n->kinds,
-                                                                            n->init, body, n->loc));
+                                                                            n->init, body, n->loc, n->fused));
     return permuted(out, choose(out.as<ir::SparseIterationNode>(), top_level));
   }
 

@@ -200,6 +200,34 @@ constexpr bool is_ancestor_or_self() {
 }
 
 namespace detail {
+template <class A, class B, class... More>
+constexpr bool is_parent_chain() {
+  if constexpr (!std::is_same_v<parent_axis_t<B>, A>)
+    return false;
+  else if constexpr (sizeof...(More) == 0)
+    return true;
+  else
+    return is_parent_chain<B, More...>();
+}
+}  // namespace detail
+
+// A fused chain of axes (docs/language.md §3.2; SparseTIR's T.fuse): fuse<I, J> iterates
+// axis I and its child J as one loop over J's positions (over a CSR: one loop over the
+// nonzeros, split evenly across threads whatever the row lengths), as in a nonzero-parallel
+// SDDMM or a fused reduction. Each axis after the first is the child of the one before.
+// It is not an axis: it is iterated as iter<fuse<I, J>> (a kernel lambda's parameter, or
+// for_each<fuse<I, J>, ...>), whose iterators come out as `auto [i, j] = ij;` or ij.get<J>().
+// The points and their order are those of iter<I>, iter<J>: only the loop structure changes.
+template <class A, class B, class... More>
+struct fuse {
+  static_assert(is_axis_v<A> && is_axis_v<B> && (is_axis_v<More> && ...),
+                "spindle::fuse<A, B, ...>: every argument must be an axis type");
+  static_assert(detail::is_parent_chain<A, B, More...>(),
+                "spindle::fuse<A, B, ...>: each axis must be the child of the one before it (e.g. fuse<I, J> with "
+                "struct J : sparse_variable<I>)");
+};
+
+namespace detail {
 
 template <class T>
 constexpr std::string_view pretty_name() {

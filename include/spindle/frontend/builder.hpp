@@ -227,9 +227,10 @@ class KernelBuilder {
   bool recording() const { return !frames_.empty(); }
 
   // A sparse iteration over `axes` with the recorded body; its iterator kinds and init
-  // are inferred when the kernel is finished (infer_iteration_kinds).
+  // are inferred when the kernel is finished (infer_iteration_kinds), which also checks the
+  // fused chains (`fused`, from iter<fuse<...>>: SparseIterationNode::fused).
   SPINDLE_DECL ir::Stmt make_iteration(std::string name, std::vector<ir::Axis> axes, std::vector<ir::Var> vars,
-                                       Frame body, ir::SourceLoc loc);
+                                       Frame body, ir::SourceLoc loc, std::vector<bool> fused = {});
 
   // A name not given out before in this kernel: base, else base1, base2, ... (skipping
   // names that are taken, so an axis "i1" and the second iterator of "i" never share one).

@@ -56,13 +56,14 @@ SPINDLE_DECL ir::Buffer KernelBuilder::new_local(DType t, std::string name) {
 }
 
 SPINDLE_DECL ir::Stmt KernelBuilder::make_iteration(std::string name, std::vector<ir::Axis> axes,
-                                                  std::vector<ir::Var> vars, Frame body, ir::SourceLoc loc) {
+                                                  std::vector<ir::Var> vars, Frame body, ir::SourceLoc loc,
+                                                  std::vector<bool> fused) {
   ir::Stmt b = ir::seq(std::move(body.stmts), loc);
   if (!body.allocs.empty()) b = ir::block(name + "_locals", std::move(body.allocs), b, loc);
   std::vector<ir::IterKind> kinds(axes.size(), ir::IterKind::spatial);
   return ir::Stmt(std::make_shared<ir::SparseIterationNode>(std::move(name), std::move(axes),
                                                             std::move(vars), std::move(kinds),
-                                                            ir::Stmt(), std::move(b), loc));
+                                                            ir::Stmt(), std::move(b), loc, std::move(fused)));
 }
 
 SPINDLE_DECL ir::Function KernelBuilder::finish(ir::Stmt body) {

@@ -1,9 +1,11 @@
 // From a C++ lambda to stage-I IR. The lambda's parameters declare the kernel:
 // buffers (in/out/inout) and scalars (param) are the call arguments in order; iterators
-// (iter<A>) make the body a sparse iteration over their axes in order. The body runs once,
+// (iter<A>, or iter<fuse<A, B>> for a fused chain) make the body a sparse iteration over
+// their axes in order. The body runs once,
 // at definition time, recording statements; nested iterations come from for_each.
 #pragma once
 
+#include <algorithm>
 #include <source_location>
 #include <string>
 #include <tuple>
@@ -53,25 +55,61 @@ struct lambda_signature<R (C::*)(P...)> {
 
 inline ir::SourceLoc to_loc(const std::source_location& l) { return {l.file_name(), l.line()}; }
 
+// The axes, iterators and fused flags of an iteration, in order (`fused[k]`: axis k and
+// k + 1 run as one loop, as SparseIterationNode::fused).
+struct IterList {
+  std::vector<ir::Axis> axes;
+  std::vector<ir::Var> vars;
+  std::vector<bool> fused;
+  bool any_fused() const { return std::find(fused.begin(), fused.end(), true) != fused.end(); }
+};
+
+// Makes the iterator object of an iter<A> or iter<fuse<A, B, ...>> parameter, appending its
+// axes and iterators to `out`.
+template <class P>
+struct IterMaker;
+template <class A>
+struct IterMaker<iter<A>> {
+  static iter<A> make(KernelBuilder& b, IterList& out) {
+    ir::Axis axis = b.template axis<A>();
+    ir::Var v = b.iterator_var(axis);
+    out.axes.push_back(std::move(axis));
+    out.vars.push_back(v);
+    out.fused.push_back(false);
+    return iter<A>(std::move(v));
+  }
+};
+template <class A, class B, class... More>
+struct IterMaker<iter<fuse<A, B, More...>>> {
+  static iter<fuse<A, B, More...>> make(KernelBuilder& b, IterList& out) {
+    const std::size_t first = out.axes.size();
+    // Braces: the axes' iterators are made left to right.
+    iter<fuse<A, B, More...>> it{IterMaker<iter<A>>::make(b, out), IterMaker<iter<B>>::make(b, out),
+                                 IterMaker<iter<More>>::make(b, out)...};
+    for (std::size_t k = first; k + 1 < out.axes.size(); ++k) out.fused[k] = true;
+    return it;
+  }
+};
+
 // Builds the lambda's parameter objects in order; `Arg` counts call arguments so far.
 template <int Arg, class... Ps>
 struct ParamMaker;
 template <int Arg>
 struct ParamMaker<Arg> {
-  static std::tuple<> make(KernelBuilder&) { return {}; }
+  static std::tuple<> make(KernelBuilder&, IterList&) { return {}; }
 };
 template <int Arg, class P, class... Ps>
 struct ParamMaker<Arg, P, Ps...> {
-  static auto make(KernelBuilder& b) {
+  static auto make(KernelBuilder& b, IterList& iters) {
     static_assert(is_kernel_param_v<P>,
                   "spindle: a kernel lambda's parameters must be spindle::in/out/inout buffers, "
                   "spindle::param scalars or spindle::iter iterators");
     if constexpr (is_iter<P>::value) {
-      P it(b.iterator_var(b.template axis<typename P::axis>()));
-      return std::tuple_cat(std::tuple<P>(std::move(it)), ParamMaker<Arg, Ps...>::make(b));
+      P it = IterMaker<P>::make(b, iters);
+      return std::tuple_cat(std::tuple<P>(std::move(it)), ParamMaker<Arg, Ps...>::make(b, iters));
     } else {
       P p(b, Arg);
-      return std::tuple_cat(std::tuple<P>(std::move(p)), ParamMaker<Arg + 1, Ps...>::make(b));
+      return std::tuple_cat(std::tuple<P>(std::move(p)), ParamMaker<Arg + 1, Ps...>::make(b, iters));
     }
   }
 };
@@ -80,19 +118,6 @@ template <class Tuple>
 struct ParamMakerFor;
 template <class... Ps>
 struct ParamMakerFor<std::tuple<Ps...>> : ParamMaker<0, Ps...> {};
-
-template <class Tuple, std::size_t... K>
-void collect_iters(const Tuple& t, std::index_sequence<K...>, KernelBuilder& b, std::vector<ir::Axis>& axes,
-                   std::vector<ir::Var>& vars) {
-  auto one = [&](const auto& p) {
-    using P = std::decay_t<decltype(p)>;
-    if constexpr (is_iter<P>::value) {
-      axes.push_back(b.template axis<typename P::axis>());
-      vars.push_back(p.var());
-    }
-  };
-  (one(std::get<K>(t)), ...);
-}
 
 }  // namespace detail
 
@@ -121,15 +146,14 @@ ir::Function define_kernel(std::string name, F&& f, std::source_location loc = s
   detail::KernelBuilder b(std::move(name), detail::to_loc(loc));
   b.set_names(std::move(arg_names), detail::call_arg_count<Params>::value);
   detail::BuilderScope scope(b);
-  auto params = detail::ParamMakerFor<Params>::make(b);
-  std::vector<ir::Axis> axes;
-  std::vector<ir::Var> vars;
-  detail::collect_iters(params, std::make_index_sequence<std::tuple_size_v<Params>>{}, b, axes, vars);
+  detail::IterList iters;
+  auto params = detail::ParamMakerFor<Params>::make(b, iters);
   std::string iteration = b.fresh_iteration_name();
   auto frame = b.record([&] { std::apply(f, params); });
   ir::Stmt body;
-  if (!axes.empty()) {
-    body = b.make_iteration(std::move(iteration), std::move(axes), std::move(vars), std::move(frame), b.loc());
+  if (!iters.axes.empty()) {
+    body = b.make_iteration(std::move(iteration), std::move(iters.axes), std::move(iters.vars), std::move(frame),
+                            b.loc(), std::move(iters.fused));
   } else {
     body = ir::seq(std::move(frame.stmts), b.loc());
     if (!frame.allocs.empty()) body = ir::block(b.kernel_name() + "_locals", std::move(frame.allocs), body, b.loc());
@@ -139,23 +163,18 @@ ir::Function define_kernel(std::string name, F&& f, std::source_location loc = s
 
 // A nested sparse iteration over Axes inside a kernel body:
 //   spindle::for_each<J>([&](spindle::iter<J> j) { ... });
+// An element of Axes may be a fused chain: for_each<fuse<J, L>>([&](iter<fuse<J, L>> jl) { ... }).
 template <class... Axes, class F>
 void for_each(F&& f, std::source_location loc = std::source_location::current()) {
   static_assert(sizeof...(Axes) > 0, "spindle::for_each needs at least one axis");
   auto& b = detail::KernelBuilder::current();
-  std::vector<ir::Axis> axes{b.template axis<Axes>()...};
-  std::vector<ir::Var> vars;
-  for (auto& a : axes) vars.push_back(b.iterator_var(a));
+  detail::IterList iters;
+  // Braces: the iterators are made left to right.
+  std::tuple<iter<Axes>...> its{detail::IterMaker<iter<Axes>>::make(b, iters)...};
   std::string name = b.fresh_iteration_name();
-  auto frame = b.record([&] {
-    std::size_t k = 0;
-    auto make = [&](auto tag) {
-      using A = typename decltype(tag)::type;
-      return iter<A>(vars[k++]);
-    };
-    std::apply(f, std::tuple<iter<Axes>...>{make(std::type_identity<Axes>{})...});
-  });
-  b.emit(b.make_iteration(std::move(name), std::move(axes), std::move(vars), std::move(frame), detail::to_loc(loc)));
+  auto frame = b.record([&] { std::apply(f, its); });
+  b.emit(b.make_iteration(std::move(name), std::move(iters.axes), std::move(iters.vars), std::move(frame),
+                          detail::to_loc(loc), std::move(iters.fused)));
 }
 
 }  // namespace spindle

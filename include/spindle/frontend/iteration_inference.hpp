@@ -44,6 +44,7 @@
 #include "spindle/ir/affine_index.hpp"
 #include "spindle/ir/equal.hpp"
 #include "spindle/ir/functor.hpp"
+#include "spindle/ir/fused_chain.hpp"
 #include "spindle/ir/indirect.hpp"
 #include "spindle/ir/ops.hpp"
 #include "spindle/ir/printer.hpp"
@@ -87,11 +88,33 @@ class IterationInference : public ir::IRMutator {
       for (auto& i : it->second) inits.push_back(ir::store(i.buffer, i.indices, i.value, n->loc));
     ir::Stmt init = n->init.defined() ? n->init : ir::seq(std::move(inits), n->loc);
     ir::Stmt body = mutate(n->body);
-    return ir::Stmt(std::make_shared<ir::SparseIterationNode>(n->name, n->axes, n->vars, std::move(kinds),
-                                                              init, body, n->loc));
+    auto out = std::make_shared<ir::SparseIterationNode>(n->name, n->axes, n->vars, std::move(kinds), init, body,
+                                                         n->loc, n->fused);
+    check_fused_chains(*out);
+    return ir::Stmt(std::move(out));
   }
 
  public:
+  // The chains of iter<fuse<...>> (docs/language.md §3.2), once the iterator kinds are known:
+  // the rule of ir/fused_chain.hpp, and no assembled output (its row-by-row phases need the
+  // rows as a loop of their own).
+  void check_fused_chains(const ir::SparseIterationNode& n) const {
+    for (std::size_t first = 0; first < n.axes.size(); ++first) {
+      if (!n.fused_with_next(first) || (first > 0 && n.fused_with_next(first - 1))) continue;
+      std::size_t last = first + 1;
+      while (n.fused_with_next(last)) ++last;
+      std::string chain;
+      for (std::size_t k = first; k <= last; ++k) chain += (k > first ? ", " : "") + n.axes[k]->name;
+      const std::string problem = ir::fused_chain_problem(n, first, last);
+      SPINDLE_CHECK(problem.empty(), UserError, "kernel '", kernel_, "': iteration '", n.name, "' fuses axes ",
+                    chain, " (iter<fuse<", chain, ">>): ", problem);
+      for (auto& fb : buffers_)
+        SPINDLE_CHECK(!ir::is_assembled(*fb.buffer), UserError, "kernel '", kernel_, "': iteration '", n.name,
+                      "' fuses axes ", chain, " (iter<fuse<", chain, ">>) in a kernel that assembles output '",
+                      fb.buffer->name, "', whose phases build it row by row; hint: iterate the axes unfused");
+    }
+  }
+
   // Spatial iterators index every (non-private) write of their iteration's body.
   static std::vector<ir::IterKind> iterator_kinds(const ir::SparseIterationNode* n) {
     Writes w;

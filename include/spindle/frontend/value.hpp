@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -81,6 +82,34 @@ class iter : public Value<std::int64_t> {
 
  private:
   ir::Var var_;
+};
+
+// The iterators of a fused chain of axes (fuse<A, B, ...>, axis_types.hpp): one iterator per
+// axis, all advanced by one loop. Unpack them with `auto [a, b] = ab;`, or take one with
+// ab.get<B>() (by axis) or ab.get<1>() (by position).
+template <class A, class B, class... More>
+class iter<fuse<A, B, More...>> {
+  static_assert(sizeof(fuse<A, B, More...>) > 0);  // instantiates fuse<...>: its checks of the chain
+ public:
+  using axes = std::tuple<A, B, More...>;
+  static constexpr std::size_t size = 2 + sizeof...(More);
+  explicit iter(iter<A> a, iter<B> b, iter<More>... more) : its_(std::move(a), std::move(b), std::move(more)...) {}
+
+  template <std::size_t K>
+  auto get() const {
+    static_assert(K < size, "spindle::iter<fuse<...>>::get<K>: K is past the last axis of the chain");
+    return std::get<K>(its_);
+  }
+  template <class X>
+    requires(is_axis_v<X>)
+  iter<X> get() const {
+    static_assert(int(std::is_same_v<X, A>) + int(std::is_same_v<X, B>) + (0 + ... + int(std::is_same_v<X, More>)) == 1,
+                  "spindle::iter<fuse<...>>::get<X>: X is not an axis of the fused chain");
+    return std::get<iter<X>>(its_);
+  }
+
+ private:
+  std::tuple<iter<A>, iter<B>, iter<More>...> its_;
 };
 
 namespace detail {
@@ -255,3 +284,12 @@ Value<T> infinity() {
 }
 
 }  // namespace spindle
+
+// Structured bindings of a fused iterator: auto [i, j] = ij;
+template <class A, class B, class... More>
+struct std::tuple_size<spindle::iter<spindle::fuse<A, B, More...>>>
+    : std::integral_constant<std::size_t, 2 + sizeof...(More)> {};
+template <std::size_t K, class A, class B, class... More>
+struct std::tuple_element<K, spindle::iter<spindle::fuse<A, B, More...>>> {
+  using type = spindle::iter<std::tuple_element_t<K, std::tuple<A, B, More...>>>;
+};

@@ -11,9 +11,9 @@
 // change, so neither does the result.
 //
 // Checks (UserError naming the step): the iteration exists once; the axes are its axes, named
-// once, adjacent, in its order, each after the first a child of the one before; none is
-// co-iterated; the first is a root axis or a variable axis (a sparse_fixed child is not
-// supported); all are spatial or all are reduction axes (a fused loop is one or the other).
+// once, adjacent, in its order; and the chain rule of ir/fused_chain.hpp (each after the
+// first a child of the one before; none co-iterated; the first a root or variable axis; all
+// spatial or all reduction axes). A kernel can also fuse axes itself: iter<fuse<I, J>>.
 // Two steps whose chains meet (I-J and J-K) fuse the whole chain.
 // Pre/post: stage I; the iteration's `fused` flags are set.
 #pragma once
@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "spindle/ir/function.hpp"
+#include "spindle/ir/fused_chain.hpp"
 #include "spindle/ir/functor.hpp"
 #include "spindle/schedule/named_iteration.hpp"
 #include "spindle/support/error.hpp"
@@ -73,25 +74,8 @@ class SparseFuse : public ir::IRMutator {
       SPINDLE_CHECK(at[q] == at[q - 1] + 1, UserError, what, "axes ", axes_[q - 1], " and ", axes_[q],
                     " are not adjacent in the iteration ", written(n),
                     "; hint: fuse adjacent axes, outermost first (sparse_reorder first to make them adjacent)");
-    for (std::size_t q = 0; q < at.size(); ++q) {
-      const ir::Axis& a = n->axes[at[q]];
-      SPINDLE_CHECK(a->merge == ir::MergeOp::none, UserError, what, "axis ", a->name, " is a co-iteration (",
-                    ir::merge_op_name(a->merge), "), which has no positions to fuse");
-      if (q == 0) {
-        SPINDLE_CHECK(!a->parent || a->is_variable(), UserError, what, "the first axis ", a->name,
-                      " is a sparse_fixed child of ", a->parent->name,
-                      ", which a fused loop cannot start from; hint: start the chain at ", a->parent->name,
-                      " or at a root or variable axis");
-        continue;
-      }
-      const ir::Axis& prev = n->axes[at[q - 1]];
-      SPINDLE_CHECK(a->parent == prev, UserError, what, "axis ", a->name, " is not a child of ", prev->name,
-                    a->parent ? " (its parent is " + a->parent->name + ")" : std::string(" (it is a root axis)"),
-                    "; hint: a fused chain is a parent followed by its child, e.g. the rows and columns of a CSR");
-      SPINDLE_CHECK(n->kinds[at[q]] == n->kinds[at[0]], UserError, what, "axis ", axes_[0], " is ",
-                    kind_name(n->kinds[at[0]]), " and axis ", a->name, " is ", kind_name(n->kinds[at[q]]),
-                    "; hint: a fused loop is one or the other, so fuse only axes of the same kind");
-    }
+    const std::string problem = ir::fused_chain_problem(*n, at.front(), at.back());
+    SPINDLE_CHECK(problem.empty(), UserError, what, problem);
     std::vector<bool> fused = n->fused;
     fused.resize(n->axes.size(), false);
     for (std::size_t q = 0; q + 1 < at.size(); ++q) fused[at[q]] = true;
@@ -99,7 +83,6 @@ class SparseFuse : public ir::IRMutator {
                                                               n->loc, std::move(fused)));
   }
 
-  static const char* kind_name(ir::IterKind k) { return k == ir::IterKind::spatial ? "spatial" : "a reduction axis"; }
   static std::string join(const std::vector<std::string>& v) {
     std::string s;
     for (auto& x : v) s += (s.empty() ? "\"" : ", \"") + x + "\"";

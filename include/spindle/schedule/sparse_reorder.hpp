@@ -39,7 +39,7 @@ class SparseReorder : public ir::IRMutator {
     ir::Stmt out = body.same_as(n->body)
                        ? self
                        : ir::Stmt(std::make_shared<ir::SparseIterationNode>(n->name, n->axes, n->vars, n->kinds,
-                                                                            n->init, body, n->loc));
+                                                                            n->init, body, n->loc, n->fused));
     if (n->name != iteration_) return out;
     ++found;
     return reorder(out);
