@@ -70,13 +70,13 @@ inline const char* kUsage = R"(spindle-bench: Spindle vs Eigen (and SuiteSparse:
 usage: spindle-bench [options]
   --backend cpu|cuda   cpu: Spindle vs Eigen/GraphBLAS/MKL on this CPU; cuda: Spindle's GPU build
                        vs cuSPARSE (see "CUDA backend" below)                 [cpu]
-  --op LIST            spmm, spmv, sddmm, spgemm, spadd, spmul, bsr_spmm, ell_spmm,
+  --op LIST            spmm, spmv, sddmm, spgemm, spadd, spmul, bsr_spmm, dbsr_spmm, ell_spmm,
                        hyb_spmm, tuned_spmm, scheduled_spmm, tuned_spmv, fused_sddmm (comma list,
                        repeatable).
                        spgemm: C = A A,
                        spadd: C = A + A^T, spmul: C = A .* A^T (A instead of A^T when A
-                       is not square), sparse CSR results (no K); bsr_spmm/ell_spmm/hyb_spmm: Spindle's BSR
-                       (--block), ELL or hyb(c, k) (--hyb) SpMM; tuned_spmm: the format spindle::tune::tune_spmm picks for the
+                       is not square), sparse CSR results (no K); bsr_spmm/dbsr_spmm/ell_spmm/hyb_spmm: Spindle's
+                       BSR or DBSR (--block), ELL or hyb(c, k) (--hyb) SpMM; tuned_spmm: the format spindle::tune::tune_spmm picks for the
                        matrix, K and thread count (tuned before timing; its report goes to
                        stderr); scheduled_spmm: Spindle's CSR SpMM under --schedule; each
                        with Spindle's CSR SpMM (default schedule) and the peers' CSR SpMM;
@@ -85,7 +85,7 @@ usage: spindle-bench [options]
                        fused_sddmm: SDDMM with the rows and nonzeros fused into one loop
                        (sparse_fuse), with Spindle's default SDDMM and the peers' SDDMM
                                                           [spmm; cuda: spmm,sddmm]
-  --block B            bsr_spmm block size B x B: 2, 3, 4 or 8                [4]
+  --block B            bsr_spmm/dbsr_spmm block size B x B: 2, 3, 4 or 8      [4]
   --hyb C,K            hyb_spmm: C column partitions, buckets up to width K (a power
                        of two, <= 1024)                                        [1,32]
   --tuning-file PATH   tuned_spmm, tuned_spmv: reuse and append tuning records (JSON Lines)
@@ -198,10 +198,10 @@ inline bool parse_args(int argc, char** argv, Config& c) {
       c.cusparse = false;
     } else if (a == "--op") {
       for (auto& op : split_list(value())) {
-        if (op != "spmm" && op != "spmv" && op != "sddmm" && op != "spgemm" && op != "spadd" && op != "spmul" && op != "bsr_spmm" &&
+        if (op != "spmm" && op != "spmv" && op != "sddmm" && op != "spgemm" && op != "spadd" && op != "spmul" && op != "bsr_spmm" && op != "dbsr_spmm" &&
             op != "ell_spmm" && op != "hyb_spmm" && op != "tuned_spmm" && op != "scheduled_spmm" && op != "tuned_spmv" && op != "fused_sddmm")
           throw std::invalid_argument("--op: unknown operator '" + op +
-                                      "' (spmm, spmv, sddmm, spgemm, spadd, spmul, bsr_spmm, ell_spmm, hyb_spmm, tuned_spmm, scheduled_spmm, tuned_spmv, fused_sddmm)");
+                                      "' (spmm, spmv, sddmm, spgemm, spadd, spmul, bsr_spmm, dbsr_spmm, ell_spmm, hyb_spmm, tuned_spmm, scheduled_spmm, tuned_spmv, fused_sddmm)");
         c.ops.push_back(op);
       }
     } else if (a == "--block") {

@@ -72,6 +72,7 @@ decltype(auto) with_op_kernel(const std::string& op, F&& f) {
   if (op == "spmv") return f(spindle::ops::spmv<T>());
   if (op == "ell_spmm") return f(spindle::ops::ell_spmm<T>());
   if (op == "bsr_spmm") return f(spindle::ops::bsr_spmm_kernel<T, 4, 4>());  // compile latency: 4x4 blocks
+  if (op == "dbsr_spmm") return f(spindle::ops::dbsr_spmm_kernel<T, 4, 4>());
   return f(spindle::ops::sddmm<T>());
 }
 

@@ -54,6 +54,19 @@ struct Kernels {
   spindle::ops::BsrSpmm<T, 3, 3> bsr3;
   spindle::ops::BsrSpmm<T, 4, 4> bsr4;
   spindle::ops::BsrSpmm<T, 8, 8> bsr8;
+  spindle::ops::DbsrSpmm<T, 2, 2> dbsr2;
+  spindle::ops::DbsrSpmm<T, 3, 3> dbsr3;
+  spindle::ops::DbsrSpmm<T, 4, 4> dbsr4;
+  spindle::ops::DbsrSpmm<T, 8, 8> dbsr8;
+  // Y = A X with A in DBSR of b x b blocks (b = the matrix's block size).
+  void dbsr_spmm(const spindle::Dbsr<T>& a, spindle::TensorView<const T> x, spindle::TensorView<T> y) {
+    switch (a.block_rows()) {
+      case 2: dbsr2(a, x, y); break;
+      case 3: dbsr3(a, x, y); break;
+      case 4: dbsr4(a, x, y); break;
+      default: dbsr8(a, x, y); break;
+    }
+  }
   // Y = A X with A in BSR of b x b blocks (b = the matrix's block size).
   void bsr_spmm(const spindle::Bsr<T>& a, spindle::TensorView<const T> x, spindle::TensorView<T> y) {
     switch (a.block_rows()) {
@@ -116,6 +129,7 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
       std::vector<T> cs, ce, cs2;
       std::unique_ptr<spindle::CsrView<T>> cview, cview2;
       std::unique_ptr<spindle::Bsr<T>> bsr;
+      std::unique_ptr<spindle::Dbsr<T>> dbsr;
       std::unique_ptr<spindle::Ell<T>> ell;
       std::unique_ptr<spindle::Hyb<T>> hyb;
       std::unique_ptr<spindle::tune::TunedSpmm<T>> tuned;
@@ -132,7 +146,7 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
       c.op = op;
       c.feat = feat;
       const bool format_case =
-          op == "bsr_spmm" || op == "ell_spmm" || op == "hyb_spmm" || op == "tuned_spmm" || op == "scheduled_spmm";
+          op == "bsr_spmm" || op == "dbsr_spmm" || op == "ell_spmm" || op == "hyb_spmm" || op == "tuned_spmm" || op == "scheduled_spmm";
       if (op == "spmm" || format_case) {
         // Y = A X: Eigen's result is the reference; the peers run on A in CSR.
         x = random_dense<T>(cols, feat, seed);
@@ -169,6 +183,18 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
           c.spindle = [&] {
             k.bsr_spmm(*bsr, spindle::TensorView<const T>(x.data(), {cols, feat}),
                        spindle::TensorView<T>(ys.data(), {rows, feat}));
+          };
+        } else if (op == "dbsr_spmm") {
+          dbsr = std::make_unique<spindle::Dbsr<T>>(spindle::Dbsr<T>::from_csr(a, cfg.block, cfg.block));
+          char buf[200];
+          std::snprintf(buf, sizeof buf, "dbsr %dx%d, %lld of %lld block rows stored, padding %.2f, %.1f MB, from CSR in %.1f ms",
+                        cfg.block, cfg.block, static_cast<long long>(dbsr->stored_block_rows()),
+                        static_cast<long long>(dbsr->block_row_count()), dbsr->padding_ratio(),
+                        static_cast<double>(dbsr->bytes()) / 1e6, conv.seconds() * 1e3);
+          c.format = buf;
+          c.spindle = [&] {
+            k.dbsr_spmm(*dbsr, spindle::TensorView<const T>(x.data(), {cols, feat}),
+                        spindle::TensorView<T>(ys.data(), {rows, feat}));
           };
         } else if (op == "hyb_spmm") {
           hyb = std::make_unique<spindle::Hyb<T>>(spindle::Hyb<T>::from_csr(a, cfg.hyb_partitions, cfg.hyb_width));
@@ -528,6 +554,13 @@ int run(const Config& cfg) {
         if (cfg.block == 3) use(k.bsr3.kernel());
         if (cfg.block == 4) use(k.bsr4.kernel());
         if (cfg.block == 8) use(k.bsr8.kernel());
+      }
+      if (op == "dbsr_spmm") {
+        auto use = [&](const auto& kb) { ck = &kb.compile(), text = cfg.explain ? kb.explain() : ""; };
+        if (cfg.block == 2) use(k.dbsr2.kernel());
+        if (cfg.block == 3) use(k.dbsr3.kernel());
+        if (cfg.block == 4) use(k.dbsr4.kernel());
+        if (cfg.block == 8) use(k.dbsr8.kernel());
       }
       report.kernels.push_back({op, spindle::runtime::code_source_name(ck->stats().source), ck->stats().lower_micros,
                                 ck->stats().load_micros});

@@ -109,7 +109,7 @@ if ((full)); then
   for t in spindle_runtime_tests spindle_error_tests; do
     SPINDLE_CACHE_DIR="$nollvm/kernel-cache" "$nollvm/tests/$t"
   done
-  SPINDLE_CACHE_DIR="$nollvm/kernel-cache" "$nollvm/tests/spindle-kernel-fuzz" --seed 2 --count 120 --engines system
+  SPINDLE_CACHE_DIR="$nollvm/kernel-cache" "$nollvm/tests/spindle-kernel-fuzz" --seed 2 --count 100 --engines system
   stage_done "without LLVM"
   # libFuzzer targets (Matrix Market reader, CSR validator, cache-entry reader): built with
   # Clang's fuzzer + ASan + UBSan and run once over their committed seed corpora. Long runs:

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "spindle/format/bsr.hpp"
+#include "spindle/format/dbsr.hpp"
 #include "spindle/format/csc.hpp"
 #include "spindle/format/ell.hpp"
 #include "spindle/format/hyb.hpp"
@@ -146,25 +147,52 @@ auto bsr_spmm_kernel() {
                                    sp::iter<Bj> bj, sp::iter<K> k) { c(i, bi, k) += a(i, j, bi, bj) * b(j, bj, k); });
 }
 
-// Y = A X for A in BSR with BR x BC blocks, X [A.cols(), K] and Y [A.rows(), K] row-major.
-// When the matrix extents are multiples of the block, the kernel runs on block-shaped views
-// of X and Y directly. Otherwise X is copied into a zero-padded buffer and Y computed into
-// one and copied back (buffers kept by the object and reused; calls on one object from
-// several threads take turns); to avoid the copies, allocate X and Y with
-// A.padded_cols() / A.padded_rows() rows and call bsr_spmm_kernel on views. Stored zeros
-// inside blocks take part in the products like any stored value (0 * inf = NaN, as in every
-// blocked format).
-template <class T, std::int64_t BR, std::int64_t BC, class Index = std::int32_t>
-class BsrSpmm {
- public:
-  BsrSpmm() : kernel_(bsr_spmm_kernel<T, BR, BC, Index>()), scratch_(std::make_shared<Scratch>()) {}
+// DBSR (Dbsr<T, Index>): the stored block rows are a root sparse axis, their block columns
+// a compressed level under it; C = A B visits the stored block rows only (the others are 0).
+template <class Index>
+struct RowsB : sp::sparse_root<Index> {
+  static constexpr const char* axis_name = "IB";
+};
+template <class Index>
+struct JBd : sp::sparse_variable<RowsB<Index>, Index> {
+  static constexpr const char* axis_name = "JB";
+};
 
-  void operator()(const Bsr<T, Index>& a, TensorView<const T> x, TensorView<T> y) const {
-    const std::string what = "bsr_spmm<" + std::to_string(BR) + "x" + std::to_string(BC) + ">";
+template <class T, std::int64_t BR, std::int64_t BC, class Index = std::int32_t>
+auto dbsr_spmm_kernel() {
+  using R_ = RowsB<Index>;
+  using Jb = JBd<Index>;
+  using Bi = BI<BR>;
+  using Bj = BJ<BC>;
+  return sp::kernel("dbsr_spmm", [](sp::in<T, R_, Jb, Bi, Bj> a, sp::in<T, sp::dense<Jb>, Bj, K> b,
+                                    sp::out<T, sp::dense<R_>, Bi, K> c, sp::iter<R_> i, sp::iter<Bi> bi,
+                                    sp::iter<Jb> j, sp::iter<Bj> bj,
+                                    sp::iter<K> k) { c(i, bi, k) += a(i, j, bi, bj) * b(j, bj, k); });
+}
+
+namespace detail {
+
+// Y = A X for a blocked A (Bsr or Dbsr) with BR x BC blocks, X [A.cols(), K] and Y [A.rows(), K]
+// row-major, through `Kernel` on the block-shaped views [nb, BC, K] and [mb, BR, K]. When the
+// matrix extents are multiples of the block, the kernel runs on views of X and Y directly.
+// Otherwise X is copied into a zero-padded buffer and Y computed into one and copied back
+// (buffers kept by the object and reused; calls on one object from several threads take
+// turns); to avoid the copies, allocate X and Y with A.padded_cols() / A.padded_rows() rows
+// and call the kernel on views. Stored zeros inside blocks take part in the products like
+// any stored value (0 * inf = NaN, as in every blocked format).
+template <class Matrix, class Kernel, std::int64_t BR, std::int64_t BC>
+class BlockSpmm {
+ public:
+  using T = typename Matrix::value_type;
+  BlockSpmm(Kernel kernel, const char* name, const char* format)
+      : kernel_(std::move(kernel)), name_(name), format_(format), scratch_(std::make_shared<Scratch>()) {}
+
+  void operator()(const Matrix& a, TensorView<const T> x, TensorView<T> y) const {
+    const std::string what = std::string(name_) + "<" + std::to_string(BR) + "x" + std::to_string(BC) + ">";
     SPINDLE_CHECK(a.block_rows() == BR && a.block_cols() == BC, ShapeError, what, ": the matrix (",
                   a.storage().description(), ") has ", a.block_rows(), "x", a.block_cols(),
-                  " blocks; hint: build it with Bsr::from_csr(csr, ", BR, ", ", BC, ") or use bsr_spmm<T, ",
-                  a.block_rows(), ", ", a.block_cols(), ">()");
+                  " blocks; hint: build it with ", format_, "::from_csr(csr, ", BR, ", ", BC, ") or use ", name_,
+                  "<T, ", a.block_rows(), ", ", a.block_cols(), ">()");
     SPINDLE_CHECK(x.rank() == 2 && y.rank() == 2, ShapeError, what, ": X and Y must be matrices, got ranks ",
                   x.rank(), " and ", y.rank());
     SPINDLE_CHECK(x.dim(0) == a.cols(), ShapeError, what, ": X has ", x.dim(0), " rows but A has ", a.cols(),
@@ -196,7 +224,7 @@ class BsrSpmm {
     kernel_(a, xb, TensorView<T>(yp.data(), {mb, BR, k}));
     std::copy(yp.begin(), yp.begin() + static_cast<std::ptrdiff_t>(y.size()), y.values().begin());
   }
-  void operator()(const Bsr<T, Index>& a, const Tensor<T>& x, Tensor<T>& y) const { (*this)(a, x.view(), y.view()); }
+  void operator()(const Matrix& a, const Tensor<T>& x, Tensor<T>& y) const { (*this)(a, x.view(), y.view()); }
 
   const auto& kernel() const { return kernel_; }
   std::string explain() const { return kernel_.explain(); }
@@ -206,9 +234,39 @@ class BsrSpmm {
     std::mutex mutex;
     std::vector<T> x, y;
   };
-  decltype(bsr_spmm_kernel<T, BR, BC, Index>()) kernel_;
+  Kernel kernel_;
+  const char* name_;
+  const char* format_;
   std::shared_ptr<Scratch> scratch_;
 };
+
+}  // namespace detail
+
+// Y = A X for A in BSR with BR x BC blocks (detail::BlockSpmm: padding, checks).
+template <class T, std::int64_t BR, std::int64_t BC, class Index = std::int32_t>
+class BsrSpmm
+    : public detail::BlockSpmm<Bsr<T, Index>, decltype(bsr_spmm_kernel<T, BR, BC, Index>()), BR, BC> {
+ public:
+  BsrSpmm()
+      : detail::BlockSpmm<Bsr<T, Index>, decltype(bsr_spmm_kernel<T, BR, BC, Index>()), BR, BC>(
+            bsr_spmm_kernel<T, BR, BC, Index>(), "bsr_spmm", "Bsr") {}
+};
+
+// Y = A X for A in DBSR with BR x BC blocks: only the stored block rows are visited, the
+// rows of the other block rows of Y are 0.
+template <class T, std::int64_t BR, std::int64_t BC, class Index = std::int32_t>
+class DbsrSpmm
+    : public detail::BlockSpmm<Dbsr<T, Index>, decltype(dbsr_spmm_kernel<T, BR, BC, Index>()), BR, BC> {
+ public:
+  DbsrSpmm()
+      : detail::BlockSpmm<Dbsr<T, Index>, decltype(dbsr_spmm_kernel<T, BR, BC, Index>()), BR, BC>(
+            dbsr_spmm_kernel<T, BR, BC, Index>(), "dbsr_spmm", "Dbsr") {}
+};
+
+template <class T, std::int64_t BR, std::int64_t BC, class Index = std::int32_t>
+DbsrSpmm<T, BR, BC, Index> dbsr_spmm() {
+  return {};
+}
 
 template <class T, std::int64_t BR, std::int64_t BC, class Index = std::int32_t>
 BsrSpmm<T, BR, BC, Index> bsr_spmm() {

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "spindle/format/bsr.hpp"
+#include "spindle/format/dbsr.hpp"
 #include "spindle/format/csf.hpp"
 #include "spindle/format/csr.hpp"
 #include "spindle/format/dcsr.hpp"

@@ -1,4 +1,4 @@
-// Block and padded formats as kernel arguments: BSR SpMM with compile-time block extents
+// Block and padded formats as kernel arguments: BSR and DBSR SpMM with compile-time block extents
 // (dense_fixed_n<N>), ELL SpMM, hyb(c, k) SpMM and CSC SpMV/SpMM (ops.hpp), against the plain CSR loop of the matrix they
 // were built from, on every test shape, several block shapes and feature sizes, the real
 // matrices, with 1 and 3 threads; the kernels' IR against the reference interpreter; the
@@ -60,6 +60,48 @@ void check_bsr_spmm(const sp::Csr<T>& a, std::int64_t k, const std::string& what
   auto y = poisoned<T>({a.rows(), k});
   spmm(bsr, x, y);
   check_close<T>(ref, y.values(), what + " BsrSpmm");
+}
+
+// Dbsr<T>::from_csr against the Bsr it keeps the non-empty block rows of, and Y = A X through
+// DbsrSpmm<T, BR, BC> and its kernel (1 and 3 threads) against the CSR loop.
+template <class T, std::int64_t BR, std::int64_t BC>
+void check_dbsr_spmm(const sp::Csr<T>& a, std::int64_t k, const std::string& what) {
+  INFO(what << " dbsr blocks " << BR << "x" << BC << " k=" << k);
+  const auto bsr = sp::Bsr<T>::from_csr(a, BR, BC);
+  const auto d = sp::Dbsr<T>::from_csr(a, BR, BC);
+  std::int64_t nonempty = 0;
+  for (std::int64_t r = 0; r < bsr.block_row_count(); ++r) nonempty += bsr.indptr()[r + 1] > bsr.indptr()[r];
+  REQUIRE(d.stored_block_rows() == nonempty);
+  REQUIRE(d.nnz_blocks() == bsr.nnz_blocks());
+  REQUIRE(d.block_row_count() == bsr.block_row_count());
+  REQUIRE(d.block_col_count() == bsr.block_col_count());
+  for (std::size_t q = 0; q + 1 < d.row_ids().size(); ++q) REQUIRE(d.row_ids()[q] < d.row_ids()[q + 1]);
+  const auto back = d.to_bsr();
+  REQUIRE(std::vector<std::int32_t>(back.indptr().begin(), back.indptr().end()) ==
+          std::vector<std::int32_t>(bsr.indptr().begin(), bsr.indptr().end()));
+  REQUIRE(std::vector<T>(back.values().begin(), back.values().end()) == std::vector<T>(bsr.values().begin(), bsr.values().end()));
+  const auto c1 = d.to_csr(), c2 = bsr.to_csr();
+  REQUIRE(std::vector<std::int32_t>(c1.indices().begin(), c1.indices().end()) ==
+          std::vector<std::int32_t>(c2.indices().begin(), c2.indices().end()));
+  CHECK(d.padding_ratio() == bsr.padding_ratio());
+  CHECK(d.bytes() == static_cast<std::int64_t>((2 * nonempty + 1 + d.nnz_blocks()) * 4 + d.values().size() * sizeof(T)));
+  const auto x = sp::Tensor<T>::random({a.cols(), k}, 8, -1, 1);
+  const auto ref = ref_spmm(a, x.values(), k);
+  const sp::ops::DbsrSpmm<T, BR, BC> spmm;
+  for (int threads : {1, 3}) {
+    INFO("threads " << threads);
+    auto kernel = spmm.kernel().with_runtime(runtime_with_threads(threads));
+    const std::int64_t mb = d.block_row_count(), nb = d.block_col_count();
+    std::vector<T> xp(static_cast<std::size_t>(nb * BC * k), T(0)), yp(static_cast<std::size_t>(mb * BR * k), T(7));
+    std::copy(x.values().begin(), x.values().end(), xp.begin());
+    kernel(d, sp::TensorView<const T>(xp.data(), {nb, BC, k}), sp::TensorView<T>(yp.data(), {mb, BR, k}));
+    std::vector<T> y(yp.begin(), yp.begin() + static_cast<std::ptrdiff_t>(a.rows() * k));
+    check_close<T>(ref, y, what + " dbsr_spmm kernel");  // rows of unstored block rows: 0
+    for (std::size_t q = y.size(); q < yp.size(); ++q) REQUIRE(yp[q] == T(0));  // padding rows: out is zero-filled
+  }
+  auto y = poisoned<T>({a.rows(), k});
+  spmm(d, x, y);
+  check_close<T>(ref, y.values(), what + " DbsrSpmm");
 }
 
 template <class T>
@@ -271,6 +313,85 @@ TEST_CASE("BSR SpMM on real matrices (FEM blocks and a graph)", "[correctness][f
     check_bsr_spmm<float, 4, 4>(*a, 32, file);
     check_bsr_spmm<float, 2, 3>(*a, 5, file);
   }
+}
+
+TEMPLATE_TEST_CASE("DBSR (doubly compressed BSR): the non-empty block rows of the BSR, SpMM matches the CSR loop",
+                   "[correctness][formats][dbsr]", float, double) {
+  using T = TestType;
+  const Shape s = GENERATE(from_range(matrix_shapes()));
+  INFO(s << " " << dtype_label<T>());
+  const auto a = random_csr<T>(s, 23);
+  for (std::int64_t k : {1, 7, 33}) {
+    check_dbsr_spmm<T, 1, 1>(a, k, s.name);
+    check_dbsr_spmm<T, 4, 4>(a, k, s.name);
+    check_dbsr_spmm<T, 3, 5>(a, k, s.name);
+  }
+  // Block-sparse with most block rows empty (97 % of the rows empty: 88 % of 4-row blocks).
+  const auto h = random_csr<T>(Shape{"hypersparse", 20011, 3001, 5, 0.97}, 24);
+  check_dbsr_spmm<T, 4, 4>(h, 16, "hypersparse");
+  CHECK(sp::Dbsr<T>::from_csr(h, 4, 4).bytes() < sp::Bsr<T>::from_csr(h, 4, 4).bytes());
+}
+
+TEST_CASE("DBSR on real matrices, against the interpreter and the CUDA build, structure errors",
+          "[correctness][formats][dbsr][graphs][interpreter][cuda]") {
+  for (const char* file : {"matrices/bcsstk25.mtx.gz", "gnn/cora.mtx.gz"}) {
+    auto a = load_graph<float>(file);
+    if (!a) {
+      WARN("skipping " << file << ": not found under " << data_dir());
+      continue;
+    }
+    check_dbsr_spmm<float, 4, 4>(*a, 32, file);
+    check_dbsr_spmm<float, 2, 3>(*a, 5, file);
+  }
+  // Empty block rows at both ends and in the middle, through the interpreter and the CUDA
+  // build (emulated here, on the GPU where there is one).
+  const auto a = random_csr<float>(Shape{"gaps", 41, 23, 3, 0.6}, 65);
+  const auto d = sp::Dbsr<float>::from_csr(a, 2, 3);
+  const std::int64_t k = 5, mb = d.block_row_count(), nb = d.block_col_count();
+  REQUIRE(d.stored_block_rows() < mb);
+  const auto x = sp::Tensor<float>::random({a.cols(), k}, 66, -1, 1);
+  std::vector<float> xp(static_cast<std::size_t>(nb * 3 * k), 0.0f);
+  std::copy(x.values().begin(), x.values().end(), xp.begin());
+  const auto kernel = sp::ops::dbsr_spmm_kernel<float, 2, 3>();
+  spindle::test::NvrtcCheck nvrtc;
+  auto run = [&](auto&& how) {
+    auto y = sp::Tensor<float>::full({mb, 2, k}, 99.0f);
+    std::vector<sp::runtime::CallArg> args(3);
+    args[0].view = sp::storage_of(d);
+    args[1].view = sp::storage_of(sp::TensorView<const float>(xp.data(), {nb, 3, k}));
+    args[2].view = sp::storage_of(y);
+    how(args);
+    return std::vector<float>(y.values().begin(), y.values().begin() + a.rows() * k);
+  };
+  const auto want = run([&](auto& args) { spindle::test::Interpreter(kernel.ir(), args).run(); });
+  check_close<float>(ref_spmm(a, x.values(), k), want, "dbsr interpreter vs CSR loop");
+  const auto emulated = run([&](auto& args) { spindle::test::run_cuda_build(kernel.ir(), args, &nvrtc); });
+  check_close<float>(ref_spmm(a, x.values(), k), emulated, "dbsr CUDA build vs CSR loop");
+  if (nvrtc.available) CHECK(nvrtc.compiled >= 1);
+  // Structure errors name the place (5 x 4 with 2 x 2 blocks: 3 block rows, 2 block columns).
+  using D = sp::Dbsr<float>;
+  const std::vector<float> one(4, 1.0f), two(8, 1.0f);
+  CHECK_THROWS_WITH(D(5, 4, 2, 2, {1, 1}, {0, 1, 2}, {0, 1}, two),
+                    Catch::Contains("block row ids are not strictly ascending at stored block row 1"));
+  CHECK_THROWS_WITH(D(5, 4, 2, 2, {3}, {0, 1}, {0}, one), Catch::Contains("block row id 3 out of range [0, 3)"));
+  CHECK_THROWS_WITH(D(5, 4, 2, 2, {0, 2}, {0, 1}, {0}, one), Catch::Contains("indptr has 2 entries"));
+  CHECK_THROWS_WITH(D(5, 4, 2, 2, {0}, {0, 1}, {2}, one), Catch::Contains("index 2 out of range [0, 2)"));
+  CHECK_THROWS_WITH(D(5, 4, 2, 2, {0}, {0, 2}, {1, 0}, two), Catch::Contains("not strictly ascending"));
+  CHECK_THROWS_WITH(D(5, 4, 2, 2, {0}, {0, 1}, {0}, std::vector<float>(3, 1.0f)),
+                    Catch::Contains("values has 3 entries, expected nnz_blocks * 2 * 2 = 4"));
+  CHECK_THROWS_AS(D(5, 4, 0, 2, {}, {0}, {}, {}), sp::ShapeError);
+  const D ok(5, 4, 2, 2, {0}, {0, 1}, {0}, one);
+  CHECK(ok.to_bsr().nnz_blocks() == 1);
+  CHECK(ok.stored_nonzeros() == 4);
+  // The wrong block shape for the operator, and a DBSR where a BSR is expected.
+  auto y = sp::Tensor<float>::zeros({a.rows(), k});
+  const auto dbsr44 = sp::ops::dbsr_spmm<float, 4, 4>();
+  CHECK_THROWS_AS(dbsr44(d, x, y), sp::ShapeError);
+  auto yb = sp::Tensor<float>::zeros({mb, 2, k});
+  const auto bsr23 = sp::ops::bsr_spmm_kernel<float, 2, 3>();
+  const sp::TensorView<const float> xb(xp.data(), {nb, 3, k});
+  CHECK_THROWS_AS(bsr23(d, xb, yb), sp::ShapeError);
+  CHECK_NOTHROW(sp::Dbsr<float>());
 }
 
 TEMPLATE_TEST_CASE("ELL SpMM matches the CSR loop (exact and wider than the longest row)",

@@ -54,6 +54,30 @@ BlockGrid block_grid(const std::string& what, std::int64_t rows, std::int64_t co
   return {padded(rows, br, "row"), padded(cols, bc, "column")};
 }
 
+// The levels under a blocked format's block rows: the block columns (compressed, sorted,
+// `indptr` over the stored block rows), then the rows and columns inside a block.
+template <class Index>
+void append_block_levels(StorageView& s, std::int64_t nb, const std::vector<Index>& indptr,
+                         const std::vector<Index>& indices, std::int64_t br, std::int64_t bc) {
+  LevelView blocks;
+  blocks.kind = LevelKind::sparse_variable;
+  blocks.length = nb;
+  blocks.nnz = static_cast<std::int64_t>(indices.size());
+  blocks.indptr = indptr.data();
+  blocks.indices = indices.data();
+  blocks.index_dtype = dtype_v<Index>;
+  blocks.sorted = true;
+  LevelView inner_rows;
+  inner_rows.kind = LevelKind::dense_fixed;
+  inner_rows.length = br;
+  LevelView inner_cols;
+  inner_cols.kind = LevelKind::dense_fixed;
+  inner_cols.length = bc;
+  s.levels.push_back(blocks);
+  s.levels.push_back(inner_rows);
+  s.levels.push_back(inner_cols);
+}
+
 }  // namespace detail
 
 template <class T, class Index = std::int32_t>
@@ -218,21 +242,8 @@ class Bsr {
     LevelView outer;
     outer.kind = LevelKind::dense_fixed;
     outer.length = mb_;
-    LevelView blocks;
-    blocks.kind = LevelKind::sparse_variable;
-    blocks.length = nb_;
-    blocks.nnz = nnz_blocks();
-    blocks.indptr = indptr_.data();
-    blocks.indices = indices_.data();
-    blocks.index_dtype = dtype_v<Index>;
-    blocks.sorted = true;
-    LevelView inner_rows;
-    inner_rows.kind = LevelKind::dense_fixed;
-    inner_rows.length = br_;
-    LevelView inner_cols;
-    inner_cols.kind = LevelKind::dense_fixed;
-    inner_cols.length = bc_;
-    s.levels = {outer, blocks, inner_rows, inner_cols};
+    s.levels = {outer};
+    detail::append_block_levels<Index>(s, nb_, indptr_, indices_, br_, bc_);
     return s;
   }
 
