@@ -291,8 +291,11 @@ inline ir::Stmt permuted(const ir::Stmt& self, const std::vector<std::size_t>& p
     vars.push_back(n->vars[k]);
     kinds.push_back(n->kinds[k]);
   }
-  return ir::Stmt(std::make_shared<ir::SparseIterationNode>(n->name, std::move(axes), std::move(vars),
-                                                            std::move(kinds), n->init, n->body, n->loc));
+  return n->edited([&](ir::SparseIterationNode& c) {
+    c.axes = std::move(axes);
+    c.vars = std::move(vars);
+    c.kinds = std::move(kinds);
+  });
 }
 
 class OrderIterations : public ir::IRMutator {
@@ -307,10 +310,7 @@ class OrderIterations : public ir::IRMutator {
     ir::Stmt body = mutate(n->body);
     --depth_;
     bound_.resize(bound_.size() - n->axes.size());
-    ir::Stmt out = body.same_as(n->body)
-                       ? self
-                       : ir::Stmt(std::make_shared<ir::SparseIterationNode>(n->name, n->axes, n->vars, n->kinds,
-                                                                            n->init, body, n->loc, n->fused));
+    ir::Stmt out = body.same_as(n->body) ? self : n->with_body(n->init, body);
     return permuted(out, choose(out.as<ir::SparseIterationNode>(), top_level));
   }
 

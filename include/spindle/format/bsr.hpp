@@ -54,6 +54,28 @@ BlockGrid block_grid(const std::string& what, std::int64_t rows, std::int64_t co
   return {padded(rows, br, "row"), padded(cols, bc, "column")};
 }
 
+// The block columns and values of a blocked format (Bsr, Dbsr), checked after its block-row
+// structure: `nnzb` blocks over `block_rows` stored block rows (CSR-like indptr / indices over
+// nb block columns). FormatError for a block row whose columns are not strictly ascending or a
+// values array of the wrong size, ShapeError when nnzb * br * bc overflows.
+template <class Index>
+void check_blocks(const std::string& what, const char* block_row, std::int64_t block_rows, std::int64_t nb,
+                  std::int64_t br, std::int64_t bc, const std::vector<Index>& indptr, const std::vector<Index>& indices,
+                  std::size_t value_count) {
+  const auto nnzb = static_cast<std::int64_t>(indices.size());
+  const FiberOrder order = validate_compressed<Index>(what, block_rows, nb, nnzb, indptr, indices, block_row);
+  SPINDLE_CHECK(order.sorted, FormatError, what, ": block columns of ", block_row, " ", order.fiber,
+                " are not strictly ascending at position ", order.position, " (indices[", order.position - 1,
+                "]=", order.previous, " >= indices[", order.position, "]=", order.current,
+                "); each block row must list distinct block columns in ascending order");
+  constexpr auto imax = std::numeric_limits<std::int64_t>::max();
+  SPINDLE_CHECK(bc <= imax / br, ShapeError, what, ": block shape ", br, "x", bc, " has too many elements");
+  SPINDLE_CHECK(nnzb <= imax / (br * bc), ShapeError, what, ": ", nnzb, " blocks of ", br, "x", bc,
+                " have too many values");
+  SPINDLE_CHECK(static_cast<std::int64_t>(value_count) == nnzb * br * bc, FormatError, what, ": values has ",
+                value_count, " entries, expected nnz_blocks * ", br, " * ", bc, " = ", nnzb * br * bc);
+}
+
 // The levels under a blocked format's block rows: the block columns (compressed, sorted,
 // `indptr` over the stored block rows), then the rows and columns inside a block.
 template <class Index>
@@ -108,20 +130,7 @@ class Bsr {
     const detail::BlockGrid g = detail::block_grid<Index>(what, rows_, cols_, br_, bc_);
     mb_ = g.mb;
     nb_ = g.nb;
-    const auto nnzb = static_cast<std::int64_t>(indices_.size());
-    const FiberOrder order =
-        validate_compressed<Index>(what, mb_, nb_, nnzb, indptr_, indices_, "block row");
-    SPINDLE_CHECK(order.sorted, FormatError, what, ": block columns of block row ", order.fiber,
-                  " are not strictly ascending at position ", order.position, " (indices[",
-                  order.position - 1, "]=", order.previous, " >= indices[", order.position,
-                  "]=", order.current,
-                  "); each block row must list distinct block columns in ascending order");
-    const std::int64_t per_block = checked_block_volume(what);
-    SPINDLE_CHECK(nnzb <= std::numeric_limits<std::int64_t>::max() / per_block, ShapeError, what,
-                  ": ", nnzb, " blocks of ", br_, "x", bc_, " have too many values");
-    SPINDLE_CHECK(static_cast<std::int64_t>(values_.size()) == nnzb * per_block, FormatError, what,
-                  ": values has ", values_.size(), " entries, expected nnz_blocks * ", br_, " * ",
-                  bc_, " = ", nnzb * per_block);
+    detail::check_blocks<Index>(what, "block row", mb_, nb_, br_, bc_, indptr_, indices_, values_.size());
     stored_nonzeros_ = static_cast<std::int64_t>(
         std::count_if(values_.begin(), values_.end(), [](const T& v) { return v != T{}; }));
   }
@@ -228,13 +237,6 @@ class Bsr {
         values_(std::move(values)),
         stored_nonzeros_(stored_nonzeros),
         name_(std::move(name)) {}
-
-  // br * bc, ShapeError on overflow.
-  std::int64_t checked_block_volume(const std::string& what) const {
-    SPINDLE_CHECK(bc_ <= std::numeric_limits<std::int64_t>::max() / br_, ShapeError, what,
-                  ": block shape ", br_, "x", bc_, " has too many elements");
-    return br_ * bc_;
-  }
 
   template <class U>
   StorageView make_storage(U* data) const {

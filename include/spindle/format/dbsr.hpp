@@ -61,18 +61,8 @@ class Dbsr {
                                              .coordinates = "block row ids",
                                              .array = "row_ids",
                                              .position = "stored block row"});
-    const auto nnzb = static_cast<std::int64_t>(indices_.size());
-    const FiberOrder order = validate_compressed<Index>(what, static_cast<std::int64_t>(row_ids_.size()), nb_, nnzb,
-                                                        indptr_, indices_, "stored block row");
-    SPINDLE_CHECK(order.sorted, FormatError, what, ": block columns of stored block row ", order.fiber,
-                  " are not strictly ascending at position ", order.position, " (indices[", order.position - 1,
-                  "]=", order.previous, " >= indices[", order.position, "]=", order.current,
-                  "); each block row must list distinct block columns in ascending order");
-    SPINDLE_CHECK(br_ <= std::numeric_limits<std::int64_t>::max() / bc_ &&
-                      nnzb <= std::numeric_limits<std::int64_t>::max() / (br_ * bc_),
-                  ShapeError, what, ": ", nnzb, " blocks of ", br_, "x", bc_, " have too many values");
-    SPINDLE_CHECK(static_cast<std::int64_t>(values_.size()) == nnzb * br_ * bc_, FormatError, what, ": values has ",
-                  values_.size(), " entries, expected nnz_blocks * ", br_, " * ", bc_, " = ", nnzb * br_ * bc_);
+    detail::check_blocks<Index>(what, "stored block row", static_cast<std::int64_t>(row_ids_.size()), nb_, br_, bc_,
+                                indptr_, indices_, values_.size());
     stored_nonzeros_ =
         static_cast<std::int64_t>(std::count_if(values_.begin(), values_.end(), [](const T& v) { return v != T{}; }));
   }

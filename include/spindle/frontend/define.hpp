@@ -61,7 +61,6 @@ struct IterList {
   std::vector<ir::Axis> axes;
   std::vector<ir::Var> vars;
   std::vector<bool> fused;
-  bool any_fused() const { return std::find(fused.begin(), fused.end(), true) != fused.end(); }
 };
 
 // Makes the iterator object of an iter<A> or iter<fuse<A, B, ...>> parameter, appending its

@@ -88,10 +88,13 @@ class IterationInference : public ir::IRMutator {
       for (auto& i : it->second) inits.push_back(ir::store(i.buffer, i.indices, i.value, n->loc));
     ir::Stmt init = n->init.defined() ? n->init : ir::seq(std::move(inits), n->loc);
     ir::Stmt body = mutate(n->body);
-    auto out = std::make_shared<ir::SparseIterationNode>(n->name, n->axes, n->vars, std::move(kinds), init, body,
-                                                         n->loc, n->fused);
-    check_fused_chains(*out);
-    return ir::Stmt(std::move(out));
+    ir::Stmt out = n->edited([&](ir::SparseIterationNode& c) {
+      c.kinds = std::move(kinds);
+      c.init = init;
+      c.body = body;
+    });
+    check_fused_chains(*out.as<ir::SparseIterationNode>());
+    return out;
   }
 
  public:

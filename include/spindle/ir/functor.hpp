@@ -237,7 +237,7 @@ class IRMutator {
   virtual Stmt mutate_SparseIteration(const SparseIterationNode* n, const Stmt& self) {
     Stmt i = mutate(n->init), b = mutate(n->body);
     if (i.same_as(n->init) && b.same_as(n->body)) return self;
-    return Stmt(std::make_shared<SparseIterationNode>(n->name, n->axes, n->vars, n->kinds, i, b, n->loc, n->fused));
+    return n->with_body(i, b);
   }
 };
 

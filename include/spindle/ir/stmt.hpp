@@ -218,6 +218,20 @@ struct SparseIterationNode : StmtNode {
       : StmtNode(static_kind, l), name(std::move(n)), axes(std::move(a)), vars(std::move(v)),
         kinds(std::move(k)), init(std::move(i)), body(std::move(b)), fused(std::move(f)) {}
   bool fused_with_next(std::size_t k) const { return k < fused.size() && fused[k]; }
+  // A copy with `edit` applied: passes that rebuild an iteration go through this (or
+  // with_body) so that the fields they do not change (kinds, fused, loc, ...) are kept.
+  template <class F>
+  Stmt edited(F&& edit) const {
+    auto copy = std::make_shared<SparseIterationNode>(*this);
+    edit(*copy);
+    return Stmt(std::move(copy));
+  }
+  Stmt with_body(Stmt new_init, Stmt new_body) const {
+    return edited([&](SparseIterationNode& c) {
+      c.init = std::move(new_init);
+      c.body = std::move(new_body);
+    });
+  }
 };
 
 }  // namespace spindle::ir

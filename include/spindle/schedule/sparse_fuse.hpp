@@ -42,10 +42,7 @@ class SparseFuse : public ir::IRMutator {
   ir::Stmt mutate_SparseIteration(const ir::SparseIterationNode* n, const ir::Stmt& self) override {
     names.push_back(n->name);
     ir::Stmt body = mutate(n->body);
-    ir::Stmt out = body.same_as(n->body)
-                       ? self
-                       : ir::Stmt(std::make_shared<ir::SparseIterationNode>(n->name, n->axes, n->vars, n->kinds,
-                                                                            n->init, body, n->loc, n->fused));
+    ir::Stmt out = body.same_as(n->body) ? self : n->with_body(n->init, body);
     if (n->name != iteration_) return out;
     ++found;
     return fuse(out.as<ir::SparseIterationNode>());
@@ -79,8 +76,7 @@ class SparseFuse : public ir::IRMutator {
     std::vector<bool> fused = n->fused;
     fused.resize(n->axes.size(), false);
     for (std::size_t q = 0; q + 1 < at.size(); ++q) fused[at[q]] = true;
-    return ir::Stmt(std::make_shared<ir::SparseIterationNode>(n->name, n->axes, n->vars, n->kinds, n->init, n->body,
-                                                              n->loc, std::move(fused)));
+    return n->edited([&](ir::SparseIterationNode& c) { c.fused = std::move(fused); });
   }
 
   static std::string join(const std::vector<std::string>& v) {

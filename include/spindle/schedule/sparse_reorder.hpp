@@ -36,10 +36,7 @@ class SparseReorder : public ir::IRMutator {
     for (auto& a : n->axes) bound_.push_back(a.get());
     ir::Stmt body = mutate(n->body);
     bound_.resize(bound_.size() - n->axes.size());
-    ir::Stmt out = body.same_as(n->body)
-                       ? self
-                       : ir::Stmt(std::make_shared<ir::SparseIterationNode>(n->name, n->axes, n->vars, n->kinds,
-                                                                            n->init, body, n->loc, n->fused));
+    ir::Stmt out = body.same_as(n->body) ? self : n->with_body(n->init, body);
     if (n->name != iteration_) return out;
     ++found;
     return reorder(out);
