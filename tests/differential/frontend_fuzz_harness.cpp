@@ -108,6 +108,7 @@ std::string compare(const RandomKernel& k, bool exact, const std::vector<std::ve
         std::ostringstream os;
         os << (input ? "input" : "buffer") << " '" << buf.buffer->name << "' element " << q << " of " << ref[b].size()
            << ": " << (input ? "was " : "interpreter ") << r << ", engine " << g;
+        if (tol > 0) os << " (allowed difference " << allowed_difference(k, b, q, tol, r) << ")";
         return os.str();
       }
     }
@@ -362,6 +363,28 @@ class Runner {
           }
           time_[name] += ms_since(te);
           ++runs_[unsorted_ok ? name + "-unsorted" : name];
+          if (!d.empty() && e != "cuda" && std::getenv("SPINDLE_FEFUZZ_EXPLAIN")) {
+            // What the engine ran, for whoever replays a failure (--only SEED).
+            try {
+              std::cerr << spindle::runtime::CompiledKernel(def.stage1, *runtimes_.at(e)).explain() << "\n";
+            } catch (const std::exception& ex) {
+              std::cerr << "explain() threw: " << ex.what() << "\n";
+            }
+            for (auto& a : data.axes) {
+              const auto& ad = data.data.at(a.get());
+              std::cerr << "axis " << a->name << ": length " << ad.length << ", nnz_per_row " << ad.nnz_per_row
+                        << ", positions " << ad.positions << ", indptr";
+              for (auto v : ad.indptr) std::cerr << " " << v;
+              std::cerr << ", indices";
+              for (auto v : ad.indices) std::cerr << " " << v;
+              std::cerr << "\n";
+            }
+            for (auto& b : data.buffers) {
+              std::cerr << "buffer " << b.buffer->name << " (" << b.count << "):";
+              for (double v : b.initial) std::cerr << " " << v;
+              std::cerr << "\n";
+            }
+          }
           if (!d.empty()) return name + "\t" + d;
         }
       }

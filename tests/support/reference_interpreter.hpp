@@ -105,6 +105,13 @@ class Interpreter {
   // for m multiplications, where eps is the unit roundoff of b's type. 0 for elements no
   // float reduction wrote. The fuzzers compare float results with this bound (and a
   // relative floor): a sum of a million terms may legitimately differ in its third digit.
+  // The buffer of the interpreted function named `name` (nullptr if none): another IR of the
+  // same kernel (the model's, the front end's) has other buffer nodes of the same names.
+  const ir::BufferNode* buffer_named(const std::string& name) const {
+    for (auto& fb : f_.buffers)
+      if (fb.buffer->name == name) return fb.buffer.get();
+    return nullptr;
+  }
   double error_bound(const ir::BufferNode* b, std::int64_t pos) const {
     auto it = error_.find(b);
     if (it == error_.end() || pos < 0 || pos >= static_cast<std::int64_t>(it->second.size())) return 0;
