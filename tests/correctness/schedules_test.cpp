@@ -325,6 +325,26 @@ TEST_CASE("sparse_fuse that does not fit is a UserError naming the step", "[corr
   CHECK(parsed.to_string() == "sparse_fuse(\"sddmm\", {\"I\", \"J\"}).parallel(\"i_j\")");
 }
 
+// Runs an SDDMM kernel (a, x, y -> c on a's pattern, K = feat) under schedule s (nullptr:
+// the default) through NVRTC and the CUDA emulator on every test shape, against the loop.
+template <class Kernel>
+void check_sddmm_emulated(const Kernel& sddmm, const sp::Schedule* s, std::int64_t feat, std::uint64_t seed,
+                          sp::test::NvrtcCheck& nvrtc, const char* what) {
+  for (const Shape& shape : matrix_shapes()) {
+    INFO(shape << " K=" << feat << " schedule " << (s ? s->to_string() : "default"));
+    const auto a = random_csr<float>(shape, seed);
+    auto x = sp::Tensor<float>::random({shape.rows, feat}, seed + 1, -1, 1);
+    auto y = sp::Tensor<float>::random({shape.cols, feat}, seed + 2, -1, 1);
+    auto c = a;
+    for (auto& v : c.values()) v = nan_f();
+    auto acopy = a;
+    std::vector<sp::runtime::CallArg> args{sp::detail::make_call_arg(acopy), sp::detail::make_call_arg(x),
+                                           sp::detail::make_call_arg(y), sp::detail::make_call_arg(c)};
+    sp::test::run_cuda_emulated(sddmm.ir(), args, &nvrtc, nullptr, nullptr, s);
+    check_close<float>(ref_sddmm(a, x.values(), y.values(), feat), c.values(), what);
+  }
+}
+
 TEST_CASE("fused SDDMM on the GPU: NVRTC compiles it and the emulator matches a loop",
           "[correctness][schedule][fuse][cuda]") {
   const auto sddmm = make_sddmm();
@@ -333,23 +353,8 @@ TEST_CASE("fused SDDMM on the GPU: NVRTC compiles it and the emulator matches a 
   ss.emplace_back().sparse_fuse("sddmm", {"I", "J"}).split("i_j", 64).bind("i_j_i", "threadIdx.x").bind("i_j_o",
                                                                                                       "blockIdx.x");
   sp::test::NvrtcCheck nvrtc;
-  for (const auto& s : ss) {
-    for (const Shape& shape : matrix_shapes()) {
-      for (std::int64_t feat : {1, 33}) {
-        INFO(shape << " K=" << feat << " schedule " << s.to_string());
-        const auto a = random_csr<float>(shape, 47);
-        auto x = sp::Tensor<float>::random({shape.rows, feat}, 48, -1, 1);
-        auto y = sp::Tensor<float>::random({shape.cols, feat}, 49, -1, 1);
-        auto c = a;
-        for (auto& v : c.values()) v = nan_f();
-        auto acopy = a;
-        std::vector<sp::runtime::CallArg> args{sp::detail::make_call_arg(acopy), sp::detail::make_call_arg(x),
-                                               sp::detail::make_call_arg(y), sp::detail::make_call_arg(c)};
-        sp::test::run_cuda_emulated(sddmm.ir(), args, &nvrtc, nullptr, nullptr, &s);
-        check_close<float>(ref_sddmm(a, x.values(), y.values(), feat), c.values(), "gpu fused sddmm");
-      }
-    }
-  }
+  for (const auto& s : ss)
+    for (std::int64_t feat : {1, 33}) check_sddmm_emulated(sddmm, &s, feat, 47, nvrtc, "gpu fused sddmm");
   if (nvrtc.available) CHECK(nvrtc.compiled >= 2);
 }
 
@@ -396,19 +401,7 @@ TEST_CASE("iter<fuse<I, J>>: a kernel that fuses its own axes is the sparse_fuse
     }
   }
   sp::test::NvrtcCheck nvrtc;
-  for (const Shape& shape : matrix_shapes()) {
-    INFO(shape);
-    const auto a = random_csr<float>(shape, 67);
-    auto x = sp::Tensor<float>::random({shape.rows, 9}, 68, -1, 1);
-    auto y = sp::Tensor<float>::random({shape.cols, 9}, 69, -1, 1);
-    auto c = a;
-    for (auto& v : c.values()) v = nan_f();
-    auto acopy = a;
-    std::vector<sp::runtime::CallArg> args{sp::detail::make_call_arg(acopy), sp::detail::make_call_arg(x),
-                                           sp::detail::make_call_arg(y), sp::detail::make_call_arg(c)};
-    sp::test::run_cuda_emulated(fused.ir(), args, &nvrtc);
-    check_close<float>(ref_sddmm(a, x.values(), y.values(), 9), c.values(), "gpu iter<fuse<I, J>> sddmm");
-  }
+  check_sddmm_emulated(fused, nullptr, 9, 67, nvrtc, "gpu iter<fuse<I, J>> sddmm");
   if (nvrtc.available) CHECK(nvrtc.compiled >= 1);
   const auto a = random_csr<float>({"small", 6, 5, 2}, 3);
   const auto x = sp::Tensor<float>::random({6, 4}, 4, -1, 1);
@@ -715,4 +708,43 @@ TEST_CASE("SpMM under user GPU schedules: NVRTC compiles them and the emulator m
   fails(sp::Schedule().bind("i", "blockIdx.x").parallel("k"), {"parallel is a CPU schedule step"});
   fails(sp::Schedule().split("k", 2048).bind("k_i", "threadIdx.x").bind("i", "blockIdx.x"),
         {"not a constant in [1, 1024]"});
+}
+
+TEST_CASE("a GPU schedule whose block has threads refuses a write outside the thread loops, which every thread would run "
+          "(spindle-kernel-fuzz seed 7000031)",
+          "[correctness][schedule][cuda][error]") {
+  // n(i) counts the rows once; the row sum's loop over j becomes warp lanes under rfactor.
+  const auto k = sp::kernel("row_sum_and_count", [](sp::in<float, I, J> a, sp::out<float, I> y, sp::out<float, I> n,
+                                                    sp::iter<I> i) {
+    n(i) += 1.0f;
+    sp::for_each<J>([&](sp::iter<J> j) { y(i) += a(i, j); });
+  });
+  const auto a = random_csr<float>({"rows", 70, 50, 6, 0.2}, 71);
+  auto run = [&](const sp::Schedule& s) {
+    auto y = sp::Tensor<float>::full({a.rows()}, nan_f());
+    auto n = sp::Tensor<float>::full({a.rows()}, nan_f());
+    auto acopy = a;
+    std::vector<sp::runtime::CallArg> args{sp::detail::make_call_arg(acopy), sp::detail::make_call_arg(y),
+                                           sp::detail::make_call_arg(n)};
+    sp::test::run_cuda_emulated(k.ir(), args, nullptr, nullptr, nullptr, &s);
+    std::vector<Ref> want(static_cast<std::size_t>(a.rows()));
+    for (std::int64_t r = 0; r < a.rows(); ++r) {
+      CHECK(n(r) == 1.0f);
+      for (auto p = a.indptr()[r]; p < a.indptr()[r + 1]; ++p)
+        want[static_cast<std::size_t>(r)].value += a.values()[p],
+            want[static_cast<std::size_t>(r)].abs_sum += std::abs(a.values()[p]), ++want[static_cast<std::size_t>(r)].terms;
+    }
+    check_close<float>(want, y.values(), "row sums");
+  };
+  run(sp::Schedule().bind("i", "blockIdx.x"));  // one thread per block: n(i) once
+  try {
+    run(sp::Schedule().bind("i", "blockIdx.x").rfactor("j", 32));
+    FAIL("no error");
+  } catch (const sp::UserError& e) {
+    const std::string m = e.what();
+    INFO(m);
+    CHECK(m.find("every thread would run the write") != std::string::npos);
+    CHECK(m.find("c[i] = 0.0f") != std::string::npos);  // n is the third buffer, c
+    CHECK(m.find("threadIdx.x") != std::string::npos);
+  }
 }

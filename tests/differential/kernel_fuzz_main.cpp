@@ -33,6 +33,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -63,8 +64,10 @@ struct Stats {
   long generated = 0, rejected = 0, skipped = 0, compared = 0, failures = 0, large = 0, indirect = 0, computed = 0,
        unsorted = 0, unsorted_large = 0, unsorted_refused = 0, shared = 0, sparse_roots = 0, row_tiles = 0, owned_tiles = 0, partitioned = 0, assembled = 0,
        assembled_generated = 0, assembled_rejected = 0, assembled_nonempty = 0, by_coordinate = 0, merges = 0,
-       scheduled = 0, schedule_refused = 0;
-  std::map<std::string, long> schedule_kept;  // kept random schedule steps by primitive
+       scheduled = 0, schedule_refused = 0, gpu_scheduled = 0, gpu_unlaunchable = 0, gpu_refused = 0;
+  std::map<std::string, long> schedule_kept;      // kept random schedule steps by primitive
+  std::map<std::string, long> gpu_schedule_kept;  // the same for the random GPU schedules
+  std::map<std::string, long> gpu_refusals;       // why GPU candidates were refused (first line, --verbose)
   std::map<std::string, long> runs;
   std::map<std::string, std::string> first_reject;
   std::vector<std::pair<double, std::uint64_t>> times;  // seconds, kernel seed
@@ -105,6 +108,7 @@ std::string compare(const RandomKernel& k, bool exact, const std::vector<std::ve
         std::ostringstream os;
         os << "buffer '" << k.buffers[b].buffer->name << "' element " << q << ": interpreter " << r << ", engine "
            << g;
+        if (tol > 0) os << " (allowed difference " << allowed_difference(k, b, q, tol, r) << ")";
         return os.str();
       }
     }
@@ -746,6 +750,189 @@ ScheduledRun check_scheduled(RandomKernel& k, const sp::ir::Function& completed,
   return run;
 }
 
+// The loops of `completed` lowered for CUDA under the user schedule `s` (as
+// CompiledCudaKernel lowers them) after s's steps and the GPU launch check; throws the
+// UserError of a step that does not apply. `written`: the unscheduled loops in written order.
+sp::ir::Function gpu_loops(const sp::ir::Function& completed, const sp::Schedule& s) {
+  sp::driver::PipelineOptions o;
+  o.context.kernel = completed.name;
+  o.context.schedule = s;
+  o.context.keep_loop_order = true;  // as under any schedule with loop steps
+  auto prepared = sp::driver::lower_for_cuda(completed, o);
+  if (!s.has_loop_steps()) return prepared.unscheduled;
+  return sp::schedule::apply_user_schedule(prepared.unscheduled, s, sp::schedule::ScheduleTarget::gpu);
+}
+
+// The names of the outermost loops of the launches of `f` (each top-level loop nest is one
+// launch); empty when a top-level statement is not a loop (no GPU schedule can launch it).
+struct LaunchLoop {
+  std::string name;
+  bool reduction = false;  // its iterations update the same elements: bound only when atomic
+};
+std::vector<LaunchLoop> launch_loops(const sp::ir::Function& f) {
+  std::vector<LaunchLoop> names;
+  bool ok = true;
+  std::function<void(const sp::ir::Stmt&)> walk = [&](const sp::ir::Stmt& st) {
+    if (!st.defined()) return;
+    if (auto* b = st.as<sp::ir::BlockNode>(); b && b->allocs.empty()) return walk(b->body);
+    if (auto* q = st.as<sp::ir::SeqNode>()) {
+      for (auto& c : q->stmts) walk(c);
+      return;
+    }
+    sp::ir::Stmt root = st;
+    while (auto* l = root.as<sp::ir::LetStmtNode>()) root = l->body;
+    if (auto* top = root.as<sp::ir::ForNode>()) {
+      const bool reduction = top->iter_kind == sp::ir::IterKind::reduction;
+      auto same = [&](const LaunchLoop& l) { return l.name == top->var.name(); };
+      if (auto it = std::find_if(names.begin(), names.end(), same); it != names.end()) it->reduction |= reduction;
+      else names.push_back({top->var.name(), reduction});
+    } else {
+      ok = false;
+    }
+  };
+  walk(f.body);
+  return ok ? names : std::vector<LaunchLoop>{};
+}
+
+// A random GPU schedule for `completed` (docs/schedules.md, target GPU): every launch's
+// outermost loop bound to blockIdx.x — split first with its inner part bound to threadIdx.x,
+// or made atomic when it reduces — then up to four of split (the inner part bound to a
+// threadIdx), bind to threadIdx, unroll, vectorize, atomic, rfactor (warp lanes), cache_write
+// and cache_read (a tile of an input staged in shared memory by a thread loop), each kept
+// when apply_user_schedule accepts it. Empty when no launch binding is accepted.
+sp::Schedule random_gpu_schedule(const sp::ir::Function& completed, std::uint64_t seed, Stats& st,
+                                 sp::ir::Function& scheduled) {
+  std::mt19937_64 rng(seed);
+  const sp::ir::Function written = gpu_loops(completed, sp::Schedule());
+  const std::vector<LaunchLoop> launches = launch_loops(written);
+  sp::Schedule s;
+  auto fits = [&](const sp::Schedule& c) {
+    try {
+      scheduled = gpu_loops(completed, c);
+      return true;
+    } catch (const sp::UserError& e) {
+      ++st.gpu_refused;
+      std::string m = e.what();
+      m = m.substr(0, m.find('\n'));
+      if (auto at = m.find("): "); at != std::string::npos) m = m.substr(at + 3);  // after the step
+      ++st.gpu_refusals[m.substr(0, 110)];
+      return false;
+    } catch (const std::exception& ex) {  // anything else is a bug: say which schedule hit it
+      throw std::runtime_error(std::string(ex.what()) + " (under the candidate GPU schedule " + c.to_string() + ")");
+    }
+  };
+  // The launches: each nest bound whole to blocks or split into blocks and threads, made
+  // atomic when its outer loop reduces (half the time also when it does not: refused); the
+  // first accepted draw wins.
+  bool launched = false;
+  for (int attempt = 0; attempt < 6 && !launched && !launches.empty(); ++attempt) {
+    sp::Schedule c;
+    for (const auto& launch : launches) {
+      const std::string& l = launch.name;
+      const int how = static_cast<int>(rng() % 2) + (launch.reduction || (attempt == 0 && rng() % 4 == 0) ? 2 : 0);
+      if (how >= 2) c.atomic(l);
+      if (how % 2) {
+        static const int factors[] = {1, 3, 32, 64};
+        c.split(l, factors[rng() % 4]).bind(l + "_o", "blockIdx.x").bind(l + "_i", "threadIdx.x");
+      } else {
+        c.bind(l, "blockIdx.x");
+      }
+    }
+    launched = fits(c);
+    if (launched) s = c;
+  }
+  if (!launched) {
+    ++st.gpu_unlaunchable;
+    return {};
+  }
+  for (auto& step : s.steps()) ++st.gpu_schedule_kept[sp::Schedule::op_name(step.op)];
+  const int wanted = static_cast<int>(rng() % 5);
+  int kept = 0;
+  static const char* const threads[] = {"threadIdx.x", "threadIdx.y", "threadIdx.z"};
+  for (int attempt = 0; attempt < 12 && kept < wanted; ++attempt) {
+    auto loops = sp::schedule::detail::all_loops(scheduled.body);
+    std::vector<const sp::ir::ForNode*> free, bound_threads, sums;
+    for (auto* l : loops) {
+      if (l->for_kind == sp::ir::ForKind::serial) free.push_back(l);
+      if (l->for_kind >= sp::ir::ForKind::gpu_thread_x && l->for_kind <= sp::ir::ForKind::gpu_thread_z)
+        bound_threads.push_back(l);
+      if (l->for_kind == sp::ir::ForKind::serial && l->iter_kind == sp::ir::IterKind::reduction) sums.push_back(l);
+    }
+    if (free.empty()) break;
+    const std::string name = free[rng() % free.size()]->var.name();
+    sp::Schedule c = s;
+    switch (rng() % 8) {
+      case 0: {
+        static const int factors[] = {2, 4, 32};
+        c.split(name, factors[rng() % 3]).bind(name + "_i", threads[rng() % 3]);
+        break;
+      }
+      case 1: c.bind(name, threads[rng() % 3]); break;
+      case 2: c.unroll(name); break;
+      case 3: c.vectorize(name); break;
+      case 4: c.atomic(name).bind(name, threads[rng() % 3]); break;
+      case 5: {
+        if (sums.empty()) continue;
+        static const int lanes[] = {2, 4, 8, 32};
+        c.rfactor(sums[rng() % sums.size()]->var.name(), lanes[rng() % 4]);
+        break;
+      }
+      case 6: {
+        std::vector<std::string> out;
+        for (auto& fb : completed.buffers)
+          if (fb.buffer->role != sp::ir::BufferRole::input) out.push_back(fb.buffer->name);
+        if (out.empty()) continue;
+        c.cache_write(name, out[rng() % out.size()]);
+        break;
+      }
+      default: {
+        std::vector<std::string> in;
+        for (auto& fb : completed.buffers)
+          if (fb.buffer->role == sp::ir::BufferRole::input) in.push_back(fb.buffer->name);
+        if (in.empty() || bound_threads.empty()) continue;
+        static const std::int64_t tiles[] = {1, 4, 32};
+        c.cache_read(name, {in[rng() % in.size()]}, bound_threads[rng() % bound_threads.size()]->var.name(),
+                     tiles[rng() % 3]);
+        break;
+      }
+    }
+    if (!fits(c)) continue;
+    for (std::size_t q = s.steps().size(); q < c.steps().size(); ++q)
+      ++st.gpu_schedule_kept[sp::Schedule::op_name(c.steps()[q].op)];
+    s = c;
+    ++kept;
+  }
+  scheduled = gpu_loops(completed, s);
+  return s;
+}
+
+// k (completed, not assembling) under a random GPU schedule (random_gpu_schedule), through
+// NVRTC and in the CUDA emulator (on the GPU when there is one), against the interpreter's
+// `ref` on k's current inputs; false (and counted, printed) on a disagreement.
+bool check_gpu_scheduled(RandomKernel& k, const sp::ir::Function& completed, std::uint64_t ks, const Reference& ref,
+                         Stats& st) {
+  if (k.assembled >= 0) return true;
+  sp::ir::Function loops;
+  sp::Schedule schedule;
+  std::string what;
+  try {
+    schedule = random_gpu_schedule(completed, ks * 17 + 5, st, loops);
+    if (schedule.empty()) return true;
+    ++st.gpu_scheduled;
+    ++st.runs[label("cuda") + " scheduled"];
+    spindle::test::run_cuda_build(completed, k.args(), &nvrtc, nullptr, &schedule);
+    what = compare(k, ref.exact, ref.outputs, outputs(k));
+  } catch (const std::exception& ex) {
+    what = std::string("threw: ") + ex.what();
+  }
+  if (what.empty()) return true;
+  ++st.failures;
+  std::cout << "FAIL seed " << ks << " engine " << label("cuda") << " under the GPU schedule " << schedule.to_string()
+            << ": " << what << "\n" << describe(k, &completed) << "--- the scheduled loops:\n"
+            << sp::ir::to_string(loops) << "\n";
+  return false;
+}
+
 // Gives k inputs of thousands of rows (make_large_data), scaled down until the interpreter
 // needs at most 2M steps, and the interpreter's result on them; false when it is undefined
 // there or over budget even at the smallest scale.
@@ -944,6 +1131,8 @@ int main(int argc, char** argv) {
     check_unsorted(k, completed, ks, engines, runtimes, st);
     ScheduledRun scheduled;
     if (schedules) scheduled = check_scheduled(k, completed, ks, engines, runtimes, ref, st);
+    if (schedules && std::find(engines.begin(), engines.end(), "cuda") != engines.end())
+      check_gpu_scheduled(k, completed, ks, ref, st);
     if (large && n % large_every == 0) check_large(k, completed, ks, engines, runtimes, st, scheduled);
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -961,7 +1150,11 @@ int main(int argc, char** argv) {
             << st.unsorted_refused << " engine runs refused them: not sorted);";
   std::cout << " " << st.scheduled << " also under a random user schedule (steps kept:";
   for (auto& [op, n] : st.schedule_kept) std::cout << " " << op << " " << n;
-  std::cout << "; " << st.schedule_refused << " steps refused);";
+  std::cout << "; " << st.schedule_refused << " steps refused); " << st.gpu_scheduled
+            << " under a random GPU schedule (steps kept:";
+  for (auto& [op, n] : st.gpu_schedule_kept) std::cout << " " << op << " " << n;
+  std::cout << "; " << st.gpu_refused << " candidates refused, " << st.gpu_unlaunchable
+            << " kernels with no accepted launch binding);";
   for (auto& [e, n] : st.runs) std::cout << " " << e << " " << n << " runs;";
   std::cout << " " << nvrtc.compiled << " CUDA modules compiled to sm_80 cubins by NVRTC; " << st.failures
             << " disagreements; " << secs << " s\n";
@@ -971,7 +1164,13 @@ int main(int argc, char** argv) {
   for (std::size_t i = 0; i < st.times.size() && i < 5; ++i)
     std::cout << " " << st.times[i].second << " (" << static_cast<int>(st.times[i].first * 1000) << " ms)";
   std::cout << "\n";
-  if (verbose)
+  if (verbose) {
     for (auto& [k, m] : st.first_reject) std::cout << "  rejection kind: " << m << "\n";
+    std::vector<std::pair<long, std::string>> why;
+    for (auto& [m, n] : st.gpu_refusals) why.emplace_back(n, m);
+    std::sort(why.rbegin(), why.rend());
+    for (std::size_t q = 0; q < why.size() && q < 12; ++q)
+      std::cout << "  GPU schedule refused " << why[q].first << "x: " << why[q].second << "\n";
+  }
   return st.failures ? 1 : 0;
 }

@@ -132,10 +132,13 @@ inline const char* cuda_engine_name() { return gpu_runs() ? "gpu" : "cuda"; }
 // Runs the CUDA build of `stage1` where it can run: on the GPU when gpu_runs() (host
 // arguments mirrored into device memory, the kernel compiled by NVRTC for the device and
 // called through CompiledCudaKernel, outputs copied back), else in the emulator (with the
-// NVRTC cubin check when `nvrtc` is given).
+// NVRTC cubin check when `nvrtc` is given). `schedule`: a user GPU schedule (not cached on
+// the GPU).
 inline void run_cuda_build(const ir::Function& stage1, const std::vector<runtime::CallArg>& call,
-                           NvrtcCheck* nvrtc = nullptr, EmulatorCache* cache = nullptr) {
-  if (!gpu_runs()) return run_cuda_emulated(stage1, call, nvrtc, cache);
+                           NvrtcCheck* nvrtc = nullptr, EmulatorCache* cache = nullptr,
+                           const Schedule* schedule = nullptr) {
+  if (!gpu_runs()) return run_cuda_emulated(stage1, call, nvrtc, cache, nullptr, schedule);
+  if (schedule) return call_on_gpu(stage1, cuda::CompiledCudaKernel(stage1, cuda::default_cuda_runtime(), *schedule), call);
   if (!cache) return call_on_gpu(stage1, cuda::CompiledCudaKernel(stage1, cuda::default_cuda_runtime()), call);
   auto& k = cache->gpu[ir::to_string(stage1)];
   if (!k) k = std::make_unique<cuda::CompiledCudaKernel>(stage1, cuda::default_cuda_runtime());

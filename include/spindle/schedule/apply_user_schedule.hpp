@@ -15,6 +15,10 @@
 //   - GPU steps (bind, cache_read, atomic) only in a GPU schedule, parallel only in a CPU
 //     one; rfactor is warp lanes on the GPU (rfactor.hpp), register partial sums on the CPU
 //     (rfactor_cpu.hpp).
+// A GPU schedule must launch every top-level nest from a loop bound to blockIdx, with at most
+// 1024 threads per block, and every write to a global or shared buffer inside a loop bound
+// to each threadIdx dimension the launch uses (check_gpu_launches): every thread runs the
+// statements outside its thread loops, so such a write would run once per thread.
 // split, parallel, vectorize, unroll and bind apply to every loop of the name when several
 // sibling loops share it (SpMM's init loop and reduction loop over k).
 // A failing step raises UserError "kernel 'K': schedule step N, split("k", 32): <why>".
@@ -22,6 +26,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <functional>
 #include <set>
 #include <string>
@@ -257,6 +262,49 @@ inline void check_gpu_launches(const ir::Function& f) {
     SPINDLE_CHECK(threads[0] * threads[1] * threads[2] <= 1024, UserError, "the launch of loop '", top->var.name(),
                   "' has ", threads[0], " x ", threads[1], " x ", threads[2],
                   " threads per block, more than 1024; hint: bind shorter loops to threadIdx");
+    // Every thread of the block runs the statements outside its thread loops: a write there
+    // to a global or shared buffer would run once per thread (a reduction counted blockDim
+    // times: spindle-kernel-fuzz seed 7000031 under rfactor in one of two sibling nests).
+    struct OutsideThreads : ir::IRVisitor {
+      std::array<bool, 3> used{};
+      std::array<int, 3> depth{};
+      std::string bad;
+      int dim = -1;
+      void visit_For(const ir::ForNode* n) override {
+        const int d = is_gpu_thread_kind(n->for_kind)
+                          ? static_cast<int>(n->for_kind) - static_cast<int>(ir::ForKind::gpu_thread_x)
+                          : -1;
+        if (d >= 0) ++depth[static_cast<std::size_t>(d)];
+        ir::IRVisitor::visit_For(n);
+        if (d >= 0) --depth[static_cast<std::size_t>(d)];
+      }
+      void check(const ir::StmtNode* s, const ir::BufferNode& b) {
+        if (!bad.empty() || b.scope == ir::BufferScope::local) return;
+        for (int d = 0; d < 3; ++d)
+          if (used[static_cast<std::size_t>(d)] && depth[static_cast<std::size_t>(d)] == 0) {
+            // A non-owning Stmt for the printer (the node lives in the function).
+            bad = ir::to_string(ir::Stmt(std::shared_ptr<const ir::StmtNode>(std::shared_ptr<const ir::StmtNode>(), s)));
+            dim = d;
+            return;
+          }
+      }
+      void visit_Store(const ir::StoreNode* n) override {
+        check(n, *n->buffer);
+        ir::IRVisitor::visit_Store(n);
+      }
+      void visit_Reduce(const ir::ReduceNode* n) override {
+        check(n, *n->buffer);
+        ir::IRVisitor::visit_Reduce(n);
+      }
+    } outside;
+    for (int d = 0; d < 3; ++d) outside.used[static_cast<std::size_t>(d)] = threads[d] > 1;
+    outside.visit(root);
+    SPINDLE_CHECK(outside.bad.empty(), UserError, "the launch of loop '", top->var.name(), "' has ", threads[0], " x ",
+                  threads[1], " x ", threads[2], " threads per block, and every thread would run the write\n    ",
+                  outside.bad, "  which is outside every loop bound to threadIdx.", "xyz"[outside.dim < 0 ? 0 : outside.dim],
+                  " (a reduction would count each term once per thread); hint: bind a loop around the write to "
+                  "threadIdx.", "xyz"[outside.dim < 0 ? 0 : outside.dim],
+                  ", or schedule the nests that write outside the thread loops without threads");
   }
 }
 
