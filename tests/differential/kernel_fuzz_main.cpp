@@ -565,6 +565,14 @@ sp::ir::Function schedule_loops(const sp::ir::Function& completed, const sp::Sch
   return sp::schedule::peel_split_tails(sp::schedule::apply_user_schedule(f, s, sp::schedule::ScheduleTarget::cpu));
 }
 
+// The names of `f`'s buffers that the kernel writes (`written`) or only reads.
+std::vector<std::string> buffer_names(const sp::ir::Function& f, bool written) {
+  std::vector<std::string> out;
+  for (auto& fb : f.buffers)
+    if ((fb.buffer->role != sp::ir::BufferRole::input) == written) out.push_back(fb.buffer->name);
+  return out;
+}
+
 // A random user schedule for `completed` (docs/schedules.md), built one step at a time on
 // the loops the steps so far leave: maybe a sparse_reorder of one iteration (its axes
 // shuffled), maybe a sparse_fuse of a chain of its axes, then up to five of split (by 1, 2, 3, 4 or 8), reorder (a loop and one inside
@@ -659,9 +667,7 @@ sp::Schedule random_schedule(const sp::ir::Function& completed, std::uint64_t se
       case 3: c.parallel(name); break;
       case 4: c.vectorize(name); break;
       case 5: {  // a written buffer accumulated in a local for one iteration of the loop
-        std::vector<std::string> written;
-        for (auto& fb : completed.buffers)
-          if (fb.buffer->role != sp::ir::BufferRole::input) written.push_back(fb.buffer->name);
+        const std::vector<std::string> written = buffer_names(completed, true);
         if (written.empty()) continue;
         c.cache_write(name, written[rng() % written.size()]);
         break;
@@ -752,7 +758,7 @@ ScheduledRun check_scheduled(RandomKernel& k, const sp::ir::Function& completed,
 
 // The loops of `completed` lowered for CUDA under the user schedule `s` (as
 // CompiledCudaKernel lowers them) after s's steps and the GPU launch check; throws the
-// UserError of a step that does not apply. `written`: the unscheduled loops in written order.
+// UserError of a step that does not apply (an empty schedule: the unscheduled loops in written order).
 sp::ir::Function gpu_loops(const sp::ir::Function& completed, const sp::Schedule& s) {
   sp::driver::PipelineOptions o;
   o.context.kernel = completed.name;
@@ -878,17 +884,13 @@ sp::Schedule random_gpu_schedule(const sp::ir::Function& completed, std::uint64_
         break;
       }
       case 6: {
-        std::vector<std::string> out;
-        for (auto& fb : completed.buffers)
-          if (fb.buffer->role != sp::ir::BufferRole::input) out.push_back(fb.buffer->name);
+        const std::vector<std::string> out = buffer_names(completed, true);
         if (out.empty()) continue;
         c.cache_write(name, out[rng() % out.size()]);
         break;
       }
       default: {
-        std::vector<std::string> in;
-        for (auto& fb : completed.buffers)
-          if (fb.buffer->role == sp::ir::BufferRole::input) in.push_back(fb.buffer->name);
+        const std::vector<std::string> in = buffer_names(completed, false);
         if (in.empty() || bound_threads.empty()) continue;
         static const std::int64_t tiles[] = {1, 4, 32};
         c.cache_read(name, {in[rng() % in.size()]}, bound_threads[rng() % bound_threads.size()]->var.name(),
@@ -902,8 +904,7 @@ sp::Schedule random_gpu_schedule(const sp::ir::Function& completed, std::uint64_
     s = c;
     ++kept;
   }
-  scheduled = gpu_loops(completed, s);
-  return s;
+  return s;  // `scheduled` holds s's loops: fits() sets it only when a candidate is accepted
 }
 
 // k (completed, not assembling) under a random GPU schedule (random_gpu_schedule), through
