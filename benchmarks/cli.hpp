@@ -36,7 +36,8 @@ struct Config {
   double min_time = 0.2;  // seconds of timed calls per system and case
   int warmup = 2;
   std::string dtype = "f32";
-  int block = 4;  // bsr_spmm: block size (square blocks; 2, 3, 4 or 8)
+  int block = 4;  // bsr_spmm: block size (square blocks; 2, 3, 4 or 8); sr_bcrs_spmm: rows per panel t
+  int group = 1;  // sr_bcrs_spmm: vectors per group g (1 or 4)
   int hyb_partitions = 1;  // hyb_spmm: column partitions c
   int hyb_width = 32;      // hyb_spmm: largest bucket width k (a power of two)
   std::string tuning_file;  // tuned_spmm, tuned_spmv: tuning records to reuse and extend ("" = none)
@@ -70,13 +71,13 @@ inline const char* kUsage = R"(spindle-bench: Spindle vs Eigen (and SuiteSparse:
 usage: spindle-bench [options]
   --backend cpu|cuda   cpu: Spindle vs Eigen/GraphBLAS/MKL on this CPU; cuda: Spindle's GPU build
                        vs cuSPARSE (see "CUDA backend" below)                 [cpu]
-  --op LIST            spmm, spmv, sddmm, spgemm, spadd, spmul, bsr_spmm, dbsr_spmm, ell_spmm,
-                       hyb_spmm, tuned_spmm, scheduled_spmm, tuned_spmv, fused_sddmm (comma list,
+  --op LIST            spmm, spmv, sddmm, spgemm, spadd, spmul, bsr_spmm, dbsr_spmm, sr_bcrs_spmm,
+                       ell_spmm, hyb_spmm, tuned_spmm, scheduled_spmm, tuned_spmv, fused_sddmm (comma list,
                        repeatable).
                        spgemm: C = A A,
                        spadd: C = A + A^T, spmul: C = A .* A^T (A instead of A^T when A
-                       is not square), sparse CSR results (no K); bsr_spmm/dbsr_spmm/ell_spmm/hyb_spmm: Spindle's
-                       BSR or DBSR (--block), ELL or hyb(c, k) (--hyb) SpMM; tuned_spmm: the format spindle::tune::tune_spmm picks for the
+                       is not square), sparse CSR results (no K); bsr_spmm/dbsr_spmm/sr_bcrs_spmm/ell_spmm/hyb_spmm: Spindle's
+                       BSR or DBSR (--block), SR-BCRS (--block rows per panel, --group), ELL or hyb(c, k) (--hyb) SpMM; tuned_spmm: the format spindle::tune::tune_spmm picks for the
                        matrix, K and thread count (tuned before timing; its report goes to
                        stderr); scheduled_spmm: Spindle's CSR SpMM under --schedule; each
                        with Spindle's CSR SpMM (default schedule) and the peers' CSR SpMM;
@@ -85,7 +86,9 @@ usage: spindle-bench [options]
                        fused_sddmm: SDDMM with the rows and nonzeros fused into one loop
                        (sparse_fuse), with Spindle's default SDDMM and the peers' SDDMM
                                                           [spmm; cuda: spmm,sddmm]
-  --block B            bsr_spmm/dbsr_spmm block size B x B: 2, 3, 4 or 8      [4]
+  --block B            bsr_spmm/dbsr_spmm block size B x B: 2, 3, 4 or 8;
+                       sr_bcrs_spmm: B rows per panel (t)                    [4]
+  --group G            sr_bcrs_spmm: G vectors per group (g): 1 or 4          [1]
   --hyb C,K            hyb_spmm: C column partitions, buckets up to width K (a power
                        of two, <= 1024)                                        [1,32]
   --tuning-file PATH   tuned_spmm, tuned_spmv: reuse and append tuning records (JSON Lines)
@@ -199,15 +202,18 @@ inline bool parse_args(int argc, char** argv, Config& c) {
     } else if (a == "--op") {
       for (auto& op : split_list(value())) {
         if (op != "spmm" && op != "spmv" && op != "sddmm" && op != "spgemm" && op != "spadd" && op != "spmul" && op != "bsr_spmm" && op != "dbsr_spmm" &&
-            op != "ell_spmm" && op != "hyb_spmm" && op != "tuned_spmm" && op != "scheduled_spmm" && op != "tuned_spmv" && op != "fused_sddmm")
+            op != "sr_bcrs_spmm" && op != "ell_spmm" && op != "hyb_spmm" && op != "tuned_spmm" && op != "scheduled_spmm" && op != "tuned_spmv" && op != "fused_sddmm")
           throw std::invalid_argument("--op: unknown operator '" + op +
-                                      "' (spmm, spmv, sddmm, spgemm, spadd, spmul, bsr_spmm, dbsr_spmm, ell_spmm, hyb_spmm, tuned_spmm, scheduled_spmm, tuned_spmv, fused_sddmm)");
+                                      "' (spmm, spmv, sddmm, spgemm, spadd, spmul, bsr_spmm, dbsr_spmm, sr_bcrs_spmm, ell_spmm, hyb_spmm, tuned_spmm, scheduled_spmm, tuned_spmv, fused_sddmm)");
         c.ops.push_back(op);
       }
     } else if (a == "--block") {
       c.block = static_cast<int>(parse_int(a, value(), 2, 8));
       if (c.block != 2 && c.block != 3 && c.block != 4 && c.block != 8)
         throw std::invalid_argument("--block: 2, 3, 4 or 8");
+    } else if (a == "--group") {
+      c.group = static_cast<int>(parse_int(a, value(), 1, 4));
+      if (c.group != 1 && c.group != 4) throw std::invalid_argument("--group: 1 or 4");
     } else if (a == "--schedule") {
       c.schedule = value();
     } else if (a == "--hyb") {

@@ -73,6 +73,7 @@ decltype(auto) with_op_kernel(const std::string& op, F&& f) {
   if (op == "ell_spmm") return f(spindle::ops::ell_spmm<T>());
   if (op == "bsr_spmm") return f(spindle::ops::bsr_spmm_kernel<T, 4, 4>());  // compile latency: 4x4 blocks
   if (op == "dbsr_spmm") return f(spindle::ops::dbsr_spmm_kernel<T, 4, 4>());
+  if (op == "sr_bcrs_spmm") return f(spindle::ops::sr_bcrs_spmm_kernel<T, 4, 1>());
   return f(spindle::ops::sddmm<T>());
 }
 

@@ -58,6 +58,21 @@ struct Kernels {
   spindle::ops::DbsrSpmm<T, 3, 3> dbsr3;
   spindle::ops::DbsrSpmm<T, 4, 4> dbsr4;
   spindle::ops::DbsrSpmm<T, 8, 8> dbsr8;
+  spindle::ops::SrBcrsSpmm<T, 2, 1> srb2;
+  spindle::ops::SrBcrsSpmm<T, 4, 1> srb4;
+  spindle::ops::SrBcrsSpmm<T, 8, 1> srb8;
+  spindle::ops::SrBcrsSpmm<T, 2, 4> srb2g4;
+  spindle::ops::SrBcrsSpmm<T, 4, 4> srb4g4;
+  spindle::ops::SrBcrsSpmm<T, 8, 4> srb8g4;
+  // f(the SR-BCRS SpMM of t rows per panel and groups of g): t 2, 4 or 8 (3 runs 4), g 1 or 4.
+  template <class F>
+  void with_sr_bcrs(int t, int g, F&& f) {
+    if (g == 4) {
+      if (t == 2) f(srb2g4); else if (t == 8) f(srb8g4); else f(srb4g4);
+    } else {
+      if (t == 2) f(srb2); else if (t == 8) f(srb8); else f(srb4);
+    }
+  }
   // Y = A X with A in DBSR of b x b blocks (b = the matrix's block size).
   void dbsr_spmm(const spindle::Dbsr<T>& a, spindle::TensorView<const T> x, spindle::TensorView<T> y) {
     switch (a.block_rows()) {
@@ -130,6 +145,7 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
       std::unique_ptr<spindle::CsrView<T>> cview, cview2;
       std::unique_ptr<spindle::Bsr<T>> bsr;
       std::unique_ptr<spindle::Dbsr<T>> dbsr;
+      std::unique_ptr<spindle::SrBcrs<T>> srb;
       std::unique_ptr<spindle::Ell<T>> ell;
       std::unique_ptr<spindle::Hyb<T>> hyb;
       std::unique_ptr<spindle::tune::TunedSpmm<T>> tuned;
@@ -146,7 +162,7 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
       c.op = op;
       c.feat = feat;
       const bool format_case =
-          op == "bsr_spmm" || op == "dbsr_spmm" || op == "ell_spmm" || op == "hyb_spmm" || op == "tuned_spmm" || op == "scheduled_spmm";
+          op == "bsr_spmm" || op == "dbsr_spmm" || op == "sr_bcrs_spmm" || op == "ell_spmm" || op == "hyb_spmm" || op == "tuned_spmm" || op == "scheduled_spmm";
       if (op == "spmm" || format_case) {
         // Y = A X: Eigen's result is the reference; the peers run on A in CSR.
         x = random_dense<T>(cols, feat, seed);
@@ -195,6 +211,19 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
           c.spindle = [&] {
             k.dbsr_spmm(*dbsr, spindle::TensorView<const T>(x.data(), {cols, feat}),
                         spindle::TensorView<T>(ys.data(), {rows, feat}));
+          };
+        } else if (op == "sr_bcrs_spmm") {
+          const int t = cfg.block == 3 ? 4 : cfg.block;
+          srb = std::make_unique<spindle::SrBcrs<T>>(spindle::SrBcrs<T>::from_csr(a, t, cfg.group));
+          char buf[200];
+          std::snprintf(buf, sizeof buf, "sr-bcrs t=%d g=%d, %lld groups, padding %.2f, %.1f MB, from CSR in %.1f ms", t,
+                        cfg.group, static_cast<long long>(srb->group_count()), srb->padding_ratio(),
+                        static_cast<double>(srb->bytes()) / 1e6, conv.seconds() * 1e3);
+          c.format = buf;
+          c.spindle = [&, t] {
+            k.with_sr_bcrs(t, cfg.group, [&](auto& op) {
+              op(*srb, spindle::TensorView<const T>(x.data(), {cols, feat}), spindle::TensorView<T>(ys.data(), {rows, feat}));
+            });
           };
         } else if (op == "hyb_spmm") {
           hyb = std::make_unique<spindle::Hyb<T>>(spindle::Hyb<T>::from_csr(a, cfg.hyb_partitions, cfg.hyb_width));
@@ -562,6 +591,10 @@ int run(const Config& cfg) {
         if (cfg.block == 4) use(k.dbsr4.kernel());
         if (cfg.block == 8) use(k.dbsr8.kernel());
       }
+      if (op == "sr_bcrs_spmm")
+        k.with_sr_bcrs(cfg.block == 3 ? 4 : cfg.block, cfg.group, [&](const auto& kb) {
+          ck = &kb.kernel().compile(), text = cfg.explain ? kb.explain() : "";
+        });
       report.kernels.push_back({op, spindle::runtime::code_source_name(ck->stats().source), ck->stats().lower_micros,
                                 ck->stats().load_micros});
       if (cfg.explain) std::fprintf(stderr, "%s\n", text.c_str());

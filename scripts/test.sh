@@ -81,7 +81,7 @@ if ((full)); then
     export SPINDLE_EINSUM_CASES=30
     CC=clang-19 CXX=clang++-19 run_suite "${SPINDLE_ASAN_BUILD_DIR:-$root/build-clang-asan}" \
       -DSPINDLE_SANITIZE=ON -DSPINDLE_BUILD_BENCHMARKS=OFF -DSPINDLE_BUILD_EXAMPLES=OFF \
-      -DSPINDLE_COMPILE_CHECKS=OFF -DSPINDLE_TEST_OPTIMIZATION=-O0 -DSPINDLE_FUZZ_BATCH=80 \
+      -DSPINDLE_COMPILE_CHECKS=OFF -DSPINDLE_TEST_OPTIMIZATION=-O0 -DSPINDLE_FUZZ_BATCH=64 \
       -DSPINDLE_FRONTEND_FUZZ_BATCH=20 -DSPINDLE_FUZZ_LARGE_EVERY=5
   )
   stage_start=$SECONDS  # the subshell printed its stages
@@ -109,7 +109,7 @@ if ((full)); then
   for t in spindle_runtime_tests spindle_error_tests; do
     SPINDLE_CACHE_DIR="$nollvm/kernel-cache" "$nollvm/tests/$t"
   done
-  SPINDLE_CACHE_DIR="$nollvm/kernel-cache" "$nollvm/tests/spindle-kernel-fuzz" --seed 2 --count 100 --engines system
+  SPINDLE_CACHE_DIR="$nollvm/kernel-cache" "$nollvm/tests/spindle-kernel-fuzz" --seed 2 --count 70 --engines system
   stage_done "without LLVM"
   # libFuzzer targets (Matrix Market reader, CSR validator, cache-entry reader): built with
   # Clang's fuzzer + ASan + UBSan and run once over their committed seed corpora. Long runs:

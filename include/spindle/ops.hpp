@@ -19,7 +19,9 @@
 #include "spindle/format/dbsr.hpp"
 #include "spindle/format/csc.hpp"
 #include "spindle/format/ell.hpp"
+#include "spindle/format/ell3d.hpp"
 #include "spindle/format/hyb.hpp"
+#include "spindle/format/sr_bcrs.hpp"
 #include "spindle/kernel.hpp"
 #include "spindle/runtime/runtime.hpp"
 
@@ -271,6 +273,118 @@ DbsrSpmm<T, BR, BC, Index> dbsr_spmm() {
 template <class T, std::int64_t BR, std::int64_t BC, class Index = std::int32_t>
 BsrSpmm<T, BR, BC, Index> bsr_spmm() {
   return {};
+}
+
+// SR-BCRS (SrBcrs<T, Index>): panels P of TT rows, the groups G of a panel, the GS columns J
+// of a group (compile-time, so the slot loop unrolls) and the rows TI of a panel (a
+// compile-time extent: the TT rows of C that one stored vector updates stay in registers).
+struct SrP : sp::dense_fixed {
+  static constexpr const char* axis_name = "P";
+};
+template <class Index>
+struct SrG : sp::dense_variable<SrP, Index> {
+  static constexpr const char* axis_name = "G";
+};
+template <std::int64_t GS, class Index>
+struct SrJ : sp::sparse_fixed<SrG<Index>, GS, Index> {
+  static constexpr const char* axis_name = "J";
+};
+template <std::int64_t TT>
+struct SrT : sp::dense_fixed_n<TT> {
+  static constexpr const char* axis_name = "TI";
+};
+
+// C = A B with A an SrBcrs<T, Index> of TT-row panels and groups of GS, B [cols, K] and C
+// the panel-shaped view [panel_count, TT, K] of the [rows, K] result (SrBcrsSpmm pads).
+template <class T, std::int64_t TT, std::int64_t GS, class Index = std::int32_t>
+auto sr_bcrs_spmm_kernel() {
+  using Gi = SrG<Index>;
+  using Jg = SrJ<GS, Index>;
+  using Ti = SrT<TT>;
+  return sp::kernel("sr_bcrs_spmm", [](sp::in<T, SrP, Gi, Jg, Ti> a, sp::in<T, sp::dense<Jg>, K> b,
+                                       sp::out<T, SrP, Ti, K> c, sp::iter<SrP> p, sp::iter<Ti> ti, sp::iter<Gi> g,
+                                       sp::iter<Jg> j, sp::iter<K> k) { c(p, ti, k) += a(p, g, j, ti) * b(j, k); });
+}
+
+// Y = A X for A in SR-BCRS with TT-row panels and groups of GS vectors, X [A.cols(), K] and
+// Y [A.rows(), K] row-major. When the row count is a multiple of TT the kernel writes Y
+// through its panel-shaped view; otherwise into a padded buffer (kept by the object and
+// reused; calls on one object from several threads take turns) whose first rows are copied
+// back. Stored zeros take part in the products like any stored value (0 * inf = NaN).
+template <class T, std::int64_t TT, std::int64_t GS, class Index = std::int32_t>
+class SrBcrsSpmm {
+ public:
+  SrBcrsSpmm() : kernel_(sr_bcrs_spmm_kernel<T, TT, GS, Index>()), scratch_(std::make_shared<Scratch>()) {}
+
+  void operator()(const SrBcrs<T, Index>& a, TensorView<const T> x, TensorView<T> y) const {
+    const std::string what = "sr_bcrs_spmm<" + std::to_string(TT) + ", " + std::to_string(GS) + ">";
+    SPINDLE_CHECK(a.tile_rows() == TT && a.group_size() == GS, ShapeError, what, ": the matrix (",
+                  a.storage().description(), ") has t=", a.tile_rows(), ", g=", a.group_size(),
+                  "; hint: build it with SrBcrs::from_csr(csr, ", TT, ", ", GS, ") or use sr_bcrs_spmm<T, ",
+                  a.tile_rows(), ", ", a.group_size(), ">()");
+    SPINDLE_CHECK(x.rank() == 2 && y.rank() == 2, ShapeError, what, ": X and Y must be matrices, got ranks ",
+                  x.rank(), " and ", y.rank());
+    SPINDLE_CHECK(x.dim(0) == a.cols(), ShapeError, what, ": X has ", x.dim(0), " rows but A has ", a.cols(),
+                  " columns");
+    SPINDLE_CHECK(y.dim(0) == a.rows(), ShapeError, what, ": Y has ", y.dim(0), " rows but A has ", a.rows(),
+                  " rows");
+    SPINDLE_CHECK(x.dim(1) == y.dim(1), ShapeError, what, ": X has ", x.dim(1), " columns but Y has ", y.dim(1));
+    const std::int64_t k = x.dim(1), mp = a.panel_count();
+    if (a.padded_rows() == a.rows()) {
+      kernel_(a, x, TensorView<T>(y.data(), {mp, TT, k}));
+      return;
+    }
+    std::lock_guard<std::mutex> lock(scratch_->mutex);
+    auto& yp = scratch_->y;
+    yp.resize(static_cast<std::size_t>(a.padded_rows() * k));
+    kernel_(a, x, TensorView<T>(yp.data(), {mp, TT, k}));
+    std::copy(yp.begin(), yp.begin() + static_cast<std::ptrdiff_t>(y.size()), y.values().begin());
+  }
+  void operator()(const SrBcrs<T, Index>& a, const Tensor<T>& x, Tensor<T>& y) const {
+    (*this)(a, x.view(), y.view());
+  }
+
+  const auto& kernel() const { return kernel_; }
+  std::string explain() const { return kernel_.explain(); }
+
+ private:
+  struct Scratch {
+    std::mutex mutex;
+    std::vector<T> y;
+  };
+  decltype(sr_bcrs_spmm_kernel<T, TT, GS, Index>()) kernel_;
+  std::shared_ptr<Scratch> scratch_;
+};
+
+template <class T, std::int64_t TT, std::int64_t GS, class Index = std::int32_t>
+SrBcrsSpmm<T, TT, GS, Index> sr_bcrs_spmm() {
+  return {};
+}
+
+// ELL3D (Ell3d<T, Index>): relations Rel, the rows of a relation that have edges (a
+// compressed level under it) and their slots (sparse_fixed, width bound at call time).
+struct Rel : sp::dense_fixed {};
+template <class Index>
+struct RelRows : sp::sparse_variable<Rel, Index> {
+  static constexpr const char* axis_name = "I";
+};
+template <class Index>
+struct RelSlots : sp::sparse_fixed<RelRows<Index>, sp::dynamic, Index> {
+  static constexpr const char* axis_name = "J";
+};
+
+// The aggregation of an RGCN layer over ELL3D (SparseTIR's RGMS with X W_r precomputed):
+// C(i, k) = sum over relations r and slots j of A_r(i, j) * XW(r, j, k), with A an
+// Ell3d<T, Index>, XW [relations, cols, K] (X times each relation's weight) and C [rows, K].
+// Every relation adds into the same rows of C (on the CPU the rows are owned by one thread).
+template <class T, class Index = std::int32_t>
+auto rgcn_ell3d_spmm() {
+  using Ir = RelRows<Index>;
+  using Js = RelSlots<Index>;
+  return sp::kernel("rgcn_ell3d_spmm",
+                    [](sp::in<T, Rel, Ir, Js> a, sp::in<T, Rel, sp::dense<Js>, K> xw, sp::out<T, sp::dense<Ir>, K> c,
+                       sp::iter<Rel> r, sp::iter<Ir> i, sp::iter<Js> j,
+                       sp::iter<K> k) { c(i, k) += a(r, i, j) * xw(r, j, k); });
 }
 
 // ELL: every row stores the same number of entries (sparse_fixed, width bound at call time).

@@ -1,4 +1,4 @@
-// Block and padded formats as kernel arguments: BSR and DBSR SpMM with compile-time block extents
+// Block and padded formats as kernel arguments: BSR, DBSR and SR-BCRS SpMM, ELL3D RGCN aggregation with compile-time block extents
 // (dense_fixed_n<N>), ELL SpMM, hyb(c, k) SpMM and CSC SpMV/SpMM (ops.hpp), against the plain CSR loop of the matrix they
 // were built from, on every test shape, several block shapes and feature sizes, the real
 // matrices, with 1 and 3 threads; the kernels' IR against the reference interpreter; the
@@ -102,6 +102,111 @@ void check_dbsr_spmm(const sp::Csr<T>& a, std::int64_t k, const std::string& wha
   auto y = poisoned<T>({a.rows(), k});
   spmm(d, x, y);
   check_close<T>(ref, y.values(), what + " DbsrSpmm");
+}
+
+// SrBcrs<T>::from_csr against the source: from_csr refuses (ShapeError) exactly when a
+// panel's columns, padded to a multiple of GS, need more distinct columns than the matrix
+// has; otherwise the slot count is the panels' padded column counts, the arrays pass the
+// validating constructor, the entries are the source's, and Y = A X through the kernel on
+// the panel-shaped view (1 and 3 threads; the padding rows of Y are zero-filled) and through
+// SrBcrsSpmm<T, TT, GS> matches the CSR loop.
+template <class T, std::int64_t TT, std::int64_t GS>
+void check_sr_bcrs_spmm(const sp::Csr<T>& a, std::int64_t k, const std::string& what) {
+  INFO(what << " sr-bcrs t=" << TT << " g=" << GS << " k=" << k);
+  const std::int64_t mp = (a.rows() + TT - 1) / TT;
+  std::int64_t slots = 0;
+  bool fits = true;
+  std::vector<std::int64_t> mark(static_cast<std::size_t>(a.cols()), -1);
+  for (std::int64_t p = 0; p < mp; ++p) {
+    std::int64_t held = 0;
+    for (std::int64_t r = p * TT; r < std::min(a.rows(), (p + 1) * TT); ++r)
+      for (auto q = a.indptr()[r]; q < a.indptr()[r + 1]; ++q)
+        if (mark[a.indices()[q]] != p) mark[a.indices()[q]] = p, ++held;
+    const std::int64_t padded = (held + GS - 1) / GS * GS;
+    fits = fits && padded <= a.cols();
+    slots += padded;
+  }
+  if (!fits) {
+    REQUIRE_THROWS_AS(sp::SrBcrs<T>::from_csr(a, TT, GS), sp::ShapeError);
+    return;
+  }
+  const auto s = sp::SrBcrs<T>::from_csr(a, TT, GS);
+  REQUIRE(s.panel_count() == mp);
+  REQUIRE(s.padded_rows() == mp * TT);
+  REQUIRE(s.slot_count() == slots);
+  REQUIRE(s.group_count() * GS == slots);
+  REQUIRE(s.stored_nonzeros() == a.nnz());
+  CHECK(s.padding_ratio() == static_cast<double>(slots * TT) / static_cast<double>(std::max<std::int64_t>(1, a.nnz())));
+  CHECK(s.bytes() == static_cast<std::int64_t>((mp + 1 + slots) * 4 + slots * TT * static_cast<std::int64_t>(sizeof(T))));
+  const sp::SrBcrs<T> rebuilt(a.rows(), a.cols(), TT, GS, to_vector(s.group_ptr()), to_vector(s.indices()),
+                              to_vector(s.values()));
+  const auto entries = [](const sp::Tensor<T>& t) { return std::vector<T>(t.values().begin(), t.values().end()); };
+  REQUIRE(entries(rebuilt.to_dense()) == entries(a.to_dense()));
+  const auto back = s.to_csr();
+  REQUIRE(back.nnz() == a.nnz());
+  REQUIRE(entries(back.to_dense()) == entries(a.to_dense()));
+  const auto x = sp::Tensor<T>::random({a.cols(), k}, 9, -1, 1);
+  const auto ref = ref_spmm(a, x.values(), k);
+  const sp::ops::SrBcrsSpmm<T, TT, GS> spmm;
+  for (int threads : {1, 3}) {
+    INFO("threads " << threads);
+    auto kernel = spmm.kernel().with_runtime(runtime_with_threads(threads));
+    std::vector<T> yp(static_cast<std::size_t>(mp * TT * k), T(7));
+    kernel(s, x, sp::TensorView<T>(yp.data(), {mp, TT, k}));
+    std::vector<T> y(yp.begin(), yp.begin() + static_cast<std::ptrdiff_t>(a.rows() * k));
+    check_close<T>(ref, y, what + " sr_bcrs_spmm kernel");
+    for (std::size_t q = y.size(); q < yp.size(); ++q) REQUIRE(yp[q] == T(0));
+  }
+  auto y = poisoned<T>({a.rows(), k});
+  spmm(s, x, y);
+  check_close<T>(ref, y.values(), what + " SrBcrsSpmm");
+}
+
+// Ell3d<T>::from_relations against its relations (the stored rows, each relation back as a
+// Csr, the padding), and C = sum_r A_r XW_r through ops::rgcn_ell3d_spmm (1 and 3 threads,
+// C poisoned first: every row is written, rows without edges with 0) against the CSR loops.
+template <class T>
+void check_ell3d_spmm(const std::vector<sp::Csr<T>>& rels, std::int64_t width, std::int64_t k, const std::string& what) {
+  INFO(what << " ell3d width " << width << " k=" << k);
+  const auto e = sp::Ell3d<T>::from_relations(rels, width);
+  const std::int64_t n = rels.empty() ? 0 : rels[0].rows(), m = rels.empty() ? 0 : rels[0].cols();
+  const auto nrel = static_cast<std::int64_t>(rels.size());
+  std::int64_t stored = 0, longest = 0, nnz = 0;
+  for (const auto& a : rels) {
+    nnz += a.nnz();
+    for (std::int64_t i = 0; i < a.rows(); ++i) {
+      stored += a.indptr()[i + 1] > a.indptr()[i];
+      longest = std::max<std::int64_t>(longest, a.indptr()[i + 1] - a.indptr()[i]);
+    }
+  }
+  REQUIRE(e.relations() == nrel);
+  REQUIRE(e.stored_rows() == stored);
+  REQUIRE(e.width() == (width < 0 ? longest : width));
+  REQUIRE(e.stored_nonzeros() == nnz);
+  CHECK(e.bytes() == static_cast<std::int64_t>((nrel + 1 + stored + stored * e.width()) * 4 +
+                                               stored * e.width() * static_cast<std::int64_t>(sizeof(T))));
+  const auto entries = [](const sp::Tensor<T>& t) { return std::vector<T>(t.values().begin(), t.values().end()); };
+  for (std::int64_t r = 0; r < nrel; ++r) REQUIRE(entries(e.relation(r).to_dense()) == entries(rels[r].to_dense()));
+  const sp::Ell3d<T> rebuilt(nrel, n, m, e.width(), to_vector(e.rel_ptr()), to_vector(e.row_ids()), to_vector(e.indices()),
+                             to_vector(e.values()));
+  REQUIRE(rebuilt.stored_nonzeros() == nnz);
+  const auto xw = sp::Tensor<T>::random({nrel, m, k}, 13, -1, 1);
+  std::vector<Ref> ref(static_cast<std::size_t>(n * k));
+  for (std::int64_t r = 0; r < nrel; ++r) {
+    const auto part = ref_spmm(rels[r], xw.values().subspan(static_cast<std::size_t>(r * m * k)), k);
+    for (std::size_t q = 0; q < ref.size(); ++q) {
+      ref[q].value += part[q].value;
+      ref[q].abs_sum += part[q].abs_sum;
+      ref[q].terms += part[q].terms;
+    }
+  }
+  const auto op = sp::ops::rgcn_ell3d_spmm<T>();
+  for (int threads : {1, 3}) {
+    INFO("threads " << threads);
+    auto c = poisoned<T>({n, k});
+    op.with_runtime(runtime_with_threads(threads))(e, xw, c);
+    check_close<T>(ref, c.values(), what + " rgcn_ell3d_spmm");
+  }
 }
 
 template <class T>
@@ -392,6 +497,201 @@ TEST_CASE("DBSR on real matrices, against the interpreter and the CUDA build, st
   const sp::TensorView<const float> xb(xp.data(), {nb, 3, k});
   CHECK_THROWS_AS(bsr23(d, xb, yb), sp::ShapeError);
   CHECK_NOTHROW(sp::Dbsr<float>());
+}
+
+TEMPLATE_TEST_CASE("SR-BCRS (t x 1 vectors grouped by g): the entries of the CSR, padding rule, SpMM matches the CSR loop",
+                   "[correctness][formats][sr_bcrs]", float, double) {
+  using T = TestType;
+  const Shape s = GENERATE(from_range(matrix_shapes()));
+  INFO(s << " " << dtype_label<T>());
+  const auto a = random_csr<T>(s, 29);
+  for (std::int64_t k : {1, 7, 33}) {
+    check_sr_bcrs_spmm<T, 1, 1>(a, k, s.name);
+    check_sr_bcrs_spmm<T, 4, 2>(a, k, s.name);
+    check_sr_bcrs_spmm<T, 3, 4>(a, k, s.name);
+  }
+  check_sr_bcrs_spmm<T, 8, 8>(a, 16, s.name);
+  // An unsorted CSR with a column stored twice in a row: one vector slot holding the sum.
+  const auto su = sp::SrBcrs<T>::from_csr(sp::Csr<T>(3, 5, {0, 3, 3, 4}, {4, 1, 4, 0}, {T(1), T(2), T(3), T(5)}), 2, 2);
+  REQUIRE(su.panel_count() == 2);
+  CHECK(to_vector(su.indices()) == std::vector<std::int32_t>{1, 4, 0, 1});  // panel 1 padded with column 1
+  const auto d = su.to_dense();
+  CHECK(d.data()[4] == T(4));  // row 0, column 4: 1 + 3
+  CHECK(d.data()[1] == T(2));
+  CHECK(d.data()[2 * 5 + 0] == T(5));
+  CHECK(su.stored_nonzeros() == 4);
+}
+
+TEST_CASE("SR-BCRS on real matrices, against the interpreter and the CUDA build, structure errors",
+          "[correctness][formats][sr_bcrs][graphs][interpreter][cuda]") {
+  for (const char* file : {"matrices/bcsstk25.mtx.gz", "gnn/cora.mtx.gz"}) {
+    auto a = load_graph<float>(file);
+    if (!a) {
+      WARN("skipping " << file << ": not found under " << data_dir());
+      continue;
+    }
+    check_sr_bcrs_spmm<float, 4, 4>(*a, 32, file);
+    check_sr_bcrs_spmm<float, 8, 1>(*a, 5, file);
+  }
+  // Empty panels at both ends and in the middle, a last panel cut short (41 rows, t = 4),
+  // through the interpreter and the CUDA build (emulated here, on the GPU where there is one).
+  const auto a = random_csr<float>(Shape{"gaps", 41, 23, 3, 0.6}, 67);
+  const auto s = sp::SrBcrs<float>::from_csr(a, 4, 2);
+  const std::int64_t k = 5, mp = s.panel_count();
+  const auto x = sp::Tensor<float>::random({a.cols(), k}, 68, -1, 1);
+  const auto kernel = sp::ops::sr_bcrs_spmm_kernel<float, 4, 2>();
+  spindle::test::NvrtcCheck nvrtc;
+  auto run = [&](auto&& how) {
+    auto y = sp::Tensor<float>::full({mp, 4, k}, 99.0f);
+    std::vector<sp::runtime::CallArg> args(3);
+    args[0].view = sp::storage_of(s);
+    args[1].view = sp::storage_of(x);
+    args[2].view = sp::storage_of(y);
+    how(args);
+    return std::vector<float>(y.values().begin(), y.values().begin() + a.rows() * k);
+  };
+  const auto want = run([&](auto& args) { spindle::test::Interpreter(kernel.ir(), args).run(); });
+  check_close<float>(ref_spmm(a, x.values(), k), want, "sr-bcrs interpreter vs CSR loop");
+  const auto emulated = run([&](auto& args) { spindle::test::run_cuda_build(kernel.ir(), args, &nvrtc); });
+  check_close<float>(ref_spmm(a, x.values(), k), emulated, "sr-bcrs CUDA build vs CSR loop");
+  if (nvrtc.available) CHECK(nvrtc.compiled >= 1);
+  // Structure errors name the place (5 x 4 with t = 2, g = 2: 3 panels).
+  using S = sp::SrBcrs<float>;
+  const std::vector<float> four(4, 1.0f), eight(8, 1.0f);
+  CHECK_THROWS_WITH(S(5, 4, 2, 2, {0, 1, 1}, {0, 1}, four), Catch::Contains("indptr has 3 entries"));
+  CHECK_THROWS_WITH(S(5, 4, 2, 2, {0, 1, 0, 1}, {0, 1}, four), Catch::Contains("indptr is not monotone at panel 1"));
+  CHECK_THROWS_WITH(S(5, 4, 2, 2, {0, 1, 1, 2}, {0, 1}, four), Catch::Contains("nnz mismatch"));
+  CHECK_THROWS_WITH(S(5, 4, 2, 2, {0, 1, 1, 1}, {0, 1, 2}, four), Catch::Contains("not a multiple of the group size g=2"));
+  CHECK_THROWS_WITH(S(5, 4, 2, 2, {0, 0, 1, 1}, {1, 4}, four),
+                    Catch::Contains("column 4 out of range [0, 4) at slot 1 (panel 1, group 0)"));
+  CHECK_THROWS_WITH(S(5, 4, 2, 2, {0, 2, 2, 2}, {0, 2, 2, 3}, eight),
+                    Catch::Contains("the columns of panel 0 are not strictly ascending at slot 2"));
+  CHECK_THROWS_WITH(S(5, 4, 2, 2, {0, 1, 1, 1}, {0, 1}, std::vector<float>(3, 1.0f)),
+                    Catch::Contains("values has 3 entries, expected slots * t = 2 * 2 = 4"));
+  CHECK_THROWS_AS(S(5, 4, 0, 2, {0}, {}, {}), sp::ShapeError);
+  CHECK_THROWS_AS(S(5, 4, 2, 0, {0}, {}, {}), sp::ShapeError);
+  const S ok(5, 4, 2, 2, {0, 1, 1, 1}, {0, 3}, {1.0f, 0.0f, 0.0f, 2.0f});
+  CHECK(ok.stored_nonzeros() == 2);
+  CHECK(ok.to_csr().nnz() == 2);
+  CHECK(ok.to_csr(false).nnz() == 4);
+  // A panel whose columns, padded to g, need more columns than the matrix has.
+  const sp::Csr<float> narrow(2, 3, {0, 3, 3}, {0, 1, 2}, {1.0f, 1.0f, 1.0f});
+  CHECK_THROWS_WITH(sp::SrBcrs<float>::from_csr(narrow, 2, 2),
+                    Catch::Contains("panel 0 (rows 0..1) holds 3 columns; padded to groups of g=2 it needs 4"));
+  // The wrong t or g for the operator, and shape mismatches.
+  auto y = sp::Tensor<float>::zeros({a.rows(), k});
+  const auto spmm44 = sp::ops::sr_bcrs_spmm<float, 4, 4>();
+  const auto spmm22 = sp::ops::sr_bcrs_spmm<float, 2, 2>();
+  const auto spmm42 = sp::ops::sr_bcrs_spmm<float, 4, 2>();
+  CHECK_THROWS_AS(spmm44(s, x, y), sp::ShapeError);
+  CHECK_THROWS_AS(spmm22(s, x, y), sp::ShapeError);
+  auto y_short = sp::Tensor<float>::zeros({a.rows() - 1, k});
+  CHECK_THROWS_AS(spmm42(s, x, y_short), sp::ShapeError);
+  auto yp_wrong = sp::Tensor<float>::zeros({mp, 3, k});
+  CHECK_THROWS_AS(kernel(s, x, yp_wrong), sp::ShapeError);
+  CHECK_NOTHROW(S());
+}
+
+TEMPLATE_TEST_CASE("ELL3D (relations x rows with edges x k slots): the relations back, RGCN aggregation matches the CSR loops",
+                   "[correctness][formats][ell3d]", float, double) {
+  using T = TestType;
+  const Shape s = GENERATE(from_range(matrix_shapes()));
+  INFO(s << " " << dtype_label<T>());
+  // Three relations of one shape: one with the shape's density, one empty, one sparser.
+  std::vector<sp::Csr<T>> rels{random_csr<T>(s, 31), sp::Csr<T>::random(s.rows, s.cols, 0.0, 32),
+                               random_csr<T>(Shape{s.name, s.rows, s.cols, s.avg_nnz_per_row / 3, 0.5}, 33)};
+  for (std::int64_t k : {1, 7, 33}) check_ell3d_spmm<T>(rels, -1, k, s.name);
+  std::int64_t longest = 0;
+  for (const auto& a : rels)
+    for (std::int64_t i = 0; i < a.rows(); ++i) longest = std::max<std::int64_t>(longest, a.indptr()[i + 1] - a.indptr()[i]);
+  if (longest + 2 <= s.cols) check_ell3d_spmm<T>(rels, longest + 2, 5, s.name);
+  check_ell3d_spmm<T>({}, -1, 4, "no relations");
+}
+
+TEST_CASE("ELL3D on the RGCN graphs, against the interpreter and the CUDA build, structure errors",
+          "[correctness][formats][ell3d][graphs][interpreter][cuda]") {
+  for (const char* file : {"rgcn/aifb.mtx.gz", "rgcn/mutag.mtx.gz"}) {
+    const auto path = data_file(file);
+    if (!path) {
+      WARN("skipping " << file << ": not found under " << data_dir());
+      continue;
+    }
+    // One graph per relation id (1-based): row = the receiving node, column = the sender.
+    const auto t = sp::read_matrix_market_triplets<float>(*path);
+    std::vector<std::vector<sp::Triplet<float>>> by_rel;
+    for (const auto& edge : t.entries) {
+      const auto r = static_cast<std::size_t>(edge.value) - 1;
+      if (by_rel.size() <= r) by_rel.resize(r + 1);
+      by_rel[r].push_back({edge.col, edge.row, 1.0f + 0.25f * static_cast<float>(r % 4)});
+    }
+    std::vector<sp::Csr<float>> rels;
+    for (auto& tr : by_rel) rels.push_back(sp::Csr<float>::from_triplets(t.header.rows, t.header.cols, tr));
+    check_ell3d_spmm<float>(rels, -1, 16, file);
+  }
+  // Relations with empty rows and one empty relation, through the interpreter and the CUDA
+  // build (emulated here, on the GPU where there is one).
+  const std::vector<sp::Csr<float>> rels{random_csr<float>(Shape{"r0", 37, 29, 3, 0.4}, 71),
+                                         sp::Csr<float>::random(37, 29, 0.0, 72),
+                                         random_csr<float>(Shape{"r2", 37, 29, 1, 0.7}, 73)};
+  const auto e = sp::Ell3d<float>::from_relations(rels);
+  const std::int64_t k = 5;
+  const auto xw = sp::Tensor<float>::random({3, 29, k}, 74, -1, 1);
+  std::vector<float> want(static_cast<std::size_t>(37 * k), 0.0f);
+  for (std::int64_t r = 0; r < 3; ++r)
+    for (std::int64_t i = 0; i < 37; ++i)
+      for (auto q = rels[r].indptr()[i]; q < rels[r].indptr()[i + 1]; ++q)
+        for (std::int64_t f = 0; f < k; ++f)
+          want[i * k + f] += rels[r].values()[q] * xw.data()[(r * 29 + rels[r].indices()[q]) * k + f];
+  const auto kernel = sp::ops::rgcn_ell3d_spmm<float>();
+  spindle::test::NvrtcCheck nvrtc;
+  auto run = [&](auto&& how) {
+    auto c = sp::Tensor<float>::full({37, k}, 99.0f);
+    std::vector<sp::runtime::CallArg> args(3);
+    args[0].view = sp::storage_of(e);
+    args[1].view = sp::storage_of(xw);
+    args[2].view = sp::storage_of(c);
+    how(args);
+    return std::vector<float>(c.values().begin(), c.values().end());
+  };
+  const auto close = [&](const std::vector<float>& got, const char* what) {
+    INFO(what);
+    REQUIRE(got.size() == want.size());
+    for (std::size_t q = 0; q < got.size(); ++q) REQUIRE(std::abs(got[q] - want[q]) <= 1e-5f * (1 + std::abs(want[q])));
+  };
+  close(run([&](auto& args) { spindle::test::Interpreter(kernel.ir(), args).run(); }), "ell3d interpreter");
+  close(run([&](auto& args) { spindle::test::run_cuda_build(kernel.ir(), args, &nvrtc); }), "ell3d CUDA build");
+  if (nvrtc.available) CHECK(nvrtc.compiled >= 1);
+  // Structure errors name the place (2 relations of 4 x 3, width 2).
+  using E = sp::Ell3d<float>;
+  const std::vector<float> two(2, 1.0f), four(4, 1.0f);
+  CHECK_THROWS_WITH(E(2, 4, 3, 2, {0, 1}, {0}, {0, 1}, two), Catch::Contains("indptr has 2 entries"));
+  CHECK_THROWS_WITH(E(2, 4, 3, 2, {0, 2, 2}, {1, 1}, {0, 1, 0, 1}, four),
+                    Catch::Contains("the rows of relation 0 are not strictly ascending at stored row 1"));
+  CHECK_THROWS_WITH(E(2, 4, 3, 2, {0, 1, 1}, {4}, {0, 1}, two), Catch::Contains("out of range"));
+  CHECK_THROWS_WITH(E(2, 4, 3, 2, {0, 1, 1}, {0}, {0, 3}, two),
+                    Catch::Contains("column 3 out of range [0, 3) at slot 1 (stored row 0, slot 1)"));
+  CHECK_THROWS_WITH(E(2, 4, 3, 2, {0, 1, 1}, {0}, {1, 1}, two),
+                    Catch::Contains("the columns of stored row 0 are not strictly ascending at slot 1"));
+  CHECK_THROWS_WITH(E(2, 4, 3, 2, {0, 1, 1}, {0}, {0, 1}, four),
+                    Catch::Contains("values has 4 entries, expected stored rows * k = 1 * 2 = 2"));
+  CHECK_THROWS_WITH(E(2, 4, 3, 4, {0, 0, 0}, {}, {}, {}), Catch::Contains("width k=4 exceeds the 3 columns"));
+  CHECK_THROWS_AS(E(-1, 4, 3, 2, {0}, {}, {}, {}), sp::ShapeError);
+  const E ok(2, 4, 3, 2, {0, 0, 1}, {2}, {0, 2}, {0.0f, 5.0f});
+  CHECK(ok.stored_nonzeros() == 1);
+  CHECK(ok.relation(1).nnz() == 1);
+  CHECK(ok.relation(1, false).nnz() == 2);
+  CHECK(ok.relation(0).nnz() == 0);
+  CHECK_THROWS_AS(ok.relation(2), sp::ShapeError);
+  CHECK_THROWS_WITH(E::from_relations({sp::Csr<float>::random(4, 3, 1.0, 1), sp::Csr<float>::random(4, 4, 1.0, 2)}),
+                    Catch::Contains("relation 1 is 4x4 but relation 0 is 4x3"));
+  CHECK_THROWS_WITH(E::from_relations(rels, 1), Catch::Contains("is smaller than the longest row"));
+  // Operands of the wrong shape.
+  auto c_short = sp::Tensor<float>::zeros({36, k});
+  CHECK_THROWS_AS(kernel(e, xw, c_short), sp::ShapeError);
+  const auto xw2 = sp::Tensor<float>::random({2, 29, k}, 75, -1, 1);
+  auto c = sp::Tensor<float>::zeros({37, k});
+  CHECK_THROWS_AS(kernel(e, xw2, c), sp::ShapeError);
+  CHECK_NOTHROW(E());
 }
 
 TEMPLATE_TEST_CASE("ELL SpMM matches the CSR loop (exact and wider than the longest row)",

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "spindle/format/csr.hpp"
+#include "spindle/format/pad_columns.hpp"
 #include "spindle/format/storage.hpp"
 #include "spindle/format/tensor.hpp"
 #include "spindle/format/validate.hpp"
@@ -287,19 +288,15 @@ Ell<T, Index> Ell<T, Index>::from_csr(const Csr<T, Index>& a, std::int64_t k) {
       }
       row.resize(w);
     }
-    // Merge the row's columns with the smallest columns it does not hold, k slots in all.
+    // The row's columns merged with the smallest columns it does not hold, k slots in all.
     Index* out_i = indices.data() + r * k;
     T* out_v = values.data() + r * k;
-    std::int64_t pad = k - static_cast<std::int64_t>(row.size()), next = 0, w = 0;
-    std::size_t j = 0;
-    while (w < k) {
-      if (j < row.size() && (pad == 0 || static_cast<std::int64_t>(row[j].first) <= next)) {
-        if (static_cast<std::int64_t>(row[j].first) == next) ++next;
-        out_i[w] = row[j].first, out_v[w] = row[j].second, ++w, ++j;
-      } else {  // next is a column the row does not hold (the row's columns below it are written)
-        out_i[w] = static_cast<Index>(next), out_v[w] = T{}, ++w, ++next, --pad;
-      }
-    }
+    detail::pad_columns(
+        static_cast<std::int64_t>(row.size()), k, [&](std::int64_t j) { return row[j].first; },
+        [&](std::int64_t c, std::int64_t j) {
+          *out_i++ = static_cast<Index>(c);
+          *out_v++ = j < 0 ? T{} : row[j].second;
+        });
   }
   return Ell(Trusted{}, a.rows(), a.cols(), k, std::move(indices), std::move(values), a.nnz(),
              a.name());
