@@ -81,8 +81,8 @@ if ((full)); then
     export SPINDLE_EINSUM_CASES=30
     CC=clang-19 CXX=clang++-19 run_suite "${SPINDLE_ASAN_BUILD_DIR:-$root/build-clang-asan}" \
       -DSPINDLE_SANITIZE=ON -DSPINDLE_BUILD_BENCHMARKS=OFF -DSPINDLE_BUILD_EXAMPLES=OFF \
-      -DSPINDLE_COMPILE_CHECKS=OFF -DSPINDLE_TEST_OPTIMIZATION=-O0 -DSPINDLE_FUZZ_BATCH=64 \
-      -DSPINDLE_FRONTEND_FUZZ_BATCH=20 -DSPINDLE_FUZZ_LARGE_EVERY=5
+      -DSPINDLE_COMPILE_CHECKS=OFF -DSPINDLE_TEST_OPTIMIZATION=-O0 -DSPINDLE_FUZZ_BATCH=48 \
+      -DSPINDLE_FRONTEND_FUZZ_BATCH=16 -DSPINDLE_FUZZ_LARGE_EVERY=5
   )
   stage_start=$SECONDS  # the subshell printed its stages
   # ThreadSanitizer over the thread pool, the kernel cache (threads and processes) and engines.
