@@ -174,6 +174,43 @@ auto dbsr_spmm_kernel() {
 
 namespace detail {
 
+// X [cols, K] and Y [rows, K] for Y = A X with A rows x cols: a ShapeError naming `what`
+// and the extent that does not fit.
+template <class T>
+void check_spmm_operands(const std::string& what, std::int64_t rows, std::int64_t cols, const TensorView<const T>& x,
+                         const TensorView<T>& y) {
+  SPINDLE_CHECK(x.rank() == 2 && y.rank() == 2, ShapeError, what, ": X and Y must be matrices, got ranks ",
+                x.rank(), " and ", y.rank());
+  SPINDLE_CHECK(x.dim(0) == cols, ShapeError, what, ": X has ", x.dim(0), " rows but A has ", cols, " columns");
+  SPINDLE_CHECK(y.dim(0) == rows, ShapeError, what, ": Y has ", y.dim(0), " rows but A has ", rows, " rows");
+  SPINDLE_CHECK(x.dim(1) == y.dim(1), ShapeError, what, ": X has ", x.dim(1), " columns but Y has ", y.dim(1));
+}
+
+// The zero-padded copies of X and Y that an operator object keeps for formats whose row or
+// column count is rounded up to a tile (BSR, DBSR, SR-BCRS): reused from call to call; calls
+// on one object from several threads take turns (`mutex`).
+template <class T>
+struct PaddedOperands {
+  std::mutex mutex;
+  std::vector<T> x, y;
+
+  // X with its rows padded with zeros to `padded_rows` (the caller holds `mutex`).
+  const T* padded_x(const TensorView<const T>& x_in, std::int64_t padded_rows) {
+    x.resize(static_cast<std::size_t>(padded_rows * x_in.dim(1)));
+    std::copy(x_in.values().begin(), x_in.values().end(), x.begin());
+    std::fill(x.begin() + static_cast<std::ptrdiff_t>(x_in.size()), x.end(), T(0));
+    return x.data();
+  }
+  // Runs `compute(yp)` into a buffer of `padded_rows` rows of Y and copies Y's rows back
+  // (the caller holds `mutex`).
+  template <class Compute>
+  void into_padded_y(const TensorView<T>& y_out, std::int64_t padded_rows, Compute&& compute) {
+    y.resize(static_cast<std::size_t>(padded_rows * y_out.dim(1)));
+    compute(y.data());
+    std::copy(y.begin(), y.begin() + static_cast<std::ptrdiff_t>(y_out.size()), y_out.values().begin());
+  }
+};
+
 // Y = A X for a blocked A (Bsr or Dbsr) with BR x BC blocks, X [A.cols(), K] and Y [A.rows(), K]
 // row-major, through `Kernel` on the block-shaped views [nb, BC, K] and [mb, BR, K]. When the
 // matrix extents are multiples of the block, the kernel runs on views of X and Y directly.
@@ -187,7 +224,7 @@ class BlockSpmm {
  public:
   using T = typename Matrix::value_type;
   BlockSpmm(Kernel kernel, const char* name, const char* format)
-      : kernel_(std::move(kernel)), name_(name), format_(format), scratch_(std::make_shared<Scratch>()) {}
+      : kernel_(std::move(kernel)), name_(name), format_(format), scratch_(std::make_shared<PaddedOperands<T>>()) {}
 
   void operator()(const Matrix& a, TensorView<const T> x, TensorView<T> y) const {
     const std::string what = std::string(name_) + "<" + std::to_string(BR) + "x" + std::to_string(BC) + ">";
@@ -195,13 +232,7 @@ class BlockSpmm {
                   a.storage().description(), ") has ", a.block_rows(), "x", a.block_cols(),
                   " blocks; hint: build it with ", format_, "::from_csr(csr, ", BR, ", ", BC, ") or use ", name_,
                   "<T, ", a.block_rows(), ", ", a.block_cols(), ">()");
-    SPINDLE_CHECK(x.rank() == 2 && y.rank() == 2, ShapeError, what, ": X and Y must be matrices, got ranks ",
-                  x.rank(), " and ", y.rank());
-    SPINDLE_CHECK(x.dim(0) == a.cols(), ShapeError, what, ": X has ", x.dim(0), " rows but A has ", a.cols(),
-                  " columns");
-    SPINDLE_CHECK(y.dim(0) == a.rows(), ShapeError, what, ": Y has ", y.dim(0), " rows but A has ", a.rows(),
-                  " rows");
-    SPINDLE_CHECK(x.dim(1) == y.dim(1), ShapeError, what, ": X has ", x.dim(1), " columns but Y has ", y.dim(1));
+    check_spmm_operands(what, a.rows(), a.cols(), x, y);
     const std::int64_t k = x.dim(1), mb = a.block_row_count(), nb = a.block_col_count();
     const bool pad_x = a.padded_cols() != a.cols(), pad_y = a.padded_rows() != a.rows();
     if (!pad_x && !pad_y) {
@@ -209,22 +240,12 @@ class BlockSpmm {
       return;
     }
     std::lock_guard<std::mutex> lock(scratch_->mutex);
-    TensorView<const T> xb(x.data(), {nb, BC, k});
-    if (pad_x) {
-      auto& xp = scratch_->x;
-      xp.resize(static_cast<std::size_t>(a.padded_cols() * k));
-      std::copy(x.values().begin(), x.values().end(), xp.begin());
-      std::fill(xp.begin() + static_cast<std::ptrdiff_t>(x.size()), xp.end(), T(0));
-      xb = TensorView<const T>(xp.data(), {nb, BC, k});
-    }
+    const TensorView<const T> xb(pad_x ? scratch_->padded_x(x, a.padded_cols()) : x.data(), {nb, BC, k});
     if (!pad_y) {
       kernel_(a, xb, TensorView<T>(y.data(), {mb, BR, k}));
       return;
     }
-    auto& yp = scratch_->y;
-    yp.resize(static_cast<std::size_t>(a.padded_rows() * k));
-    kernel_(a, xb, TensorView<T>(yp.data(), {mb, BR, k}));
-    std::copy(yp.begin(), yp.begin() + static_cast<std::ptrdiff_t>(y.size()), y.values().begin());
+    scratch_->into_padded_y(y, a.padded_rows(), [&](T* yp) { kernel_(a, xb, TensorView<T>(yp, {mb, BR, k})); });
   }
   void operator()(const Matrix& a, const Tensor<T>& x, Tensor<T>& y) const { (*this)(a, x.view(), y.view()); }
 
@@ -232,14 +253,10 @@ class BlockSpmm {
   std::string explain() const { return kernel_.explain(); }
 
  private:
-  struct Scratch {
-    std::mutex mutex;
-    std::vector<T> x, y;
-  };
   Kernel kernel_;
   const char* name_;
   const char* format_;
-  std::shared_ptr<Scratch> scratch_;
+  std::shared_ptr<PaddedOperands<T>> scratch_;
 };
 
 }  // namespace detail
@@ -314,7 +331,7 @@ auto sr_bcrs_spmm_kernel() {
 template <class T, std::int64_t TT, std::int64_t GS, class Index = std::int32_t>
 class SrBcrsSpmm {
  public:
-  SrBcrsSpmm() : kernel_(sr_bcrs_spmm_kernel<T, TT, GS, Index>()), scratch_(std::make_shared<Scratch>()) {}
+  SrBcrsSpmm() : kernel_(sr_bcrs_spmm_kernel<T, TT, GS, Index>()), scratch_(std::make_shared<detail::PaddedOperands<T>>()) {}
 
   void operator()(const SrBcrs<T, Index>& a, TensorView<const T> x, TensorView<T> y) const {
     const std::string what = "sr_bcrs_spmm<" + std::to_string(TT) + ", " + std::to_string(GS) + ">";
@@ -322,23 +339,14 @@ class SrBcrsSpmm {
                   a.storage().description(), ") has t=", a.tile_rows(), ", g=", a.group_size(),
                   "; hint: build it with SrBcrs::from_csr(csr, ", TT, ", ", GS, ") or use sr_bcrs_spmm<T, ",
                   a.tile_rows(), ", ", a.group_size(), ">()");
-    SPINDLE_CHECK(x.rank() == 2 && y.rank() == 2, ShapeError, what, ": X and Y must be matrices, got ranks ",
-                  x.rank(), " and ", y.rank());
-    SPINDLE_CHECK(x.dim(0) == a.cols(), ShapeError, what, ": X has ", x.dim(0), " rows but A has ", a.cols(),
-                  " columns");
-    SPINDLE_CHECK(y.dim(0) == a.rows(), ShapeError, what, ": Y has ", y.dim(0), " rows but A has ", a.rows(),
-                  " rows");
-    SPINDLE_CHECK(x.dim(1) == y.dim(1), ShapeError, what, ": X has ", x.dim(1), " columns but Y has ", y.dim(1));
+    detail::check_spmm_operands(what, a.rows(), a.cols(), x, y);
     const std::int64_t k = x.dim(1), mp = a.panel_count();
     if (a.padded_rows() == a.rows()) {
       kernel_(a, x, TensorView<T>(y.data(), {mp, TT, k}));
       return;
     }
     std::lock_guard<std::mutex> lock(scratch_->mutex);
-    auto& yp = scratch_->y;
-    yp.resize(static_cast<std::size_t>(a.padded_rows() * k));
-    kernel_(a, x, TensorView<T>(yp.data(), {mp, TT, k}));
-    std::copy(yp.begin(), yp.begin() + static_cast<std::ptrdiff_t>(y.size()), y.values().begin());
+    scratch_->into_padded_y(y, a.padded_rows(), [&](T* yp) { kernel_(a, x, TensorView<T>(yp, {mp, TT, k})); });
   }
   void operator()(const SrBcrs<T, Index>& a, const Tensor<T>& x, Tensor<T>& y) const {
     (*this)(a, x.view(), y.view());
@@ -348,12 +356,8 @@ class SrBcrsSpmm {
   std::string explain() const { return kernel_.explain(); }
 
  private:
-  struct Scratch {
-    std::mutex mutex;
-    std::vector<T> y;
-  };
   decltype(sr_bcrs_spmm_kernel<T, TT, GS, Index>()) kernel_;
-  std::shared_ptr<Scratch> scratch_;
+  std::shared_ptr<detail::PaddedOperands<T>> scratch_;
 };
 
 template <class T, std::int64_t TT, std::int64_t GS, class Index = std::int32_t>

@@ -63,12 +63,7 @@ class TunedSpmm : public TunedPlan {
 
   // Y = A X; ShapeError when X is not [A.cols(), K] or Y not [A.rows(), K].
   void operator()(TensorView<const T> x, TensorView<T> y) const {
-    SPINDLE_CHECK(x.rank() == 2 && y.rank() == 2, ShapeError, "tuned spmm: X and Y must be matrices, got ranks ",
-                  x.rank(), " and ", y.rank());
-    SPINDLE_CHECK(x.dim(0) == cols_, ShapeError, "tuned spmm: X has ", x.dim(0), " rows but A has ", cols_,
-                  " columns");
-    SPINDLE_CHECK(y.dim(0) == rows_, ShapeError, "tuned spmm: Y has ", y.dim(0), " rows but A has ", rows_, " rows");
-    SPINDLE_CHECK(x.dim(1) == y.dim(1), ShapeError, "tuned spmm: X has ", x.dim(1), " columns but Y has ", y.dim(1));
+    ops::detail::check_spmm_operands("tuned spmm", rows_, cols_, x, y);
     run_(x, y);
   }
   void operator()(const Tensor<T>& x, Tensor<T>& y) const { (*this)(x.view(), y.view()); }
