@@ -1,6 +1,6 @@
 // SparseTIR's own test kernels (its sparse_tir_scripts: csrmm over the dense column axis,
 // segment_reduce, csr_reduce, csr_element_wise, square_sum, square_sum_two_K,
-// fused_reduction_4d_2d / 4d_3d, rgcn_forward) written as Spindle users write them, as C++
+// fused_reduction_4d_2d / 4d_3d, rgcn_forward, rgcn_hetero, hyper_gnn) written as Spindle users write them, as C++
 // lambdas, each checked against a plain loop of its intended math on every CPU engine (1 and
 // 2 threads), the reference interpreter and the CUDA build (NVRTC + the emulator). The other
 // kernels of those scripts are tested elsewhere (docs/schedules.md, "SparseTIR's test
@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <random>
 #include <vector>
 
 #include "correctness/correctness_support.hpp"
@@ -33,6 +34,7 @@ struct Member : sp::dense_variable<Seg> {};
 struct Rel : sp::dense_fixed {};                      // relations (edge types)
 struct Dst : sp::sparse_variable<Rel> {};             // the rows of relation r that have edges
 struct Src : sp::sparse_variable<Dst> {};             // their in-neighbours
+struct Etype : sp::dense_fixed {};                    // weight types (rgcn_hetero: relations may share one)
 struct Fi : sp::dense_fixed {};
 struct Fo : sp::dense_fixed {};
 struct Node : sp::dense_fixed {};
@@ -289,6 +291,80 @@ TEST_CASE("SparseTIR rgcn_forward: Y = sum over relations r of A_r X W_r in one 
           [&] { y = sp::Tensor<float>::full({n, fout}, nan_v<float>); },
           [&] { check_close<float>(want, y.values(), "rgcn_forward", 2); });
     }
+  }
+}
+
+TEST_CASE("SparseTIR rgcn_hetero: a heterogeneous graph (node types with their own id ranges, relations between "
+          "two types), each relation's weight W[etype(r)] gathered by its edge type, in one kernel",
+          "[correctness][sparsetir][rgcn]") {
+  using st::Dst, st::Etype, st::Fi, st::Fo, st::Rel, st::Src;
+  // Y(i, fo) = sum over relations r, edges (i, j) of r, fi of A_r(i, j) X(j, fi) W(etype(r), fi, fo):
+  // the weight read at a loaded index (language §2: an etype outside [0, types) reads 0).
+  auto k = sp::kernel("rgcn_hetero", [](sp::in<float, Rel, Dst, Src> a, sp::in<std::int32_t, Rel> etype,
+                                        sp::in<float, sp::dense<Src>, Fi> x, sp::in<float, Etype, Fi, Fo> w,
+                                        sp::out<float, sp::dense<Dst>, Fo> y, sp::iter<Rel> r, sp::iter<Dst> i,
+                                        sp::iter<Src> j, sp::iter<Fi> fi, sp::iter<Fo> fo) {
+    y(i, fo) += a(r, i, j) * x(j, fi) * w(sp::cast<std::int64_t>(etype(r)), fi, fo);
+  });
+  struct Relation {
+    int src_type, dst_type, etype;
+  };
+  struct Case {
+    std::vector<std::int64_t> type_sizes;  // node types, numbered one after another
+    std::vector<Relation> relations;
+    std::int64_t types;                    // weight types
+    double density;
+  };
+  const std::vector<Case> cases{
+      {{}, {}, 1, 0.0},                                                   // no nodes, no relations
+      {{1}, {{0, 0, 0}}, 1, 1.0},                                         // one self-loop
+      {{4, 0, 6}, {{0, 2, 0}, {2, 0, 1}, {1, 2, 2}, {2, 2, 1}}, 3, 0.5},  // an empty type; etype 1 shared
+      {{30, 45, 12}, {{0, 1, 0}, {1, 0, 1}, {0, 0, 2}, {2, 1, 3}, {1, 2, 3}, {2, 2, 0}}, 4, 0.08},
+      {{7, 9}, {{0, 1, 1}, {1, 0, 0}}, 3, 0.0},                           // relations without edges, an unused etype
+  };
+  std::uint64_t seed = 661;
+  for (const auto& cs : cases) {
+    std::vector<std::int64_t> first{0};  // the first global id of each type
+    for (auto size : cs.type_sizes) first.push_back(first.back() + size);
+    const std::int64_t n = first.back(), nrel = static_cast<std::int64_t>(cs.relations.size()), fin = 5, fout = 3;
+    INFO(n << " nodes, " << nrel << " relations, density " << cs.density);
+    std::mt19937_64 rng(seed++);
+    std::vector<std::int64_t> coords;
+    std::vector<float> values;
+    for (std::int64_t r = 0; r < nrel; ++r) {
+      const auto& rel = cs.relations[static_cast<std::size_t>(r)];
+      for (auto i = first[rel.dst_type]; i < first[rel.dst_type + 1]; ++i)
+        for (auto j = first[rel.src_type]; j < first[rel.src_type + 1]; ++j)
+          if (static_cast<double>(rng() % 1000) < cs.density * 1000) {
+            coords.insert(coords.end(), {r, i, j});
+            values.push_back(0.25f + static_cast<float>(rng() % 8) / 8.0f);
+          }
+    }
+    const auto a = sp::Csf<float>::from_coords({nrel, n, n}, coords, values);
+    auto etype = sp::Tensor<std::int32_t>::zeros({nrel});
+    for (std::int64_t r = 0; r < nrel; ++r) etype.values()[r] = cs.relations[static_cast<std::size_t>(r)].etype;
+    const auto x = sp::Tensor<float>::random({n, fin}, seed++, -1, 1);
+    const auto w = sp::Tensor<float>::random({cs.types, fin, fout}, seed++, -1, 1);
+    std::vector<Ref> want(static_cast<std::size_t>(n * fout));
+    for (std::size_t e = 0; e < values.size(); ++e) {
+      const auto r = coords[3 * e], i = coords[3 * e + 1], j = coords[3 * e + 2];
+      const auto t = cs.relations[static_cast<std::size_t>(r)].etype;
+      for (std::int64_t f = 0; f < fin; ++f)
+        for (std::int64_t o = 0; o < fout; ++o) {
+          const double v = static_cast<double>(values[e]) * x(j, f) * w(t, f, o);
+          Ref& out = want[static_cast<std::size_t>(i * fout + o)];
+          out.value += v, out.abs_sum += std::abs(v), ++out.terms;
+        }
+    }
+    auto y = sp::Tensor<float>::zeros({n, fout});
+    check_everywhere(
+        k,
+        [&] {
+          return call_args({sp::storage_of(a), sp::storage_of(etype), sp::storage_of(x), sp::storage_of(w),
+                            sp::storage_of(y)});
+        },
+        [&] { y = sp::Tensor<float>::full({n, fout}, nan_v<float>); },
+        [&] { check_close<float>(want, y.values(), "rgcn_hetero", 2); });
   }
 }
 
