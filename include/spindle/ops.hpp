@@ -391,6 +391,17 @@ auto rgcn_ell3d_spmm() {
                        sp::iter<K> k) { c(i, k) += a(r, i, j) * xw(r, j, k); });
 }
 
+// The same aggregation added into C (C inout): one part of an Ell3dBuckets.
+template <class T, class Index = std::int32_t>
+auto rgcn_ell3d_spmm_add() {
+  using Ir = RelRows<Index>;
+  using Js = RelSlots<Index>;
+  return sp::kernel("rgcn_ell3d_spmm_add",
+                    [](sp::in<T, Rel, Ir, Js> a, sp::in<T, Rel, sp::dense<Js>, K> xw, sp::inout<T, sp::dense<Ir>, K> c,
+                       sp::iter<Rel> r, sp::iter<Ir> i, sp::iter<Js> j,
+                       sp::iter<K> k) { c(i, k) += a(r, i, j) * xw(r, j, k); });
+}
+
 // ELL: every row stores the same number of entries (sparse_fixed, width bound at call time).
 template <class Index>
 struct JE : sp::sparse_fixed<I, sp::dynamic, Index> {
@@ -448,6 +459,55 @@ auto zero_matrix() {
 template <class T>
 auto zero_vector() {
   return sp::kernel("zero_vector", [](sp::out<T, I> y, sp::iter<I> i) { y(i) = T(0); });
+}
+
+// C = sum over relations r of A_r XW_r for A an Ell3dBuckets<T, Index> (the RGCN
+// aggregation over row-length buckets), XW [relations, cols, K] and C [rows, K]: C is zeroed
+// once (rows without edges stay 0), then every part adds its rows through
+// rgcn_ell3d_spmm_add (one kernel for all parts: the width is bound at call time). Operands
+// are checked before C is touched.
+template <class T, class Index = std::int32_t>
+class RgcnBucketsSpmm {
+ public:
+  void operator()(const Ell3dBuckets<T, Index>& a, TensorView<const T> xw, TensorView<T> c) const {
+    const std::string what = "rgcn_buckets_spmm";
+    SPINDLE_CHECK(xw.rank() == 3 && c.rank() == 2, ShapeError, what,
+                  ": XW must be [relations, cols, K] and C [rows, K], got ranks ", xw.rank(), " and ", c.rank());
+    SPINDLE_CHECK(xw.dim(0) == a.relations() && xw.dim(1) == a.cols(), ShapeError, what, ": XW is [", xw.dim(0), ", ",
+                  xw.dim(1), ", ", xw.dim(2), "] but A (", a.description(), ") needs [", a.relations(), ", ",
+                  a.cols(), ", K]");
+    SPINDLE_CHECK(c.dim(0) == a.rows() && c.dim(1) == xw.dim(2), ShapeError, what, ": C is [", c.dim(0), ", ",
+                  c.dim(1), "] but A (", a.description(), ") and XW need [", a.rows(), ", ", xw.dim(2), "]");
+    const auto cb = reinterpret_cast<std::uintptr_t>(c.data()), xb = reinterpret_cast<std::uintptr_t>(xw.data());
+    const auto c_bytes = static_cast<std::uintptr_t>(c.size()) * sizeof(T),
+               x_bytes = static_cast<std::uintptr_t>(xw.size()) * sizeof(T);
+    SPINDLE_CHECK(c_bytes == 0 || x_bytes == 0 || cb + c_bytes <= xb || xb + x_bytes <= cb, UserError, what,
+                  ": C overlaps XW in memory; the parts add into C, which would change XW; hint: pass an output "
+                  "with storage of its own");
+    zero_(c);
+    for (const auto& part : a.parts()) add_(part, xw, c);
+  }
+  void operator()(const Ell3dBuckets<T, Index>& a, const Tensor<T>& xw, Tensor<T>& c) const {
+    (*this)(a, xw.view(), c.view());
+  }
+
+  RgcnBucketsSpmm with_runtime(runtime::Runtime& rt) const {
+    RgcnBucketsSpmm r(*this);
+    r.zero_ = r.zero_.with_runtime(rt);
+    r.add_ = r.add_.with_runtime(rt);
+    return r;
+  }
+  const auto& kernel() const { return add_; }
+  std::string explain() const { return add_.explain(); }
+
+ private:
+  decltype(zero_matrix<T>()) zero_ = zero_matrix<T>();
+  decltype(rgcn_ell3d_spmm_add<T, Index>()) add_ = rgcn_ell3d_spmm_add<T, Index>();
+};
+
+template <class T, class Index = std::int32_t>
+RgcnBucketsSpmm<T, Index> rgcn_buckets_spmm() {
+  return {};
 }
 
 // Y = A X for A in hyb(c, k) (SparseTIR's composed format), X [A.cols(), K], Y [A.rows(), K]

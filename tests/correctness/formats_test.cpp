@@ -9,6 +9,7 @@
 #include <bit>
 #include <limits>
 #include <numeric>
+#include <set>
 
 #include "correctness/correctness_support.hpp"
 #include "support/emulated_cuda_call.hpp"
@@ -162,6 +163,28 @@ void check_sr_bcrs_spmm(const sp::Csr<T>& a, std::int64_t k, const std::string& 
   check_close<T>(ref, y.values(), what + " SrBcrsSpmm");
 }
 
+// The sum over relations of A_r (X W_r), accumulated in place (no n x k vector per relation).
+template <class T>
+std::vector<Ref> rgcn_reference(const std::vector<sp::Csr<T>>& rels, const sp::Tensor<T>& xw, std::int64_t k) {
+  const std::int64_t n = rels.empty() ? 0 : rels[0].rows(), m = rels.empty() ? 0 : rels[0].cols();
+  std::vector<Ref> ref(static_cast<std::size_t>(n * k));
+  for (std::size_t r = 0; r < rels.size(); ++r) {
+    const auto& a = rels[r];
+    for (std::int64_t i = 0; i < n; ++i)
+      for (auto q = a.indptr()[i]; q < a.indptr()[i + 1]; ++q)
+        for (std::int64_t f = 0; f < k; ++f) {
+          const double t = static_cast<double>(a.values()[q]) *
+                           static_cast<double>(xw.values()[static_cast<std::size_t>(
+                               ((static_cast<std::int64_t>(r) * m + a.indices()[q]) * k + f))]);
+          Ref& o = ref[static_cast<std::size_t>(i * k + f)];
+          o.value += t;
+          o.abs_sum += std::abs(t);
+          ++o.terms;
+        }
+  }
+  return ref;
+}
+
 // Ell3d<T>::from_relations against its relations (the stored rows, each relation back as a
 // Csr, the padding), and C = sum_r A_r XW_r through ops::rgcn_ell3d_spmm (1 and 3 threads,
 // C poisoned first: every row is written, rows without edges with 0) against the CSR loops.
@@ -190,21 +213,7 @@ void check_ell3d_spmm(const std::vector<sp::Csr<T>>& rels, std::int64_t width, s
                              to_vector(e.values()));
   REQUIRE(rebuilt.stored_nonzeros() == nnz);
   const auto xw = sp::Tensor<T>::random({nrel, m, k}, 13, -1, 1);
-  // The sum over relations of A_r (X W_r), accumulated in place (no n x k vector per relation).
-  std::vector<Ref> ref(static_cast<std::size_t>(n * k));
-  for (std::int64_t r = 0; r < nrel; ++r) {
-    const auto& a = rels[r];
-    for (std::int64_t i = 0; i < n; ++i)
-      for (auto q = a.indptr()[i]; q < a.indptr()[i + 1]; ++q)
-        for (std::int64_t f = 0; f < k; ++f) {
-          const double t = static_cast<double>(a.values()[q]) *
-                           static_cast<double>(xw.values()[static_cast<std::size_t>((r * m + a.indices()[q]) * k + f)]);
-          Ref& o = ref[static_cast<std::size_t>(i * k + f)];
-          o.value += t;
-          o.abs_sum += std::abs(t);
-          ++o.terms;
-        }
-  }
+  const auto ref = rgcn_reference(rels, xw, k);
   const auto op = sp::ops::rgcn_ell3d_spmm<T>();
   for (int threads : {1, 3}) {
     INFO("threads " << threads);
@@ -212,6 +221,73 @@ void check_ell3d_spmm(const std::vector<sp::Csr<T>>& rels, std::int64_t width, s
     op.with_runtime(runtime_with_threads(threads))(e, xw, c);
     check_close<T>(ref, c.values(), what + " rgcn_ell3d_spmm");
   }
+}
+
+// Ell3dBuckets<T>::from_relations against its relations (every stored row in the one part
+// whose width is below twice its length, each relation back, the padding), and
+// C = sum_r A_r XW_r through ops::rgcn_buckets_spmm (1 and 3 threads, C poisoned first:
+// rows without edges are 0) against the CSR loops; bad operands leave C as it was.
+template <class T>
+void check_ell3d_buckets(const std::vector<sp::Csr<T>>& rels, std::int64_t k, const std::string& what) {
+  INFO(what << " ell3d buckets k=" << k);
+  const auto b = sp::Ell3dBuckets<T>::from_relations(rels);
+  const std::int64_t n = rels.empty() ? 0 : rels[0].rows(), m = rels.empty() ? 0 : rels[0].cols();
+  const auto nrel = static_cast<std::int64_t>(rels.size());
+  REQUIRE(b.relations() == nrel);
+  REQUIRE(b.rows() == n);
+  REQUIRE(b.cols() == m);
+  std::int64_t stored = 0, nnz = 0;
+  std::set<std::int64_t> buckets;
+  for (const auto& a : rels) {
+    nnz += a.nnz();
+    for (std::int64_t i = 0; i < a.rows(); ++i) {
+      const std::int64_t len = a.indptr()[i + 1] - a.indptr()[i];
+      if (len == 0) continue;
+      ++stored;
+      buckets.insert(std::bit_width(static_cast<std::uint64_t>(len - 1)));
+    }
+  }
+  REQUIRE(b.parts().size() == buckets.size());  // one part per non-empty bucket
+  REQUIRE(b.stored_rows() == stored);
+  REQUIRE(b.stored_nonzeros() == nnz);
+  std::int64_t slots = 0, bytes = 0, previous_width = 0;
+  for (const auto& part : b.parts()) {
+    REQUIRE(part.relations() == nrel);
+    REQUIRE(part.width() > previous_width);
+    previous_width = part.width();
+    slots += part.stored_rows() * part.width();
+    bytes += part.bytes();
+    // Every stored row of the part is longer than half the part's width (at most 2x padding).
+    for (std::int64_t r = 0; r < nrel; ++r) {
+      const auto a = part.relation(r);
+      for (std::int64_t i = 0; i < a.rows(); ++i) {
+        const std::int64_t len = a.indptr()[i + 1] - a.indptr()[i];
+        if (len > 0) REQUIRE(2 * len > part.width());
+      }
+    }
+  }
+  CHECK(b.slots() == slots);
+  CHECK(b.bytes() == bytes);
+  CHECK(b.padding_ratio() < 2.0);
+  if (nnz > 0) CHECK(b.padding_ratio() >= 1.0);
+  for (std::int64_t r = 0; r < nrel; ++r) REQUIRE(nonzero_entries(b.relation(r)) == nonzero_entries(rels[r]));
+  const auto xw = sp::Tensor<T>::random({nrel, m, k}, 17, -1, 1);
+  const auto ref = rgcn_reference(rels, xw, k);
+  const auto op = sp::ops::rgcn_buckets_spmm<T>();
+  for (int threads : {1, 3}) {
+    INFO("threads " << threads);
+    auto c = poisoned<T>({n, k});
+    op.with_runtime(runtime_with_threads(threads))(b, xw, c);
+    check_close<T>(ref, c.values(), what + " rgcn_buckets_spmm");
+  }
+  // Operands of the wrong shape: a ShapeError naming them, C untouched.
+  auto c = sp::Tensor<T>::full({n, k}, T(7));
+  const auto xw_short = sp::Tensor<T>::zeros({nrel + 1, m, k});
+  CHECK_THROWS_AS(op(b, xw_short, c), sp::ShapeError);
+  auto c_wide = sp::Tensor<T>::full({n, k + 1}, T(7));
+  CHECK_THROWS_WITH(op(b, xw, c_wide), Catch::Contains("rgcn_buckets_spmm: C is [") && Catch::Contains("] but A ("));
+  CHECK(std::all_of(c.values().begin(), c.values().end(), [](T v) { return v == T(7); }));
+  CHECK(std::all_of(c_wide.values().begin(), c_wide.values().end(), [](T v) { return v == T(7); }));
 }
 
 template <class T>
@@ -619,6 +695,14 @@ TEMPLATE_TEST_CASE("ELL3D (relations x rows with edges x k slots): the relations
     for (std::int64_t i = 0; i < a.rows(); ++i) longest = std::max<std::int64_t>(longest, a.indptr()[i + 1] - a.indptr()[i]);
   if (longest + 2 <= s.cols) check_ell3d_spmm<T>(rels, longest + 2, 5, s.name);
   check_ell3d_spmm<T>({}, -1, 4, "no relations");
+  // Row-length buckets: the same relations, and a relation whose rows span many buckets
+  // (row i < 70 holds min(i, cols) entries).
+  check_ell3d_buckets<T>(rels, 7, s.name);
+  check_ell3d_buckets<T>({}, 3, "no relations");
+  std::vector<sp::Triplet<T>> staircase;
+  for (std::int64_t i = 0; i < std::min<std::int64_t>(s.rows, 70); ++i)
+    for (std::int64_t j = 0; j < std::min(i, s.cols); ++j) staircase.push_back({i, j, T(1) + T(j % 3)});
+  check_ell3d_buckets<T>({sp::Csr<T>::from_triplets(s.rows, s.cols, staircase), rels[0]}, 5, std::string(s.name) + " staircase");
 }
 
 TEST_CASE("ELL3D on the RGCN graphs, against the interpreter and the CUDA build, structure errors",
@@ -638,33 +722,15 @@ TEST_CASE("ELL3D on the RGCN graphs, against the interpreter and the CUDA build,
       by_rel[r].push_back({edge.col, edge.row, 1.0f + 0.25f * static_cast<float>(r % 4)});
     }
     // As SparseTIR's RGCN kernels do, one Ell3d per bucket of row lengths (w/2, w], w = 1, 2,
-    // 4, ...: each pads a row to at most twice its length. One Ell3d of the longest row would
-    // store 4.1 GB for mutag (a hub row of 6781 edges pads all 76204 stored rows).
-    std::vector<std::vector<sp::Triplet<float>>> bucket_entries;  // [bucket * relations + r]
-    const std::size_t nrel = by_rel.size();
-    for (std::size_t r = 0; r < nrel; ++r) {
-      const auto a = sp::Csr<float>::from_triplets(t.header.rows, t.header.cols, by_rel[r]);
-      for (std::int64_t i = 0; i < a.rows(); ++i) {
-        const std::int64_t len = a.indptr()[i + 1] - a.indptr()[i];
-        if (len == 0) continue;
-        std::size_t b = 0;
-        while ((std::int64_t{1} << b) < len) ++b;
-        if (bucket_entries.size() < (b + 1) * nrel) bucket_entries.resize((b + 1) * nrel);
-        for (auto q = a.indptr()[i]; q < a.indptr()[i + 1]; ++q)
-          bucket_entries[b * nrel + r].push_back({i, a.indices()[q], a.values()[q]});
-      }
-    }
-    std::int64_t covered = 0;
-    for (std::size_t b = 0; b * nrel < bucket_entries.size(); ++b) {
-      std::vector<sp::Csr<float>> rels;
-      for (std::size_t r = 0; r < nrel; ++r) {
-        rels.push_back(sp::Csr<float>::from_triplets(t.header.rows, t.header.cols, bucket_entries[b * nrel + r]));
-        covered += rels.back().nnz();
-      }
-      check_ell3d_spmm<float>(rels, -1, 8, std::string(file) + " rows of length (" + std::to_string((1 << b) / 2) +
-                                               ", " + std::to_string(1 << b) + "]");
-    }
-    CHECK(covered == static_cast<std::int64_t>(t.entries.size()));  // every edge in one bucket
+    // 4, ... (Ell3dBuckets): each pads a row to less than twice its length. One Ell3d of the
+    // longest row would store 4.1 GB for mutag (a hub row of 6781 edges pads all 76204
+    // stored rows).
+    std::vector<sp::Csr<float>> rels;
+    for (const auto& edges : by_rel) rels.push_back(sp::Csr<float>::from_triplets(t.header.rows, t.header.cols, edges));
+    check_ell3d_buckets<float>(rels, 8, file);
+    const auto b = sp::Ell3dBuckets<float>::from_relations(rels);
+    CHECK(b.stored_nonzeros() == static_cast<std::int64_t>(t.entries.size()));  // every edge in one part
+    CHECK(b.bytes() < (std::int64_t{64} << 20));
   }
   // Relations with empty rows and one empty relation, through the interpreter and the CUDA
   // build (emulated here, on the GPU where there is one).
