@@ -764,6 +764,11 @@ TEST_CASE("ELL3D on the RGCN graphs, against the interpreter and the CUDA build,
   };
   close(run([&](auto& args) { spindle::test::Interpreter(kernel.ir(), args).run(); }), "ell3d interpreter");
   close(run([&](auto& args) { spindle::test::run_cuda_build(kernel.ir(), args, &nvrtc); }), "ell3d CUDA build");
+  // The inout variant of one Ell3dBuckets part adds into C (here filled with 99).
+  const auto add = sp::ops::rgcn_ell3d_spmm_add<float>();
+  for (auto& v : want) v += 99.0f;
+  close(run([&](auto& args) { spindle::test::Interpreter(add.ir(), args).run(); }), "ell3d add interpreter");
+  close(run([&](auto& args) { spindle::test::run_cuda_build(add.ir(), args, &nvrtc); }), "ell3d add CUDA build");
   if (nvrtc.available) CHECK(nvrtc.compiled >= 1);
   // Structure errors name the place (2 relations of 4 x 3, width 2).
   using E = sp::Ell3d<float>;
