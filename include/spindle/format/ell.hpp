@@ -280,13 +280,7 @@ Ell<T, Index> Ell<T, Index>::from_csr(const Csr<T, Index>& a, std::int64_t k) {
     row.clear();
     for (std::size_t j = 0; j < ri.size(); ++j) row.emplace_back(ri[j], rv[j]);
     if (!a.sorted()) {  // order by column; a column stored twice becomes one slot holding the sum
-      std::stable_sort(row.begin(), row.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
-      std::size_t w = 0;
-      for (std::size_t q = 0; q < row.size(); ++q) {
-        if (w > 0 && row[w - 1].first == row[q].first) row[w - 1].second += row[q].second;
-        else row[w++] = row[q];
-      }
-      row.resize(w);
+      detail::sort_and_add_duplicates(row);
     }
     // The row's columns merged with the smallest columns it does not hold, k slots in all.
     Index* out_i = indices.data() + r * k;

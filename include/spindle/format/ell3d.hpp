@@ -231,13 +231,7 @@ struct RelationRows {
         std::vector<std::pair<Index, T>> row;
         row.reserve(ri.size());
         for (std::size_t j = 0; j < ri.size(); ++j) row.emplace_back(ri[j], rv[j]);
-        std::stable_sort(row.begin(), row.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
-        std::size_t w = 0;
-        for (std::size_t q = 0; q < row.size(); ++q) {
-          if (w > 0 && row[w - 1].first == row[q].first) row[w - 1].second += row[q].second;
-          else row[w++] = row[q];
-        }
-        row.resize(w);
+        detail::sort_and_add_duplicates(row);
         entries.push_back(std::move(row));
         row_of.push_back(i);
         relation_of.push_back(static_cast<std::int64_t>(r));

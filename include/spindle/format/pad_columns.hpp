@@ -7,7 +7,10 @@
 // padding column c. The caller ensures slots <= the column count.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 namespace spindle::detail {
 
@@ -24,6 +27,20 @@ void pad_columns(std::int64_t n, std::int64_t slots, Column&& column, Emit&& emi
       --pad;
     }
   }
+}
+
+
+// One row's (column, value) pairs ordered by column, a column stored twice made one pair
+// holding the sum (how Ell and Ell3d read an unsorted Csr row).
+template <class Index, class T>
+void sort_and_add_duplicates(std::vector<std::pair<Index, T>>& row) {
+  std::stable_sort(row.begin(), row.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::size_t w = 0;
+  for (std::size_t q = 0; q < row.size(); ++q) {
+    if (w > 0 && row[w - 1].first == row[q].first) row[w - 1].second += row[q].second;
+    else row[w++] = row[q];
+  }
+  row.resize(w);
 }
 
 }  // namespace spindle::detail
