@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "spindle/format/bsr.hpp"
@@ -381,25 +382,28 @@ struct RelSlots : sp::sparse_fixed<RelRows<Index>, sp::dynamic, Index> {
 // C(i, k) = sum over relations r and slots j of A_r(i, j) * XW(r, j, k), with A an
 // Ell3d<T, Index>, XW [relations, cols, K] (X times each relation's weight) and C [rows, K].
 // Every relation adds into the same rows of C (on the CPU the rows are owned by one thread).
-template <class T, class Index = std::int32_t>
-auto rgcn_ell3d_spmm() {
+namespace detail {
+// C(i, k) (+)= A(r, i, j) * XW(r, j, k): C out (zeroed first) or, with Add, inout.
+template <class T, class Index, bool Add>
+auto rgcn_ell3d_kernel() {
   using Ir = RelRows<Index>;
   using Js = RelSlots<Index>;
-  return sp::kernel("rgcn_ell3d_spmm",
-                    [](sp::in<T, Rel, Ir, Js> a, sp::in<T, Rel, sp::dense<Js>, K> xw, sp::out<T, sp::dense<Ir>, K> c,
-                       sp::iter<Rel> r, sp::iter<Ir> i, sp::iter<Js> j,
-                       sp::iter<K> k) { c(i, k) += a(r, i, j) * xw(r, j, k); });
+  using C = std::conditional_t<Add, sp::inout<T, sp::dense<Ir>, K>, sp::out<T, sp::dense<Ir>, K>>;
+  return sp::kernel(Add ? "rgcn_ell3d_spmm_add" : "rgcn_ell3d_spmm",
+                    [](sp::in<T, Rel, Ir, Js> a, sp::in<T, Rel, sp::dense<Js>, K> xw, C c, sp::iter<Rel> r,
+                       sp::iter<Ir> i, sp::iter<Js> j, sp::iter<K> k) { c(i, k) += a(r, i, j) * xw(r, j, k); });
+}
+}  // namespace detail
+
+template <class T, class Index = std::int32_t>
+auto rgcn_ell3d_spmm() {
+  return detail::rgcn_ell3d_kernel<T, Index, false>();
 }
 
 // The same aggregation added into C (C inout): one part of an Ell3dBuckets.
 template <class T, class Index = std::int32_t>
 auto rgcn_ell3d_spmm_add() {
-  using Ir = RelRows<Index>;
-  using Js = RelSlots<Index>;
-  return sp::kernel("rgcn_ell3d_spmm_add",
-                    [](sp::in<T, Rel, Ir, Js> a, sp::in<T, Rel, sp::dense<Js>, K> xw, sp::inout<T, sp::dense<Ir>, K> c,
-                       sp::iter<Rel> r, sp::iter<Ir> i, sp::iter<Js> j,
-                       sp::iter<K> k) { c(i, k) += a(r, i, j) * xw(r, j, k); });
+  return detail::rgcn_ell3d_kernel<T, Index, true>();
 }
 
 // ELL: every row stores the same number of entries (sparse_fixed, width bound at call time).
