@@ -72,8 +72,8 @@ usage: spindle-bench [options]
   --backend cpu|cuda   cpu: Spindle vs Eigen/GraphBLAS/MKL on this CPU; cuda: Spindle's GPU build
                        vs cuSPARSE (see "CUDA backend" below)                 [cpu]
   --op LIST            spmm, spmv, sddmm, spgemm, spadd, spmul, bsr_spmm, dbsr_spmm, sr_bcrs_spmm,
-                       ell_spmm, hyb_spmm, tuned_spmm, scheduled_spmm, tuned_spmv, fused_sddmm (comma list,
-                       repeatable).
+                       ell_spmm, hyb_spmm, tuned_spmm, scheduled_spmm, tuned_spmv, fused_sddmm,
+                       rgcn_spmm (comma list, repeatable).
                        spgemm: C = A A,
                        spadd: C = A + A^T, spmul: C = A .* A^T (A instead of A^T when A
                        is not square), sparse CSR results (no K); bsr_spmm/dbsr_spmm/sr_bcrs_spmm/ell_spmm/hyb_spmm: Spindle's
@@ -84,7 +84,11 @@ usage: spindle-bench [options]
                        tuned_spmv: the schedule spindle::tune::tune_spmv picks (partial row
                        sums or not), with Spindle's default SpMV and the peers' SpMV;
                        fused_sddmm: SDDMM with the rows and nonzeros fused into one loop
-                       (sparse_fuse), with Spindle's default SDDMM and the peers' SDDMM
+                       (sparse_fuse), with Spindle's default SDDMM and the peers' SDDMM;
+                       rgcn_spmm: the RGCN aggregation C = sum_r Dinv_r A_r XW_r on a typed
+                       graph (values = relation ids 1..R, e.g. data/rgcn), Spindle on
+                       Ell3dBuckets (ops::rgcn_buckets_spmm), Spindle's CSR SpMM and the
+                       peers on the relations stacked side by side (N x RN times [RN, K])
                                                           [spmm; cuda: spmm,sddmm]
   --block B            bsr_spmm/dbsr_spmm block size B x B: 2, 3, 4 or 8;
                        sr_bcrs_spmm: B rows per panel (t)                    [4]
@@ -202,9 +206,9 @@ inline bool parse_args(int argc, char** argv, Config& c) {
     } else if (a == "--op") {
       for (auto& op : split_list(value())) {
         if (op != "spmm" && op != "spmv" && op != "sddmm" && op != "spgemm" && op != "spadd" && op != "spmul" && op != "bsr_spmm" && op != "dbsr_spmm" &&
-            op != "sr_bcrs_spmm" && op != "ell_spmm" && op != "hyb_spmm" && op != "tuned_spmm" && op != "scheduled_spmm" && op != "tuned_spmv" && op != "fused_sddmm")
+            op != "sr_bcrs_spmm" && op != "ell_spmm" && op != "hyb_spmm" && op != "tuned_spmm" && op != "scheduled_spmm" && op != "tuned_spmv" && op != "fused_sddmm" && op != "rgcn_spmm")
           throw std::invalid_argument("--op: unknown operator '" + op +
-                                      "' (spmm, spmv, sddmm, spgemm, spadd, spmul, bsr_spmm, dbsr_spmm, sr_bcrs_spmm, ell_spmm, hyb_spmm, tuned_spmm, scheduled_spmm, tuned_spmv, fused_sddmm)");
+                                      "' (spmm, spmv, sddmm, spgemm, spadd, spmul, bsr_spmm, dbsr_spmm, sr_bcrs_spmm, ell_spmm, hyb_spmm, tuned_spmm, scheduled_spmm, tuned_spmv, fused_sddmm, rgcn_spmm)");
         c.ops.push_back(op);
       }
     } else if (a == "--block") {

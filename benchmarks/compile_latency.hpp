@@ -58,11 +58,12 @@ struct CompileLatency {
 // request, so they are left out here (their first compile in the process is reported, per
 // phase, with the kernels of the run).
 // hyb_spmm (a kernel per bucket width), tuned_spmm (its candidates compile while it tunes) and
-// scheduled_spmm (the schedule of the command line) and fused_sddmm (a schedule too) have no single ready-made kernel either:
+// scheduled_spmm (the schedule of the command line), fused_sddmm (a schedule too) and rgcn_spmm
+// (a zeroing kernel and a part kernel) have no single ready-made kernel either:
 // the kernel line of the run reports their compile.
 inline bool compile_latency_measurable(const std::string& op) {
   return !sparse_result_op(op) && op != "hyb_spmm" && op != "tuned_spmm" && op != "scheduled_spmm" &&
-         op != "tuned_spmv" && op != "fused_sddmm";
+         op != "tuned_spmv" && op != "fused_sddmm" && op != "rgcn_spmm";
 }
 
 // f(kernel) with the ready-made kernel of an operator.

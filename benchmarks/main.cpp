@@ -29,6 +29,7 @@
 #include "peers_graphblas.hpp"
 #include "peers_mkl.hpp"
 #include "report.hpp"
+#include "rgcn_input.hpp"
 #include "rmat.hpp"
 #include "roofline.hpp"
 #include "timing.hpp"
@@ -46,6 +47,7 @@ struct Kernels {
   decltype(spindle::ops::sparse_multiply<T>()) spmul = spindle::ops::sparse_multiply<T>();
   decltype(spindle::ops::ell_spmm<T>()) ell_spmm = spindle::ops::ell_spmm<T>();
   spindle::ops::HybSpmm<T> hyb_spmm;
+  spindle::ops::RgcnBucketsSpmm<T> rgcn;  // rgcn_spmm: the aggregation over Ell3dBuckets
   decltype(spindle::ops::spmm<T>()) scheduled_spmm = spindle::ops::spmm<T>();  // with --schedule (main)
   // SDDMM with the rows and their nonzeros fused into one loop (docs/schedules.md, sparse_fuse).
   decltype(spindle::ops::sddmm<T>()) fused_sddmm =
@@ -162,7 +164,8 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
       c.op = op;
       c.feat = feat;
       const bool format_case =
-          op == "bsr_spmm" || op == "dbsr_spmm" || op == "sr_bcrs_spmm" || op == "ell_spmm" || op == "hyb_spmm" || op == "tuned_spmm" || op == "scheduled_spmm";
+          op == "bsr_spmm" || op == "dbsr_spmm" || op == "sr_bcrs_spmm" || op == "ell_spmm" || op == "hyb_spmm" || op == "tuned_spmm" || op == "scheduled_spmm" || op == "rgcn_spmm";
+      if (op == "rgcn_spmm" && !m.relations) continue;  // rgcn_input said why; runs on the stacked matrix
       if (op == "spmm" || format_case) {
         // Y = A X: Eigen's result is the reference; the peers run on A in CSR.
         x = random_dense<T>(cols, feat, seed);
@@ -233,6 +236,17 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
           c.spindle = [&] {
             k.hyb_spmm(*hyb, spindle::TensorView<const T>(x.data(), {cols, feat}),
                        spindle::TensorView<T>(ys.data(), {rows, feat}));
+          };
+        } else if (op == "rgcn_spmm") {
+          // a is the relations side by side (N x RN) and x, [RN, K] row-major, is XW [R, N, K].
+          const auto& rel = *m.relations;
+          char buf[240];
+          std::snprintf(buf, sizeof buf, "%s, padding %.2f, %.2f MB", rel.description().c_str(), rel.padding_ratio(),
+                        static_cast<double>(rel.bytes()) / 1e6);
+          c.format = buf;
+          c.spindle = [&] {
+            k.rgcn(*m.relations, spindle::TensorView<const T>(x.data(), {m.relations->relations(), m.relations->cols(), feat}),
+                   spindle::TensorView<T>(ys.data(), {rows, feat}));
           };
         } else if (op == "scheduled_spmm") {
           c.format = "schedule " + k.scheduled_spmm.schedule().to_string();
@@ -425,6 +439,7 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
         std::vector<std::string> labels{
             op == "tuned_spmm"   ? "spindle::tune::tune_spmm (" + c.format + ", engine " + report.engine + ")"
             : op == "tuned_spmv" ? "spindle::tune::tune_spmv (" + c.format + ", engine " + report.engine + ")"
+            : op == "rgcn_spmm"  ? "spindle::ops::rgcn_buckets_spmm (" + c.format + ", engine " + report.engine + ")"
             : c.spindle_csr   ? "spindle::ops::" + op + " (" + c.format + ", engine " + report.engine + ")"
             : op == "spgemm"  ? "spindle::ops::spgemm (engine " + report.engine +
                                    ", symbolic + numeric phases, rows sorted; C = A A)"
@@ -446,6 +461,7 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
           errors.push_back(c.csr_error());
           labels.push_back(op == "tuned_spmv"    ? "spindle::ops::spmv (CSR, the default schedule)"
                            : op == "fused_sddmm" ? "spindle::ops::sddmm (CSR, the default schedule: a row loop)"
+                           : op == "rgcn_spmm"   ? "spindle::ops::spmm (CSR of the relations side by side)"
                                                  : "spindle::ops::spmm (CSR, the default format)");
         }
         if (c.graphblas) {
@@ -562,6 +578,7 @@ int run(const Config& cfg) {
         ck = &k.hyb_spmm.compile(8), text = cfg.explain ? k.hyb_spmm.explain(8) : "";
       if (op == "tuned_spmm") ck = &k.spmm.compile(), text = "";  // its candidates compile while it tunes
       if (op == "tuned_spmv") ck = &k.spmv.compile(), text = "";
+      if (op == "rgcn_spmm") ck = &k.rgcn.kernel().compile(), text = cfg.explain ? k.rgcn.explain() : "";
       if (op == "scheduled_spmm")
         ck = &k.scheduled_spmm.compile(), text = cfg.explain ? k.scheduled_spmm.explain() : "";
       if (sparse_result_op(op)) {
@@ -600,8 +617,17 @@ int run(const Config& cfg) {
       if (cfg.explain) std::fprintf(stderr, "%s\n", text.c_str());
     }
     auto matrices = load_matrices<T>(cfg);
+    // rgcn_spmm runs on each typed graph's relations, stacked side by side (rgcn_input.hpp).
+    std::vector<Loaded<T>> stacked;
+    if (std::find(cfg.ops.begin(), cfg.ops.end(), "rgcn_spmm") != cfg.ops.end())
+      for (const auto& m : matrices)
+        if (auto s = rgcn_input(m)) stacked.push_back(std::move(*s));
     for (auto& m : matrices) report.matrices.push_back(m.info);
+    for (auto& m : stacked) report.matrices.push_back(m.info);
     for (auto& m : matrices) run_matrix<T>(cfg, m, k, report.triads, report);
+    Config rgcn_cfg = cfg;
+    rgcn_cfg.ops = {"rgcn_spmm"};
+    for (auto& m : stacked) run_matrix<T>(rgcn_cfg, m, k, report.triads, report);
   }
   report.load_after = load_average();
   if (cfg.json)

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -21,6 +22,9 @@ template <class T>
 struct Loaded {
   MatrixInfo info;
   spindle::Csr<T> a;
+  // rgcn_spmm (rgcn_input.hpp): a is the relations stacked side by side and these are the
+  // same relations as Ell3dBuckets; null for every other matrix.
+  std::shared_ptr<const spindle::Ell3dBuckets<T>> relations;
 };
 
 template <class T>
@@ -29,7 +33,7 @@ std::vector<Loaded<T>> load_matrices(const Config& cfg) {
   for (auto& path : cfg.matrices) {
     std::fprintf(stderr, "[bench] reading %s\n", path.c_str());
     spindle::Timer t;
-    Loaded<T> m{{}, spindle::read_matrix_market<T>(path)};
+    Loaded<T> m{{}, spindle::read_matrix_market<T>(path), nullptr};
     m.info = {m.a.name(), path, m.a.rows(), m.a.cols(), m.a.nnz(), t.seconds(), {}};
     out.push_back(std::move(m));
   }
@@ -37,7 +41,7 @@ std::vector<Loaded<T>> load_matrices(const Config& cfg) {
     RmatParams p{cfg.rmat_scale, cfg.edge_factor, cfg.seed};
     std::fprintf(stderr, "[bench] generating %s\n", rmat_name(p).c_str());
     spindle::Timer t;
-    Loaded<T> m{{}, generate_rmat<T>(p)};
+    Loaded<T> m{{}, generate_rmat<T>(p), nullptr};
     m.info = {m.a.name(), "R-MAT a=.57 b=.19 c=.19, seed " + std::to_string(cfg.seed), m.a.rows(), m.a.cols(),
               m.a.nnz(), t.seconds(), {}};
     out.push_back(std::move(m));

@@ -280,6 +280,33 @@ void check_ell3d_buckets(const std::vector<sp::Csr<T>>& rels, std::int64_t k, co
     op.with_runtime(runtime_with_threads(threads))(b, xw, c);
     check_close<T>(ref, c.values(), what + " rgcn_buckets_spmm");
   }
+  // The same sum as one SpMM of the relations side by side ([A_1 ... A_R], N x R M) with XW
+  // seen as [R M, K]; the side-by-side matrix holds relation r's row i at columns r M + j.
+  const auto wide = sp::side_by_side(rels, "wide");
+  REQUIRE(wide.rows() == (rels.empty() ? 0 : n));
+  REQUIRE(wide.cols() == nrel * m);
+  REQUIRE(wide.nnz() == nnz);
+  bool all_sorted = true;
+  for (const auto& a : rels) all_sorted = all_sorted && a.sorted();
+  CHECK(wide.sorted() == all_sorted);
+  for (std::int64_t i = 0; i < wide.rows(); ++i) {
+    auto q = wide.indptr()[i];
+    for (std::int64_t r = 0; r < nrel; ++r)
+      for (auto p = rels[r].indptr()[i]; p < rels[r].indptr()[i + 1]; ++p, ++q) {
+        REQUIRE(static_cast<std::int64_t>(wide.indices()[q]) == r * m + rels[r].indices()[p]);
+        REQUIRE(wide.values()[q] == rels[r].values()[p]);
+      }
+    REQUIRE(q == wide.indptr()[i + 1]);
+  }
+  if (!rels.empty()) {
+    for (int threads : {1, 3}) {
+      INFO("side by side, threads " << threads);
+      auto c = poisoned<T>({n, k});
+      sp::ops::spmm<T>().with_runtime(runtime_with_threads(threads))(
+          wide, sp::TensorView<const T>(xw.data(), {nrel * m, k}), c.view());
+      check_close<T>(ref, c.values(), what + " side_by_side spmm");
+    }
+  }
   // Operands of the wrong shape: a ShapeError naming them, C untouched.
   auto c = sp::Tensor<T>::full({n, k}, T(7));
   const auto xw_short = sp::Tensor<T>::zeros({nrel + 1, m, k});
@@ -703,6 +730,25 @@ TEMPLATE_TEST_CASE("ELL3D (relations x rows with edges x k slots): the relations
   for (std::int64_t i = 0; i < std::min<std::int64_t>(s.rows, 70); ++i)
     for (std::int64_t j = 0; j < std::min(i, s.cols); ++j) staircase.push_back({i, j, T(1) + T(j % 3)});
   check_ell3d_buckets<T>({sp::Csr<T>::from_triplets(s.rows, s.cols, staircase), rels[0]}, 5, std::string(s.name) + " staircase");
+}
+
+TEST_CASE("side_by_side: parts of different row counts, or columns past the index type, are ShapeErrors naming the part",
+          "[correctness][formats][ell3d][errors]") {
+  const std::vector<sp::Csr<float>> rows_differ{sp::Csr<float>::random(5, 4, 0.5, 1), sp::Csr<float>::random(5, 3, 0.5, 2),
+                                                sp::Csr<float>(6, 4, "third")};
+  CHECK_THROWS_AS(sp::side_by_side(rows_differ), sp::ShapeError);
+  CHECK_THROWS_WITH(sp::side_by_side(rows_differ),
+                    Catch::Contains("part 2 (Csr 'third') has 6 rows but part 0 has 5"));
+  const std::int64_t big = std::int64_t{1} << 30;  // the second part takes the columns to 2^31 > INT32_MAX
+  const std::vector<sp::Csr<float>> too_wide{sp::Csr<float>(2, big), sp::Csr<float>(2, big), sp::Csr<float>(2, big)};
+  CHECK_THROWS_WITH(sp::side_by_side(too_wide), Catch::Contains("with part 1 the matrix has 2147483648 columns") &&
+                                                     Catch::Contains("hint: use a 64-bit index type"));
+  const auto wide64 = sp::side_by_side(std::vector<sp::Csr<float, std::int64_t>>{
+      sp::Csr<float, std::int64_t>(2, big), sp::Csr<float, std::int64_t>(2, big), sp::Csr<float, std::int64_t>(2, big)});
+  CHECK(wide64.cols() == 3 * big);
+  CHECK(wide64.nnz() == 0);
+  const auto none = sp::side_by_side(std::vector<sp::Csr<float>>{});
+  CHECK((none.rows() == 0 && none.cols() == 0 && none.nnz() == 0));
 }
 
 TEST_CASE("ELL3D on the RGCN graphs, against the interpreter and the CUDA build, structure errors",
