@@ -81,8 +81,8 @@ if ((full)); then
     export SPINDLE_EINSUM_CASES=30
     CC=clang-19 CXX=clang++-19 run_suite "${SPINDLE_ASAN_BUILD_DIR:-$root/build-clang-asan}" \
       -DSPINDLE_SANITIZE=ON -DSPINDLE_BUILD_BENCHMARKS=OFF -DSPINDLE_BUILD_EXAMPLES=OFF \
-      -DSPINDLE_COMPILE_CHECKS=OFF -DSPINDLE_TEST_OPTIMIZATION=-O0 -DSPINDLE_FUZZ_BATCH=48 \
-      -DSPINDLE_FRONTEND_FUZZ_BATCH=16 -DSPINDLE_FUZZ_LARGE_EVERY=5
+      -DSPINDLE_COMPILE_CHECKS=OFF -DSPINDLE_TEST_OPTIMIZATION=-O0 -DSPINDLE_FUZZ_BATCH=40 \
+      -DSPINDLE_FRONTEND_FUZZ_BATCH=12 -DSPINDLE_FUZZ_LARGE_EVERY=5
   )
   stage_start=$SECONDS  # the subshell printed its stages
   # ThreadSanitizer over the thread pool, the kernel cache (threads and processes) and engines.
@@ -95,10 +95,11 @@ if ((full)); then
     "$tsan/tests/spindle_runtime_tests" "[runtime]"
   # Random kernels with their parallel loops instrumented too (the ORC engine compiles them
   # with -fsanitize=thread in this build): a race in generated code is reported whatever the
-  # timing, where comparing values catches it only in some runs. Every other kernel also on
-  # large inputs (each large run costs up to 150 s under TSan: 700 s for all 40).
+  # timing, where comparing values catches it only in some runs. Every fourth kernel also on
+  # large inputs (CI time: 40 kernels with every second one large made this stage 525 s of a
+  # 72-minute run on a 2-core machine; longer campaigns: spindle-kernel-fuzz --seconds N).
   TSAN_OPTIONS="halt_on_error=1" SPINDLE_CACHE_DIR="$tsan/kernel-cache" \
-    "$tsan/tests/spindle-kernel-fuzz" --seed 4 --count 40 --large-every 2 --engines orc
+    "$tsan/tests/spindle-kernel-fuzz" --seed 4 --count 32 --large-every 4 --engines orc
   stage_done "ThreadSanitizer"
   # Without LLVM: the system-compiler engine.
   nollvm="${SPINDLE_NOLLVM_BUILD_DIR:-$root/build-nollvm}"
@@ -109,7 +110,7 @@ if ((full)); then
   for t in spindle_runtime_tests spindle_error_tests; do
     SPINDLE_CACHE_DIR="$nollvm/kernel-cache" "$nollvm/tests/$t"
   done
-  SPINDLE_CACHE_DIR="$nollvm/kernel-cache" "$nollvm/tests/spindle-kernel-fuzz" --seed 2 --count 70 --engines system
+  SPINDLE_CACHE_DIR="$nollvm/kernel-cache" "$nollvm/tests/spindle-kernel-fuzz" --seed 2 --count 50 --engines system
   stage_done "without LLVM"
   # libFuzzer targets (Matrix Market reader, CSR validator, cache-entry reader): built with
   # Clang's fuzzer + ASan + UBSan and run once over their committed seed corpora. Long runs:
