@@ -7,8 +7,6 @@
 // XW [R N, K] — XW's row-major [R, N, K] storage is exactly that matrix.
 #pragma once
 
-#include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -24,44 +22,32 @@
 namespace bench {
 
 // The stacked matrix (with the buckets in `relations`), or nothing (and a line on stderr)
-// when m is not a typed graph: a non-square matrix or a value that is not an id 1..1024.
+// when m is not a typed graph: a non-square matrix, one not read from a file, or a value that
+// is not a relation id (spindle::relations_of_typed_edges).
 template <class T>
 std::optional<Loaded<T>> rgcn_input(const Loaded<T>& m) {
   // The file's entries, not m.a: two edges of different relations between the same nodes are
   // two entries there, which a Csr would add up into one value.
-  std::vector<spindle::Triplet<T>> edges;
-  std::int64_t n = 0, relations = 0;
-  bool typed = m.info.rows == m.info.cols && std::filesystem::is_regular_file(m.info.source);
-  if (typed) {
-    auto file = spindle::read_matrix_market_triplets<T>(m.info.source);
-    n = file.header.rows;
-    edges = std::move(file.entries);
-  }
-  for (std::size_t q = 0; typed && q < edges.size(); ++q) {
-    const double v = static_cast<double>(edges[q].value);
-    typed = v >= 1 && v <= 1024 && std::floor(v) == v;
-    if (typed) relations = std::max<std::int64_t>(relations, static_cast<std::int64_t>(v));
-  }
-  if (!typed || relations == 0) {
-    std::fprintf(stderr,
-                 "[bench] %s rgcn_spmm: skipped, needs a square typed graph from a file (values = relation ids "
-                 "1..1024)\n",
+  if (m.info.rows != m.info.cols || !std::filesystem::is_regular_file(m.info.source)) {
+    std::fprintf(stderr, "[bench] %s rgcn_spmm: skipped, needs a square typed graph from a file\n",
                  m.info.name.c_str());
     return std::nullopt;
   }
+  const auto file = spindle::read_matrix_market_triplets<T>(m.info.source);
   spindle::Timer t;
-  std::vector<std::vector<spindle::Triplet<T>>> by_rel(static_cast<std::size_t>(relations));
-  for (const auto& e : edges)  // an edge row -> col: row = the sender j, col = the receiver i
-    by_rel[static_cast<std::size_t>(e.value) - 1].push_back({e.col, e.row, T(1)});
-  std::vector<spindle::Csr<T>> rels;  // A_r, duplicate edges once (Duplicates::keep_last)
-  for (std::int64_t r = 0; r < relations; ++r) {
-    auto g = spindle::Csr<T>::from_triplets(n, n, by_rel[static_cast<std::size_t>(r)], spindle::Duplicates::keep_last);
-    for (std::int64_t i = 0; i < n; ++i) {
+  std::vector<spindle::Csr<T>> rels;  // A_r, rows = the receiving nodes
+  try {
+    rels = spindle::relations_of_typed_edges<T>(file.header.rows, file.entries);
+  } catch (const spindle::FormatError& e) {
+    std::fprintf(stderr, "[bench] %s rgcn_spmm: skipped, not a typed graph: %s\n", m.info.name.c_str(), e.what());
+    return std::nullopt;
+  }
+  for (auto& g : rels)  // mean aggregation: Dinv_r A_r
+    for (std::int64_t i = 0; i < g.rows(); ++i) {
       const auto lo = g.indptr()[i], hi = g.indptr()[i + 1];
       for (auto q = lo; q < hi; ++q) g.values()[q] = T(1) / static_cast<T>(hi - lo);
     }
-    rels.push_back(std::move(g));
-  }
+  const auto relations = static_cast<std::int64_t>(rels.size());
   Loaded<T> out;
   out.a = spindle::side_by_side(rels, m.info.name + "-stacked");
   out.relations = std::make_shared<const spindle::Ell3dBuckets<T>>(spindle::Ell3dBuckets<T>::from_relations(rels));

@@ -38,12 +38,8 @@ int main(int argc, char** argv) {
                        static_cast<float>(1 + (e % 7 == 0 ? 0 : e % 5))});  // 5 relations, unequal sizes
   }
   // One graph per relation: row = the receiving node (dst), column = the sender (src).
-  int relations = 0;
-  for (const auto& e : edges) relations = std::max(relations, static_cast<int>(e.value));
-  std::vector<std::vector<sp::Triplet<float>>> by_rel(static_cast<std::size_t>(relations));
-  for (const auto& e : edges) by_rel[static_cast<std::size_t>(e.value) - 1].push_back({e.col, e.row, 1.0f});
-  std::vector<sp::Csr<float>> graphs;
-  for (auto& t : by_rel) graphs.push_back(sp::Csr<float>::from_triplets(n, n, t, sp::Duplicates::keep_last));
+  const std::vector<sp::Csr<float>> graphs = sp::relations_of_typed_edges<float>(n, edges);
+  const int relations = static_cast<int>(graphs.size());
   std::vector<const sp::Csr<float>*> ptrs;
   for (const auto& g : graphs) ptrs.push_back(&g);
 

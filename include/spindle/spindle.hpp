@@ -18,6 +18,7 @@
 #include "spindle/format/matrix_market.hpp"
 #include "spindle/format/ragged.hpp"
 #include "spindle/format/side_by_side.hpp"
+#include "spindle/format/typed_edges.hpp"
 #include "spindle/format/sparse_vector.hpp"
 #include "spindle/format/tensor.hpp"
 #include "spindle/inspect/graph_features.hpp"

@@ -751,6 +751,25 @@ TEST_CASE("side_by_side: parts of different row counts, or columns past the inde
   CHECK((none.rows() == 0 && none.cols() == 0 && none.nnz() == 0));
 }
 
+TEST_CASE("relations_of_typed_edges: one CSR per relation id, rows = receivers, repeated edges once, bad ids and "
+          "endpoints are errors naming the edge", "[correctness][formats][ell3d][errors]") {
+  // Edges (sender, receiver, relation): relation 2 has none, relation 3 a repeated edge.
+  const std::vector<sp::Triplet<float>> edges{{0, 1, 1.0f}, {2, 1, 1.0f}, {1, 3, 3.0f}, {1, 3, 3.0f}, {3, 0, 3.0f}};
+  const auto rels = sp::relations_of_typed_edges<float>(4, edges);
+  REQUIRE(rels.size() == 3);
+  for (const auto& a : rels) REQUIRE((a.rows() == 4 && a.cols() == 4));
+  CHECK(nonzero_entries(rels[0]) == std::vector<sp::Triplet<float>>{{1, 0, 1.0f}, {1, 2, 1.0f}});
+  CHECK(rels[1].nnz() == 0);
+  CHECK(nonzero_entries(rels[2]) == std::vector<sp::Triplet<float>>{{0, 3, 1.0f}, {3, 1, 1.0f}});
+  CHECK(sp::relations_of_typed_edges<float>(5, {}).empty());
+  CHECK_THROWS_AS(sp::relations_of_typed_edges<float>(4, {{0, 1, 1.5f}}), sp::FormatError);
+  CHECK_THROWS_WITH(sp::relations_of_typed_edges<float>(4, {{0, 1, 1.0f}, {2, 3, 0.0f}}),
+                    Catch::Contains("edge 1 (2 -> 3) has relation id 0, not an integer in [1, 65536]"));
+  CHECK_THROWS_AS(sp::relations_of_typed_edges<float>(4, {{0, 1, 70000.0f}}), sp::FormatError);
+  CHECK_THROWS_WITH(sp::relations_of_typed_edges<float>(4, {{0, 4, 1.0f}}),
+                    Catch::Contains("edge 0 (0 -> 4) is outside the 4 nodes"));
+}
+
 TEST_CASE("ELL3D on the RGCN graphs, against the interpreter and the CUDA build, structure errors",
           "[correctness][formats][ell3d][graphs][interpreter][cuda]") {
   for (const char* file : {"rgcn/aifb.mtx.gz", "rgcn/mutag.mtx.gz"}) {
@@ -773,6 +792,14 @@ TEST_CASE("ELL3D on the RGCN graphs, against the interpreter and the CUDA build,
     // stored rows).
     std::vector<sp::Csr<float>> rels;
     for (const auto& edges : by_rel) rels.push_back(sp::Csr<float>::from_triplets(t.header.rows, t.header.cols, edges));
+    // The library's split of the typed edges has the same patterns (values 1).
+    const auto split = sp::relations_of_typed_edges<float>(t.header.rows, t.entries);
+    REQUIRE(split.size() == rels.size());
+    for (std::size_t r = 0; r < rels.size(); ++r) {
+      auto ones = rels[r];
+      std::fill(ones.values().begin(), ones.values().end(), 1.0f);
+      REQUIRE(nonzero_entries(split[r]) == nonzero_entries(ones));
+    }
     check_ell3d_buckets<float>(rels, 8, file);
     const auto b = sp::Ell3dBuckets<float>::from_relations(rels);
     CHECK(b.stored_nonzeros() == static_cast<std::int64_t>(t.entries.size()));  // every edge in one part

@@ -3,7 +3,7 @@
 // aggregation sum_r A_r XW_r is one SpMM of this matrix with XW [R, N, K] seen as [R N, K]
 // (row-major storage is the same array): each output row is written once from registers,
 // where ELL3D (Ell3dBuckets) re-reads and re-writes it once per relation of the row — on a
-// CPU that made the side-by-side SpMM 1.7-4x faster (docs/benchmarks.md, rgcn_spmm).
+// CPU that made the side-by-side SpMM 1.3-4x faster (docs/benchmarks.md, rgcn_spmm).
 //
 //   auto stacked = spindle::side_by_side(relations);   // N x R N
 //   spindle::ops::spmm<float>()(stacked, xw_as_rn_by_k, c);
@@ -47,10 +47,10 @@ Csr<T, Index> side_by_side(const std::vector<Csr<T, Index>>& parts, std::string 
   std::size_t at = 0;
   for (std::int64_t i = 0; i < rows; ++i) {
     for (std::size_t p = 0; p < parts.size(); ++p) {
-      const auto ptr = parts[p].indptr();
-      const auto idx = parts[p].indices();
-      const auto val = parts[p].values();
-      for (auto q = ptr[i]; q < ptr[i + 1]; ++q, ++at) {
+      const auto& part = parts[p];
+      const auto idx = part.indices();
+      const auto val = part.values();
+      for (auto q = part.indptr()[i]; q < part.indptr()[i + 1]; ++q, ++at) {
         indices[at] = static_cast<Index>(offset[p] + static_cast<std::int64_t>(idx[q]));
         values[at] = val[q];
       }
