@@ -6,6 +6,10 @@
 //   - agreement: Spindle's output and gradients against PyG's (max |diff| / max |PyG|).
 // The graph gets self loops (Ã = A + I, as GCN uses it) and both sides run on Ã: GCNConv
 // (normalised, PyG with add_self_loops=False), SAGEConv (mean), GINConv (eps 0.1); no bias.
+// RGCN runs on a typed graph (entries = relation ids 1..R, R >= 2: data/rgcn) instead, without
+// self loops: gnn::RGCNConv against PyG's RGCNConv(aggr="mean", root_weight=True, bias=False)
+// on the relations of spindle::relations_of_typed_edges; the other layers skip typed graphs
+// and RGCN skips untyped ones.
 #pragma once
 
 #include <cstdlib>
@@ -94,19 +98,69 @@ inline double relative_diff(sp::TensorView<const float> a, const std::vector<flo
   return scale > 0 ? diff / scale : diff;
 }
 
-inline std::unique_ptr<gnn::GraphConv<float>> make_conv(const std::string& layer, std::int64_t k_in, std::int64_t k_out,
-                                                        const gnn::CostModel& model,
-                                                        std::map<std::string, sp::Tensor<float>>& weights) {
+// A layer under test: forward and backward on the case's inputs, and what it chose.
+struct ConvRun {
+  std::function<sp::TensorView<const float>(sp::TensorView<const float>)> forward;
+  std::function<gnn::LayerGradients<float>(sp::TensorView<const float>)> backward;
+  std::function<std::string()> composition;
+};
+
+// The graph a case runs on: Ã for gcn, sage, gin; the relations of a typed graph for rgcn.
+struct CaseGraph {
+  sp::Csr<float> a;                   // Ã (untyped graphs)
+  std::vector<sp::Csr<float>> rels;   // relation r + 1 (typed graphs: 2 or more relations)
+  std::vector<const sp::Csr<float>*> rel_ptrs;
+};
+
+inline ConvRun make_conv(const std::string& layer, std::int64_t k_in, std::int64_t k_out, const gnn::CostModel& model,
+                         std::map<std::string, sp::Tensor<float>>& weights, const CaseGraph& g) {
   const double scale = 1.0 / std::sqrt(static_cast<double>(k_in));
-  auto w = [&](const char* n, std::uint64_t seed) {
+  auto w = [&](const std::string& n, std::uint64_t seed) {
     weights.emplace(n, sp::Tensor<float>::random({k_in, k_out}, seed, -scale, scale));
     return weights.at(n);
   };
-  if (layer == "gcn") return std::make_unique<gnn::GCNConv<float>>(w("W", 11), model);
-  if (layer == "sage") return std::make_unique<gnn::SAGEConv<float>>(w("Wself", 12), w("Wneigh", 13), model);
-  if (layer == "gin") return std::make_unique<gnn::GINConv<float>>(w("W", 14), 0.1, model);
-  SPINDLE_CHECK(false, sp::UserError, "--pyg: layer '", layer, "' has no PyG counterpart here (gcn, sage, gin)");
-  return nullptr;
+  if (layer == "rgcn") {
+    std::vector<sp::Tensor<float>> wr;
+    for (std::size_t r = 0; r < g.rels.size(); ++r) wr.push_back(w("W" + std::to_string(r + 1), 32 + r));
+    auto conv = std::make_shared<gnn::RGCNConv<float>>(w("W0", 31), std::move(wr), model);
+    const auto* ptrs = &g.rel_ptrs;
+    return {[conv, ptrs](sp::TensorView<const float> x) { return conv->forward(*ptrs, x); },
+            [conv](sp::TensorView<const float> d) { return conv->backward(d, true); },
+            [conv] {
+              // How many relations ran each composition (a relation without edges runs none).
+              std::map<std::string, int> n;
+              for (std::size_t r = 0; r < conv->relation_count(); ++r)
+                if (const auto* c = conv->relation(r).last_run()) ++n[c->text];
+              std::string t;
+              for (const auto& [text, k] : n) t += (t.empty() ? "" : " ") + std::to_string(k) + "x " + text;
+              return t;
+            }};
+  }
+  std::shared_ptr<gnn::GraphConv<float>> conv;
+  if (layer == "gcn") conv = std::make_shared<gnn::GCNConv<float>>(w("W", 11), model);
+  if (layer == "sage") conv = std::make_shared<gnn::SAGEConv<float>>(w("Wself", 12), w("Wneigh", 13), model);
+  if (layer == "gin") conv = std::make_shared<gnn::GINConv<float>>(w("W", 14), 0.1, model);
+  SPINDLE_CHECK(conv != nullptr, sp::UserError, "--pyg: layer '", layer,
+                "' has no PyG counterpart here (gcn, sage, gin, rgcn)");
+  const auto* a = &g.a;
+  return {[conv, a](sp::TensorView<const float> x) { return conv->forward(*a, x); },
+          [conv](sp::TensorView<const float> d) { return conv->backward(d, true); },
+          [conv] { return conv->adaptive().last_run()->text; }};
+}
+
+// The relations of a typed graph file (2 or more), or none: an untyped graph (entries not
+// relation ids, or all one relation).
+inline std::vector<sp::Csr<float>> typed_relations(const std::string& spec, const std::string& data_dir) {
+  std::string path = spec;
+  if (!std::filesystem::exists(path)) path = data_dir + "/" + spec + ".mtx.gz";
+  if (!std::filesystem::exists(path)) return {};  // rmat: generated, untyped
+  const auto t = sp::read_matrix_market_triplets<float>(path);
+  try {
+    auto rels = sp::relations_of_typed_edges<float>(t.header.rows, t.entries);
+    if (rels.size() >= 2) return rels;
+  } catch (const sp::Error&) {
+  }
+  return {};
 }
 
 }  // namespace pyg_detail
@@ -136,42 +190,60 @@ inline std::vector<PygCase> run_pyg_comparison(const PygOptions& o) {
   const std::size_t total = o.graphs.size() * o.layers.size() * o.pairs.size();
   std::size_t done = 0;
   for (const std::string& spec : o.graphs) {
+    CaseGraph cg;
+    cg.rels = typed_relations(spec, o.data);
+    const bool typed = !cg.rels.empty();
+    for (const auto& r : cg.rels) cg.rel_ptrs.push_back(&r);
     Graph g = load_graph(spec, o.data);
-    const sp::Csr<float> a = with_self_loops(g.a);
-    const std::int64_t n = a.rows(), e = a.nnz();
+    if (!typed) cg.a = with_self_loops(g.a);
+    const std::int64_t n = typed ? g.a.rows() : cg.a.rows();
+    std::int64_t e = 0;
     {
-      std::vector<std::int64_t> edges(static_cast<std::size_t>(2 * e));
-      for (std::int64_t i = 0; i < n; ++i)
-        for (auto q = a.indptr()[i]; q < a.indptr()[i + 1]; ++q) {
-          edges[static_cast<std::size_t>(q)] = i;
-          edges[static_cast<std::size_t>(e + q)] = a.indices()[q];
-        }
-      write_raw(dir / "edges.i64", edges.data(), edges.size());
+      // Edge lists (rows = targets, then cols = sources) and, for a typed graph, the relation
+      // of each edge (0-based).
+      std::vector<std::int64_t> rows, cols, types;
+      auto add = [&](const sp::Csr<float>& m, std::int64_t type) {
+        for (std::int64_t i = 0; i < m.rows(); ++i)
+          for (auto q = m.indptr()[i]; q < m.indptr()[i + 1]; ++q) {
+            rows.push_back(i);
+            cols.push_back(m.indices()[q]);
+            types.push_back(type);
+          }
+      };
+      if (typed)
+        for (std::size_t r = 0; r < cg.rels.size(); ++r) add(cg.rels[r], static_cast<std::int64_t>(r));
+      else
+        add(cg.a, 0);
+      e = static_cast<std::int64_t>(rows.size());
+      rows.insert(rows.end(), cols.begin(), cols.end());
+      write_raw(dir / "edges.i64", rows.data(), rows.size());
+      write_raw(dir / "etype.i64", types.data(), types.size());
     }
     for (const auto& [kin, kout] : o.pairs)
       for (const std::string& layer : o.layers) {
         progress(g.name + " " + layer + " " + std::to_string(kin) + "->" + std::to_string(kout), done++, total);
+        if (typed != (layer == "rgcn")) continue;  // rgcn runs on typed graphs only, the others on untyped ones
         PygCase k;
         k.graph = g.name;
         k.layer = layer;
         k.k_in = kin;
         k.k_out = kout;
         std::map<std::string, sp::Tensor<float>> weights;
-        auto conv = make_conv(layer, kin, kout, model, weights);
+        const ConvRun conv = make_conv(layer, kin, kout, model, weights, cg);
         const auto x = sp::Tensor<float>::random({n, kin}, 21, -1, 1);
         const auto grad = sp::Tensor<float>::random({n, kout}, 22, -1, 1);
-        k.spindle_fwd = time_ms([&] { (void)conv->forward(a, x.view()); }, o.reps, o.min_ms);
+        k.spindle_fwd = time_ms([&] { (void)conv.forward(x.view()); }, o.reps, o.min_ms);
         k.spindle_fwdbwd = time_ms(
             [&] {
-              (void)conv->forward(a, x.view());
-              (void)conv->backward(grad.view(), true);
+              (void)conv.forward(x.view());
+              (void)conv.backward(grad.view());
             },
             o.reps, o.min_ms);
-        k.composition = conv->adaptive().last_run()->text;
+        k.composition = conv.composition();
         // The results compared: one more forward and backward.
-        const auto out = conv->forward(a, x.view());
+        const auto out = conv.forward(x.view());
         const std::vector<float> out_copy(out.values().begin(), out.values().end());
-        const auto grads = conv->backward(grad.view(), true);
+        const auto grads = conv.backward(grad.view());
 
         // The peer, on the same inputs.
         write_raw(dir / "x.f32", x.values().data(), x.values().size());
@@ -183,7 +255,9 @@ inline std::vector<PygCase> run_pyg_comparison(const PygOptions& o) {
         }
         {
           std::ofstream m(dir / "manifest.json");
-          m << "{\"n\": " << n << ", \"nnz\": " << e << ", \"edges\": \"edges.i64\", \"threads\": " << o.threads
+          m << "{\"n\": " << n << ", \"nnz\": " << e << ", \"edges\": \"edges.i64\", ";
+          if (typed) m << "\"edge_type\": \"etype.i64\", \"num_relations\": " << cg.rels.size() << ", ";
+          m << "\"threads\": " << o.threads
             << ", \"reps\": " << o.reps << ", \"min_ms\": " << o.min_ms << ", \"warmup\": 1, \"cases\": [{\"id\": \"c\", \"layer\": \"" << layer
             << "\", \"k_in\": " << kin << ", \"k_out\": " << kout << ", \"x\": \"x.f32\", \"weights\": {" << wjson
             << "}, \"grad_out\": \"g.f32\", \"eps\": 0.1}]}\n";

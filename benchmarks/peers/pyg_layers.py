@@ -13,9 +13,12 @@ row-major arrays without a header):
   {"n": N, "nnz": E, "edges": "edges.i64",    2*E int64: E rows i (targets), then E cols j
                                                (sources); edge (i, j): node j sends to node i
    "threads": 2, "reps": 5, "min_ms": 150, "warmup": 1,
-   "cases": [{"id": "c0", "layer": "gcn" | "sage" | "gin", "k_in": 32, "k_out": 64,
+   "edge_type": "etype.i64", "num_relations": R,   optional (rgcn only): E int64 relation
+                                               ids in [0, R), one per edge
+   "cases": [{"id": "c0", "layer": "gcn" | "sage" | "gin" | "rgcn", "k_in": 32, "k_out": 64,
               "x": "c0_x.f32",                 [N, k_in] float32
-              "weights": {"W": "c0_W.f32"},    gcn, gin: W; sage: Wself, Wneigh; each
+              "weights": {"W": "c0_W.f32"},    gcn, gin: W; sage: Wself, Wneigh; rgcn: W0
+                                               (root), W1 ... WR (relation r - 1); each
                                                [k_in, k_out] float32 (= Linear.weight^T)
               "grad_out": "c0_g.f32",          [N, k_out] float32, upstream gradient
               "eps": 0.0}]}                    gin only
@@ -25,6 +28,8 @@ so no PyG layer adds any):
   gcn:  out = D^-1/2 A D^-1/2 X W, D = diag(row counts of A), d^-1/2 = 0 where d = 0
   sage: out = X Wself + Dinv A X Wneigh (mean of incoming messages; 0 with none)
   gin:  out = ((1 + eps) X + A X) W
+  rgcn: out = X W0 + sum_r Dinv_r A_r X Wr, A_r the edges of relation r - 1 (PyG RGCNConv,
+        aggr="mean", root_weight=True, bias=False: its weight[r - 1] is Wr, its root W0)
 
 Each case is run on two PyG paths:
   edge_index  the conv is called with edge_index = [cols; rows] (sources; targets), int64 [2, E]
@@ -32,7 +37,9 @@ Each case is run on two PyG paths:
               receives and aggregates).
   adj_t       the conv is called with a torch.sparse CSR tensor (COO if CSR fails) of shape
               [N, N] whose rows are the targets, i.e. exactly A (PyG's "adj_t" = transposed
-              adjacency in its own [source, target] convention).
+              adjacency in its own [source, target] convention). rgcn has no adj_t path
+              here: RGCNConv reads edge types from a torch_sparse SparseTensor only (null,
+              with the reason).
 Timed: the median over at least `reps` runs (after `warmup` untimed runs; more while the timed
 runs add up to less than `min_ms` milliseconds, at most 400) of forward under torch.no_grad(),
 and of forward + backward (out.backward(grad_out), grads of x and of the weights), in ms.
@@ -63,7 +70,14 @@ import time
 import warnings
 
 REL_TOL = 1e-4
-LAYERS = {"gcn": ("W",), "sage": ("Wself", "Wneigh"), "gin": ("W",)}
+LAYERS = {"gcn": ("W",), "sage": ("Wself", "Wneigh"), "gin": ("W",), "rgcn": None}
+
+
+def weight_names(layer, num_relations):
+    """The weights a case of `layer` gives (rgcn: W0 and one per relation)."""
+    if layer == "rgcn":
+        return ("W0",) + tuple(f"W{r + 1}" for r in range(num_relations))
+    return LAYERS[layer]
 
 np = None
 torch = None
@@ -151,29 +165,54 @@ def make_adj_t(rows, cols, n, layout):
     return to_torch_coo_tensor(index, size=(n, n))
 
 
-def build_conv(layer, k_in, k_out, weights, eps):
-    """A PyG conv whose parameters are the given spindle-orientation [k_in, k_out] weights."""
-    from torch_geometric.nn import GCNConv, GINConv, SAGEConv
+class ParamRef:
+    """A spindle weight [k_in, k_out] inside a PyG parameter: the parameter itself (a Linear
+    weight [k_out, k_in]: transposed) or one slice of it (RGCNConv's weight[r], [k_in, k_out])."""
+
+    def __init__(self, param, index=None, transposed=True):
+        self.param, self.index, self.transposed = param, index, transposed
+
+    def _of(self, t):
+        t = t if self.index is None else t[self.index]
+        return t.t() if self.transposed else t
+
+    def set(self, w):
+        self._of(self.param.data).copy_(w)
+
+    def grad(self):
+        return self._of(self.param.grad).detach().contiguous()
+
+
+def build_conv(layer, k_in, k_out, weights, eps, num_relations=0):
+    """A PyG conv whose parameters are the given spindle-orientation [k_in, k_out] weights;
+    returns (conv, {name: ParamRef})."""
+    from torch_geometric.nn import GCNConv, GINConv, RGCNConv, SAGEConv
     if layer == "gcn":
         conv = GCNConv(k_in, k_out, add_self_loops=False, normalize=True, bias=False,
                        cached=False)
-        params = {"W": conv.lin.weight}
+        params = {"W": ParamRef(conv.lin.weight)}
     elif layer == "sage":
         conv = SAGEConv(k_in, k_out, aggr="mean", root_weight=True, bias=False)
-        params = {"Wself": conv.lin_r.weight, "Wneigh": conv.lin_l.weight}
+        params = {"Wself": ParamRef(conv.lin_r.weight), "Wneigh": ParamRef(conv.lin_l.weight)}
     elif layer == "gin":
         conv = GINConv(torch.nn.Linear(k_in, k_out, bias=False), eps=float(eps),
                        train_eps=False)
-        params = {"W": conv.nn.weight}
+        params = {"W": ParamRef(conv.nn.weight)}
+    elif layer == "rgcn":
+        conv = RGCNConv(k_in, k_out, num_relations, aggr="mean", root_weight=True, bias=False)
+        params = {"W0": ParamRef(conv.root, transposed=False)}
+        for r in range(num_relations):
+            params[f"W{r + 1}"] = ParamRef(conv.weight, index=r, transposed=False)
     else:
         raise ValueError(f"unknown layer {layer!r}")
     n_params = sum(1 for _ in conv.parameters())
-    if n_params != len(params):
+    distinct = len({id(p.param) for p in params.values()})
+    if n_params != distinct:
         raise RuntimeError(f"{layer}: PyG module has {n_params} parameters, expected "
-                           f"{len(params)} (a bias?)")
+                           f"{distinct} (a bias?)")
     with torch.no_grad():
         for name, p in params.items():
-            p.copy_(weights[name].t())
+            p.set(weights[name])
     return conv, params
 
 
@@ -199,6 +238,8 @@ def timed_runs(f, warmup, reps, min_ms, keep_last=False):
 
 
 def time_path(conv, params, x, edge, grad_out, warmup, reps, min_ms=0.0):
+    """`edge`: the conv's graph arguments after x (a tuple: (edge_index,), (adj_t,) or
+    (edge_index, edge_type))."""
     """Times forward and forward + backward.
 
     Returns ({"fwd_ms", "fwdbwd_ms", "peak_rss_mb"}, out, dx, {name: dW [k_in, k_out]}), where
@@ -211,23 +252,23 @@ def time_path(conv, params, x, edge, grad_out, warmup, reps, min_ms=0.0):
 
     def fwd():
         with torch.no_grad():
-            return conv(x_nograd, edge)
+            return conv(x_nograd, *edge)
 
     xg = x.detach().requires_grad_(True)  # shares x's storage; only its .grad is new
     for p in params.values():
-        p.requires_grad_(True)
+        p.param.requires_grad_(True)
 
     def fwdbwd():
         conv.zero_grad(set_to_none=True)
         xg.grad = None
-        out = conv(xg, edge)
+        out = conv(xg, *edge)
         out.backward(grad_out)
         return out
 
     fwd_t, _ = timed_runs(fwd, warmup, reps, min_ms)
     fb_t, out = timed_runs(fwdbwd, warmup, reps, min_ms, keep_last=True)
     dx = xg.grad
-    dws = {name: p.grad.detach().t().contiguous() for name, p in params.items()}
+    dws = {name: p.grad() for name, p in params.items()}
     peak = peak_rss_mb() if peak_ok else None
     times = {"fwd_ms": statistics.median(fwd_t), "fwdbwd_ms": statistics.median(fb_t),
              "peak_rss_mb": peak}
@@ -264,6 +305,12 @@ def run_manifest(manifest_path, results_path):
     cols = torch.from_numpy(edges[e:].copy())
     del edges
     edge_index = torch.stack([cols, rows], dim=0).contiguous()  # [sources; targets]
+    num_relations, edge_type = int(m.get("num_relations", 0)), None
+    if "edge_type" in m:
+        et = read_array(base, m["edge_type"], "<i8", e, "edge_type")
+        if e and (et.min() < 0 or et.max() >= num_relations):
+            raise ValueError(f"edge_type: a relation id is outside [0, {num_relations})")
+        edge_type = torch.from_numpy(et.copy())
 
     adj = {}  # layout -> sparse adj_t, or None where it cannot be built; COO only if needed
 
@@ -303,15 +350,18 @@ def run_manifest(manifest_path, results_path):
                              .reshape(n, k_in))
         g = torch.from_numpy(read_array(base, case["grad_out"], "<f4", n * k_out,
                                         f"{cid} grad_out").reshape(n, k_out))
+        if layer == "rgcn" and edge_type is None:
+            raise ValueError(f"case {cid}: rgcn needs the manifest's edge_type and num_relations")
         weights = {}
-        for name in LAYERS[layer]:
+        for name in weight_names(layer, num_relations):
             weights[name] = torch.from_numpy(
                 read_array(base, case["weights"][name], "<f4", k_in * k_out, f"{cid} {name}")
                 .reshape(k_in, k_out))
         eps = float(case.get("eps", 0.0))
 
-        conv, params = build_conv(layer, k_in, k_out, weights, eps)
-        ei_entry, out, dx, dws = time_path(conv, params, x, edge_index, g, warmup, reps, min_ms)
+        conv, params = build_conv(layer, k_in, k_out, weights, eps, num_relations)
+        ei_args = (edge_index, edge_type) if layer == "rgcn" else (edge_index,)
+        ei_entry, out, dx, dws = time_path(conv, params, x, ei_args, g, warmup, reps, min_ms)
         paths = {"edge_index": ei_entry}
         write_array(base, f"{cid}_out.f32", out)
         write_array(base, f"{cid}_dx.f32", dx)
@@ -321,13 +371,15 @@ def run_manifest(manifest_path, results_path):
 
         # adj_t path: CSR first, COO if the layer fails on CSR.
         adj_entry, adj_layout, diff, errors = None, None, None, []
-        for layout in ("csr", "coo"):
+        if layer == "rgcn":
+            errors.append("RGCNConv reads edge types from a torch_sparse SparseTensor only")
+        for layout in () if layer == "rgcn" else ("csr", "coo"):
             adj_t = get_adj(layout)
             if adj_t is None:
                 continue
             try:
                 conv, params = build_conv(layer, k_in, k_out, weights, eps)
-                adj_entry, a_out, a_dx, a_dws = time_path(conv, params, x, adj_t, g,
+                adj_entry, a_out, a_dx, a_dws = time_path(conv, params, x, (adj_t,), g,
                                                           warmup, reps, min_ms)
             except Exception as ex:  # noqa: BLE001 - an unsupported path is reported as null
                 errors.append(f"{layout}: {type(ex).__name__}: {ex}")
@@ -395,10 +447,16 @@ def run_manifest(manifest_path, results_path):
 # numpy against the formulas above.
 
 
-def dense_reference(layer, a, x, ws, g, eps):
-    """out, dx, {name: dW} in float64 for the dense 0/1 pattern a (rows = targets)."""
+def dense_reference(layer, a, x, ws, g, eps, rel_a=()):
+    """out, dx, {name: dW} in float64 for the dense 0/1 pattern a (rows = targets); rgcn reads
+    the per-relation patterns rel_a instead."""
     n = a.shape[0]
-    if layer == "gcn":
+    if layer == "rgcn":
+        terms = [(np.eye(n), "W0")]
+        for r, ar in enumerate(rel_a):
+            d = ar.sum(axis=1)
+            terms.append((np.where(d > 0, 1.0 / np.maximum(d, 1), 0.0)[:, None] * ar, f"W{r + 1}"))
+    elif layer == "gcn":
         d = a.sum(axis=1)
         dis = np.where(d > 0, 1.0 / np.sqrt(np.maximum(d, 1)), 0.0)
         terms = [(dis[:, None] * a * dis[None, :], "W")]
@@ -439,6 +497,12 @@ def self_test():
     assert (cols == no_in).any(), "the empty-row node must still send messages"
     a = np.zeros((n, n))
     a[rows, cols] = 1.0
+    n_rel = 3  # rgcn: each edge one of three relations, relation 2 rarer
+    etype = np.array([0 if u < 0.45 else 1 if u < 0.9 else 2 for u in rng.random(len(pairs))],
+                     dtype="<i8")
+    rel_a = [np.zeros((n, n)) for _ in range(n_rel)]
+    for r in range(n_rel):
+        rel_a[r][rows[etype == r], cols[etype == r]] = 1.0
 
     # Check the GCN normalisation claim directly: PyG's gcn_norm on edge_index = [cols; rows]
     # gives deg(j)^-1/2 deg(i)^-1/2 with deg = row count (number of edges targeting a node).
@@ -454,13 +518,14 @@ def self_test():
     ok_all = ok_norm
     with tempfile.TemporaryDirectory(prefix="pyg_layers_selftest_") as tmp:
         np.concatenate([rows, cols]).astype("<i8").tofile(os.path.join(tmp, "edges.i64"))
+        etype.tofile(os.path.join(tmp, "etype.i64"))
         cases, refs = [], {}
-        for layer, eps in (("gcn", 0.0), ("sage", 0.0), ("gin", 0.3)):
+        for layer, eps in (("gcn", 0.0), ("sage", 0.0), ("gin", 0.3), ("rgcn", 0.0)):
             cid = f"t_{layer}"
             x = rng.standard_normal((n, k_in)).astype("<f4")
             g = rng.standard_normal((n, k_out)).astype("<f4")
             ws = {name: rng.standard_normal((k_in, k_out)).astype("<f4")
-                  for name in LAYERS[layer]}
+                  for name in weight_names(layer, n_rel)}
             x.tofile(os.path.join(tmp, f"{cid}_x.f32"))
             g.tofile(os.path.join(tmp, f"{cid}_g.f32"))
             for name, w_ in ws.items():
@@ -473,8 +538,9 @@ def self_test():
             cases.append(case)
             refs[cid] = dense_reference(layer, a, x.astype(np.float64),
                                         {k: v.astype(np.float64) for k, v in ws.items()},
-                                        g.astype(np.float64), eps)
-        manifest = {"n": n, "nnz": len(pairs), "edges": "edges.i64", "threads": 2, "reps": 2,
+                                        g.astype(np.float64), eps, rel_a)
+        manifest = {"n": n, "nnz": len(pairs), "edges": "edges.i64", "edge_type": "etype.i64",
+                    "num_relations": n_rel, "threads": 2, "reps": 2,
                     "warmup": 1, "cases": cases}
         with open(os.path.join(tmp, "manifest.json"), "w") as f:
             json.dump(manifest, f)
@@ -494,7 +560,8 @@ def self_test():
             diffs = {k: float(np.abs(v[0] - v[1]).max() / np.abs(v[1]).max())
                      for k, v in got.items()}
             worst = max(diffs.values())
-            adj_ok = rec["paths"]["adj_t"] is not None and rec["adj_t_agrees"]
+            adj_ok = (rec["paths"]["adj_t"] is not None and rec["adj_t_agrees"]) or \
+                case["layer"] == "rgcn"  # no adj_t path
             ok = worst <= REL_TOL and adj_ok
             ok_all &= ok
             detail = ", ".join(f"{k} {v:.1e}" for k, v in diffs.items())

@@ -138,8 +138,10 @@ inline LayerExpr rgcn() {
 
 // One relation of an RGCN layer, right-normalised mean aggregation: Dinv A H W. RGCNConv
 // (layer.hpp) sums one per relation, each choosing its composition from its own graph.
+// A may be rectangular (M receivers x N senders): RGCNConv runs each relation on its graph
+// restricted to the rows it writes and the columns it reads.
 inline LayerExpr mean_aggregate() {
-  Expr e = diagonal("Dinv", "N") * A() * H() * W();
+  Expr e = diagonal("Dinv", "M") * sparse("A", "M", "N") * H() * W();
   // DGL RelGraphConv multiplies by the relation's weight first; PyG RGCNConv aggregates first.
   return {"RGCN-relation", e, {}, "(Dinv·(A·(H·W)))", "(Dinv·(A·(H·W)))", "((Dinv·(A·H))·W)"};
 }

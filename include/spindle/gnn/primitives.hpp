@@ -178,6 +178,27 @@ auto dense_accumulate() {
   });
 }
 
+// C(e, k) = X(idx(e), k): the rows of X that an index picks (RGCNConv: the nodes a relation
+// reads, the rows of the upstream gradient it writes). Indices are in [0, rows of X) by
+// construction there (a row outside would read 0, docs/language.md §2).
+template <class T>
+auto gather_rows() {
+  return sp::kernel("gnn_gather_rows", [](sp::in<T, ops::Jc, K> x, sp::in<std::int32_t, ops::E> idx,
+                                          sp::out<T, ops::E, K> c, sp::iter<ops::E> e, sp::iter<K> k) {
+    c(e, k) = x(sp::cast<std::int64_t>(idx(e)), k);
+  });
+}
+
+// C(idx(e), k) += Y(e, k) (C read and updated in place): rows added into the rows an index
+// names (RGCNConv: a relation's output into the rows it writes). An index outside C's rows is
+// a FormatError before anything is written (docs/language.md §4.1).
+template <class T>
+auto scatter_add_rows() {
+  return sp::kernel("gnn_scatter_add_rows", [](sp::in<T, ops::E, K> y, sp::in<std::int32_t, ops::E> idx,
+                                               sp::inout<T, I, K> c, sp::iter<ops::E> e,
+                                               sp::iter<K> k) { c(idx(e), k) += y(e, k); });
+}
+
 // --- backward (backward.hpp) -----------------------------------------------------------
 
 // y(i) = sum_k a(i, k) b(i, k): the gradient of a row broadcast's diagonal.

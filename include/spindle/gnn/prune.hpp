@@ -27,10 +27,11 @@ struct Scenario {
   std::map<std::string, double> at;  // symbol values
 };
 
-// K_in > K_out and K_in < K_out with a graph of average degree 8.
+// K_in > K_out and K_in < K_out with a graph of average degree 8 (M: the rows of a
+// rectangular graph, an RGCN relation's support, as many as its columns here).
 inline std::vector<Scenario> default_scenarios() {
-  return {{"K_in > K_out", {{"N", 1000}, {"E", 8000}, {"K_in", 64}, {"K_out", 32}}},
-          {"K_in < K_out", {{"N", 1000}, {"E", 8000}, {"K_in", 32}, {"K_out", 64}}}};
+  return {{"K_in > K_out", {{"N", 1000}, {"M", 1000}, {"E", 8000}, {"K_in", 64}, {"K_out", 32}}},
+          {"K_in < K_out", {{"N", 1000}, {"M", 1000}, {"E", 8000}, {"K_in", 32}, {"K_out", 64}}}};
 }
 
 namespace detail {
