@@ -194,9 +194,13 @@ inline std::vector<PygCase> run_pyg_comparison(const PygOptions& o) {
     cg.rels = typed_relations(spec, o.data);
     const bool typed = !cg.rels.empty();
     for (const auto& r : cg.rels) cg.rel_ptrs.push_back(&r);
-    Graph g = load_graph(spec, o.data);
-    if (!typed) cg.a = with_self_loops(g.a);
-    const std::int64_t n = typed ? g.a.rows() : cg.a.rows();
+    std::string name = spec;  // a typed graph is read once, as its relations
+    if (!typed) {
+      Graph g = load_graph(spec, o.data);
+      name = g.name;
+      cg.a = with_self_loops(g.a);
+    }
+    const std::int64_t n = typed ? cg.rels.front().rows() : cg.a.rows();
     std::int64_t e = 0;
     {
       // Edge lists (rows = targets, then cols = sources) and, for a typed graph, the relation
@@ -221,10 +225,10 @@ inline std::vector<PygCase> run_pyg_comparison(const PygOptions& o) {
     }
     for (const auto& [kin, kout] : o.pairs)
       for (const std::string& layer : o.layers) {
-        progress(g.name + " " + layer + " " + std::to_string(kin) + "->" + std::to_string(kout), done++, total);
+        progress(name + " " + layer + " " + std::to_string(kin) + "->" + std::to_string(kout), done++, total);
         if (typed != (layer == "rgcn")) continue;  // rgcn runs on typed graphs only, the others on untyped ones
         PygCase k;
-        k.graph = g.name;
+        k.graph = name;
         k.layer = layer;
         k.k_in = kin;
         k.k_out = kout;
@@ -268,7 +272,7 @@ inline std::vector<PygCase> run_pyg_comparison(const PygOptions& o) {
           std::ifstream log(dir / "peer.log");
           std::stringstream ss;
           ss << log.rdbuf();
-          SPINDLE_CHECK(false, sp::RuntimeError, "the PyG peer failed on ", g.name, " ", layer, ":\n", ss.str());
+          SPINDLE_CHECK(false, sp::RuntimeError, "the PyG peer failed on ", name, " ", layer, ":\n", ss.str());
         }
         std::stringstream rs;
         rs << std::ifstream(dir / "results.json").rdbuf();

@@ -675,54 +675,29 @@ class RGCNConv {
                     r + 1, "'s graph is ", graphs[r]->rows(), " x ", graphs[r]->cols(), " but H has ", h.dim(0),
                     " rows (nodes)");
     }
-    static const auto gather = kernels::gather_rows<T>();
-    static const auto scatter = kernels::scatter_add_rows<T>();
-    static const auto accumulate = kernels::dense_accumulate<T>();
     Bindings<T> b;
     b.dense("H", h).dense("W", weights_.at("W0").view());
-    const TensorView<const T> self = self_.run(b);
-    Tensor<T>& acc = sums_[0];
-    if (acc.shape() != self.shape()) acc = Tensor<T>::zeros(self.shape());
-    std::copy(self.values().begin(), self.values().end(), acc.values().begin());
+    Tensor<T>& acc = copy_into(sums_[0], self_.run(b));
     for (std::size_t r = 0; r < relations_.size(); ++r) {
       support_[r] = kept_relation_support(*graphs[r]);
       const RelationSupport<T>& s = *support_[r];
       if (!s.a) continue;
-      TensorView<const T> hr = h;
-      if (s.cols) {
-        Tensor<T>& buf = h_rows_[r];
-        const std::vector<std::int64_t> shape{s.cols->dim(0), h.dim(1)};
-        if (buf.shape() != shape) buf = Tensor<T>::zeros(shape);
-        gather(h, *s.cols, buf);
-        hr = buf.view();
-      }
       Bindings<T> br;
-      br.sparse("A", *s.a).diagonal("Dinv", s.dinv->view()).dense("H", hr).dense(
+      br.sparse("A", *s.a).diagonal("Dinv", s.dinv->view()).dense("H", rows_of(h, s.cols.get(), h_rows_[r])).dense(
           "W", weights_.at("W" + std::to_string(r + 1)).view());
-      const TensorView<const T> y = relations_[r]->run(br);
-      if (s.rows)
-        scatter(y, *s.rows, acc);
-      else
-        accumulate(y, acc);
+      add_rows(relations_[r]->run(br), s.rows.get(), acc);
     }
     return acc.view();
   }
 
   Gradients backward(TensorView<const T> d_out, bool input_gradient = true) {
-    static const auto gather = kernels::gather_rows<T>();
-    static const auto scatter = kernels::scatter_add_rows<T>();
-    static const auto accumulate = kernels::dense_accumulate<T>();
     std::set<std::string> wrt{"W"};
     if (input_gradient) wrt.insert("H");
     Gradients g;
     auto gs = self_.backward(d_out, wrt);
     g.weights["W0"] = gs.at("W");
     Tensor<T>& dh = sums_[1];
-    if (input_gradient) {
-      const TensorView<const T> d_self = gs.at("H");
-      if (dh.shape() != d_self.shape()) dh = Tensor<T>::zeros(d_self.shape());
-      std::copy(d_self.values().begin(), d_self.values().end(), dh.values().begin());
-    }
+    if (input_gradient) copy_into(dh, gs.at("H"));
     for (std::size_t r = 0; r < relations_.size(); ++r) {
       const std::string name = "W" + std::to_string(r + 1);
       SPINDLE_CHECK(support_[r] != nullptr, UserError, "RGCNConv: backward before any forward run");
@@ -731,21 +706,9 @@ class RGCNConv {
         g.weights[name] = zero_grad_.view();
         continue;
       }
-      TensorView<const T> dr = d_out;
-      if (s.rows) {
-        Tensor<T>& buf = d_rows_[r];
-        const std::vector<std::int64_t> shape{s.rows->dim(0), d_out.dim(1)};
-        if (buf.shape() != shape) buf = Tensor<T>::zeros(shape);
-        gather(d_out, *s.rows, buf);
-        dr = buf.view();
-      }
-      auto gr = relations_[r]->backward(dr, wrt);
+      auto gr = relations_[r]->backward(rows_of(d_out, s.rows.get(), d_rows_[r]), wrt);
       g.weights[name] = gr.at("W");
-      if (!input_gradient) continue;
-      if (s.cols)
-        scatter(gr.at("H"), *s.cols, dh);
-      else
-        accumulate(gr.at("H"), dh);
+      if (input_gradient) add_rows(gr.at("H"), s.cols.get(), dh);
     }
     if (input_gradient) g.input = dh.view();
     return g;
@@ -773,6 +736,30 @@ class RGCNConv {
   std::shared_ptr<const RelationSupport<T>> support(std::size_t r) const { return support_.at(r); }
 
  private:
+  // x's rows that `rows` picks, gathered into buf (x itself when rows is null: all of them).
+  static TensorView<const T> rows_of(TensorView<const T> x, const Tensor<std::int32_t>* rows, Tensor<T>& buf) {
+    static const auto gather = kernels::gather_rows<T>();
+    if (!rows) return x;
+    const std::vector<std::int64_t> shape{rows->dim(0), x.dim(1)};
+    if (buf.shape() != shape) buf = Tensor<T>::zeros(shape);
+    gather(x, *rows, buf);
+    return buf.view();
+  }
+  // acc's rows that `rows` names += y's rows (all of acc += y when rows is null).
+  static void add_rows(TensorView<const T> y, const Tensor<std::int32_t>* rows, Tensor<T>& acc) {
+    static const auto scatter = kernels::scatter_add_rows<T>();
+    static const auto accumulate = kernels::dense_accumulate<T>();
+    if (rows)
+      scatter(y, *rows, acc);
+    else
+      accumulate(y, acc);
+  }
+  static Tensor<T>& copy_into(Tensor<T>& buf, TensorView<const T> x) {
+    if (buf.shape() != x.shape()) buf = Tensor<T>::zeros(x.shape());
+    std::copy(x.values().begin(), x.values().end(), buf.values().begin());
+    return buf;
+  }
+
   std::map<std::string, Tensor<T>> weights_;
   AdaptiveLayer<T> self_;
   std::vector<std::unique_ptr<AdaptiveLayer<T>>> relations_;
