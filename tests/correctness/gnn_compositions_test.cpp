@@ -809,6 +809,40 @@ void check_kernel(const std::string& what, const Kernel& k, const Out& out0, con
 
 }  // namespace
 
+TEST_CASE("gnn backward: the weight gradient x^T g is the plain product for every row count, width and thread count",
+          "[gnn][backward]") {
+  // matmul_tn cuts the rows into threads x sub-blocks x R rows, then P blocks of one sub-block,
+  // then the rest: row counts around those cuts, narrow g (the transposed form), no rows.
+  auto& pool = sp::runtime::Runtime::default_instance().pool();
+  const int saved = pool.num_threads();
+  gnn::Workspace<float> ws;
+  for (int threads : {1, 2, 3}) {
+    pool.set_num_threads(threads);
+    for (std::int64_t rows : {0, 1, 2, 3, 5, 64, 127, 128, 129, 257, 383, 1001, 4099}) {
+      for (auto [k, n] : {std::pair<std::int64_t, std::int64_t>{1, 1}, {3, 5}, {17, 40}, {64, 8}, {8, 64}, {130, 33}}) {
+        INFO(threads << " threads, " << rows << " rows, K " << k << ", N " << n);
+        const auto x = sp::Tensor<float>::random({rows, k}, 151 + rows, -1, 1);
+        const auto g = sp::Tensor<float>::random({rows, n}, 152 + k, -1, 1);
+        auto out = sp::Tensor<float>::full({k, n}, 5.0f);
+        gnn::detail::matmul_tn<float>(x.view(), g.view(), out, ws, 1, 2);
+        double worst = 0;
+        for (std::int64_t a = 0; a < k; ++a)
+          for (std::int64_t b = 0; b < n; ++b) {
+            double ref = 0, mag = 0;
+            for (std::int64_t i = 0; i < rows; ++i) {
+              const double t = double(x.values()[i * k + a]) * g.values()[i * n + b];
+              ref += t;
+              mag += std::abs(t);
+            }
+            worst = std::max(worst, std::abs(out.values()[a * n + b] - ref) / (mag + 1e-30));
+          }
+        CHECK(worst <= 1e-5);
+      }
+    }
+  }
+  pool.set_num_threads(saved);
+}
+
 TEST_CASE("gnn kernels: forward and backward primitives agree with the reference interpreter on every engine",
           "[gnn][interpreter]") {
   namespace kn = gnn::kernels;
@@ -853,8 +887,13 @@ TEST_CASE("gnn kernels: forward and backward primitives agree with the reference
     check_kernel("row_dot", kn::row_dot<float>(), junk({n}), x, y);
     check_kernel("column_dot", kn::column_dot<float>(), junk({kin}), x, y);
     check_kernel("sddmm_pattern", kn::sddmm_pattern<float>(), pattern_out, a, x, y);
-    const sp::TensorView<const float> x3(x.values().data(), {1, n, kin}), g3(g.values().data(), {1, n, kout});
-    check_kernel("gemm_tn_blocks", kn::gemm_tn_blocks<float>(), junk({1, kin, kout}), x3, g3);
+    // one block of one sub-block, and (n >= 4) two blocks of two sub-blocks of n / 4 rows
+    const sp::TensorView<const float> x4(x.values().data(), {1, 1, n, kin}), g4(g.values().data(), {1, 1, n, kout});
+    check_kernel("gemm_tn_blocks", kn::gemm_tn_blocks<float>(), junk({1, kin, kout}), x4, g4);
+    if (n >= 4) {
+      const sp::TensorView<const float> xs(x.values().data(), {2, 2, n / 4, kin}), gs(g.values().data(), {2, 2, n / 4, kout});
+      check_kernel("gemm_tn_blocks", kn::gemm_tn_blocks<float>(), junk({2, kin, kout}), xs, gs);
+    }
     const auto parts = sp::Tensor<float>::random({3, kin, kout}, 139, -1, 1);
     check_kernel("sum_blocks", kn::sum_blocks<float>(), junk({kin, kout}), parts);
     // RGCNConv's gather and scatter (a relation's support): nodes in a scrambled order, some

@@ -310,11 +310,13 @@ void matmul_transposed_pair(TensorView<const T> x, TensorView<const T> w, Tensor
 }
 
 // out = x^T g (dense), a reduction over the long row axis that the CPU schedule keeps
-// serial: row blocks of ~512 KB of g (kept in L2 across k; at least 64 rows; partial sums of
-// at most 64 MB in all), one partial product per block in parallel (gemm_tn_blocks), then
-// their sum. The blocks' vector loop is g's row: for a narrow g and a wide x, g^T x is
-// formed and transposed back. `slot_t` and `slot_p`: workspace slots for the transposed
-// product and the partials.
+// serial: P = (threads) blocks of rows, one partial product per block in parallel, each
+// block in sub-blocks of R rows whose rows of g (~16 KB) stay in L1 while a register tile of
+// the partial accumulates them (gemm_tn_blocks), then the partials' sum. The rows that do
+// not fill P x Q x R go in two more calls (P blocks of one sub-block, then the last < P rows
+// as one). The tile's vector loop is g's row: for a narrow g and a wide x, g^T x is formed
+// and transposed back. `slot_t` and `slot_p`: workspace slots for the transposed product and
+// the partials.
 template <class T>
 void matmul_tn(TensorView<const T> x, TensorView<const T> g, Tensor<T>& out, Workspace<T>& ws, std::size_t slot_t,
                std::size_t slot_p) {
@@ -328,17 +330,31 @@ void matmul_tn(TensorView<const T> x, TensorView<const T> g, Tensor<T>& out, Wor
   }
   Tensor<T>& dst = t ? *t : out;
   const std::int64_t rows = x.dim(0), k = x.dim(1), n = g.dim(1);
-  const std::int64_t block_rows = std::max<std::int64_t>(64, (std::int64_t{1} << 17) / std::max<std::int64_t>(1, n));
-  const std::int64_t max_blocks = std::max<std::int64_t>(1, (std::int64_t{1} << 24) / std::max<std::int64_t>(1, k * n));
-  const std::int64_t p = std::clamp<std::int64_t>(rows / block_rows, 1, max_blocks);
-  const std::int64_t per = rows / p, tail = rows - p * per;
-  auto part = ws.dense(slot_p, {p + 1, k, n});
+  const std::int64_t threads =
+      runtime::ThreadPool::in_parallel_region() ? 1 : runtime::Runtime::default_instance().pool().num_threads();
+  const std::int64_t p = std::max<std::int64_t>(1, std::min<std::int64_t>(threads, rows));
+  // R: a power of two, R rows of g about 16 KB, 16 to 128 rows (measured best at N = 16..512).
+  std::int64_t r = 16;
+  while (r < 128 && 2 * r * n * static_cast<std::int64_t>(sizeof(T)) <= 16384) r *= 2;
+  auto part = ws.dense(slot_p, {2 * p + 1, k, n});
   T* pd = part->values().data();
-  blocks(TensorView<const T>(x.values().data(), {p, per, k}), TensorView<const T>(g.values().data(), {p, per, n}),
-         TensorView<T>(pd, {p, k, n}));
-  blocks(TensorView<const T>(x.values().data() + p * per * k, {1, tail, k}),
-         TensorView<const T>(g.values().data() + p * per * n, {1, tail, n}), TensorView<T>(pd + p * k * n, {1, k, n}));
-  sum(part->view(), dst);
+  std::int64_t done = 0, used = 0;
+  auto run = [&](std::int64_t np, std::int64_t nq, std::int64_t nr) {
+    if (np * nq * nr == 0) return;
+    blocks(TensorView<const T>(x.values().data() + done * k, {np, nq, nr, k}),
+           TensorView<const T>(g.values().data() + done * n, {np, nq, nr, n}),
+           TensorView<T>(pd + used * k * n, {np, k, n}));
+    done += np * nq * nr;
+    used += np;
+  };
+  run(p, rows / (p * r), r);
+  run(p, 1, (rows - done) / p);
+  run(1, 1, rows - done);
+  if (used == 0) {  // no rows: the product is 0
+    std::fill(dst.values().begin(), dst.values().end(), T(0));
+  } else {
+    sum(TensorView<const T>(pd, {used, k, n}), dst);
+  }
   if (t) transpose(t->view(), out);
 }
 
