@@ -9,7 +9,7 @@
 //     case pays the featurizer and the others the values scan and the prediction,
 //   - with --samples, the same for leave-one-graph-out models (fitted without the graph
 //     they rank).
-// With --pyg it instead times Spindle's GCNConv, SAGEConv and GINConv (forward, and forward
+// With --pyg it instead times Spindle's GCNConv, SAGEConv, GINConv and GATConv (forward, and forward
 // + backward) against PyTorch Geometric's in the same run and checks that the outputs and
 // gradients agree (gnn_pyg.hpp; default graphs: the five GNN graphs); with --layers ...,rgcn
 // also RGCNConv on the typed graphs (rgcn/aifb, rgcn/mutag added to the default graphs).
@@ -17,7 +17,7 @@
 //   spindle-gnn-bench [--graphs LIST] [--layers gcn,gin,gat,sgc,tagcn,sage,rgcn]
 //                     [--pairs 32:256,256:32,...] [--threads T] [--reps R] [--min-ms MS]
 //                     [--model FILE] [--samples CSV] [--verbose]
-//   spindle-gnn-bench --pyg [--graphs LIST] [--layers gcn,sage,gin,rgcn] [--pairs ...] [--python PATH]
+//   spindle-gnn-bench --pyg [--graphs LIST] [--layers gcn,sage,gin,gat,rgcn] [--pairs ...] [--python PATH]
 //
 // Each time is the median of at least R calls (after one untimed call), more while they add
 // up to less than MS milliseconds (default 150; the PyG peer gets the same budget). The
@@ -114,7 +114,7 @@ int main(int argc, char** argv) try {
     o.graphs = c.graphs_given ? c.graphs
                               : std::vector<std::string>{"gnn/cora", "gnn/citeseer", "gnn/pubmed", "gnn/ppi-graphsaint",
                                                          "gnn/ogbn-arxiv"};
-    o.layers = c.layers_given ? c.layers : std::vector<std::string>{"gcn", "sage", "gin"};
+    o.layers = c.layers_given ? c.layers : std::vector<std::string>{"gcn", "sage", "gin", "gat"};
     // RGCN runs on the typed graphs (data/rgcn) only.
     if (!c.graphs_given && std::find(o.layers.begin(), o.layers.end(), "rgcn") != o.layers.end())
       for (const char* typed : {"rgcn/aifb", "rgcn/mutag"}) o.graphs.push_back(typed);

@@ -5,7 +5,8 @@
 //   - PyG's faster path of edge_index and the sparse adj_t;
 //   - agreement: Spindle's output and gradients against PyG's (max |diff| / max |PyG|).
 // The graph gets self loops (Ã = A + I, as GCN uses it) and both sides run on Ã: GCNConv
-// (normalised, PyG with add_self_loops=False), SAGEConv (mean), GINConv (eps 0.1); no bias.
+// (normalised, PyG with add_self_loops=False), SAGEConv (mean), GINConv (eps 0.1), GATConv
+// (one head, LeakyReLU slope 0.2; PyG with add_self_loops=False, dropout 0); no bias.
 // RGCN runs on a typed graph (entries = relation ids 1..R, R >= 2: data/rgcn) instead, without
 // self loops: gnn::RGCNConv against PyG's RGCNConv(aggr="mean", root_weight=True, bias=False)
 // on the relations of spindle::relations_of_typed_edges; the other layers skip typed graphs
@@ -105,7 +106,7 @@ struct ConvRun {
   std::function<std::string()> composition;
 };
 
-// The graph a case runs on: Ã for gcn, sage, gin; the relations of a typed graph for rgcn.
+// The graph a case runs on: Ã for gcn, sage, gin, gat; the relations of a typed graph for rgcn.
 struct CaseGraph {
   sp::Csr<float> a;                   // Ã (untyped graphs)
   std::vector<sp::Csr<float>> rels;   // relation r + 1 (typed graphs: 2 or more relations)
@@ -136,13 +137,23 @@ inline ConvRun make_conv(const std::string& layer, std::int64_t k_in, std::int64
               return t;
             }};
   }
+  const auto* a = &g.a;
+  if (layer == "gat") {
+    // Attention vectors of K_out entries, scaled like PyG's glorot init of att_src / att_dst.
+    const double sa = std::sqrt(6.0 / static_cast<double>(k_out + 1));
+    for (const char* n : {"a_left", "a_right"})
+      weights.emplace(n, sp::Tensor<float>::random({k_out}, n[2] == 'l' ? 15 : 16, -sa, sa));
+    auto conv = std::make_shared<gnn::GATConv<float>>(w("W", 17), weights.at("a_left"), weights.at("a_right"), model);
+    return {[conv, a](sp::TensorView<const float> x) { return conv->forward(*a, x); },
+            [conv](sp::TensorView<const float> d) { return conv->backward(d, true); },
+            [conv] { return conv->adaptive().last_run()->text; }};
+  }
   std::shared_ptr<gnn::GraphConv<float>> conv;
   if (layer == "gcn") conv = std::make_shared<gnn::GCNConv<float>>(w("W", 11), model);
   if (layer == "sage") conv = std::make_shared<gnn::SAGEConv<float>>(w("Wself", 12), w("Wneigh", 13), model);
   if (layer == "gin") conv = std::make_shared<gnn::GINConv<float>>(w("W", 14), 0.1, model);
   SPINDLE_CHECK(conv != nullptr, sp::UserError, "--pyg: layer '", layer,
-                "' has no PyG counterpart here (gcn, sage, gin, rgcn)");
-  const auto* a = &g.a;
+                "' has no PyG counterpart here (gcn, sage, gin, gat, rgcn)");
   return {[conv, a](sp::TensorView<const float> x) { return conv->forward(*a, x); },
           [conv](sp::TensorView<const float> d) { return conv->backward(d, true); },
           [conv] { return conv->adaptive().last_run()->text; }};

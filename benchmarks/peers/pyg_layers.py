@@ -15,11 +15,13 @@ row-major arrays without a header):
    "threads": 2, "reps": 5, "min_ms": 150, "warmup": 1,
    "edge_type": "etype.i64", "num_relations": R,   optional (rgcn only): E int64 relation
                                                ids in [0, R), one per edge
-   "cases": [{"id": "c0", "layer": "gcn" | "sage" | "gin" | "rgcn", "k_in": 32, "k_out": 64,
+   "cases": [{"id": "c0", "layer": "gcn" | "sage" | "gin" | "gat" | "rgcn", "k_in": 32, "k_out": 64,
               "x": "c0_x.f32",                 [N, k_in] float32
               "weights": {"W": "c0_W.f32"},    gcn, gin: W; sage: Wself, Wneigh; rgcn: W0
-                                               (root), W1 ... WR (relation r - 1); each
-                                               [k_in, k_out] float32 (= Linear.weight^T)
+                                               (root), W1 ... WR (relation r - 1); gat: W,
+                                               a_left, a_right; each [k_in, k_out] float32
+                                               (= Linear.weight^T) except gat's a_left and
+                                               a_right, [k_out] float32
               "grad_out": "c0_g.f32",          [N, k_out] float32, upstream gradient
               "eps": 0.0}]}                    gin only
 
@@ -30,6 +32,10 @@ so no PyG layer adds any):
   gin:  out = ((1 + eps) X + A X) W
   rgcn: out = X W0 + sum_r Dinv_r A_r X Wr, A_r the edges of relation r - 1 (PyG RGCNConv,
         aggr="mean", root_weight=True, bias=False: its weight[r - 1] is Wr, its root W0)
+  gat:  T = X W, s(i, j) = LeakyReLU_0.2(T(i) a_left + T(j) a_right) on A's entries,
+        alpha = softmax of s over each row's entries, out = alpha T (0 for a row without
+        entries). PyG GATConv(heads=1, negative_slope=0.2, dropout=0, add_self_loops=False,
+        bias=False): its att_dst is a_left (the receiving node i), its att_src a_right.
 
 Each case is run on two PyG paths:
   edge_index  the conv is called with edge_index = [cols; rows] (sources; targets), int64 [2, E]
@@ -70,7 +76,8 @@ import time
 import warnings
 
 REL_TOL = 1e-4
-LAYERS = {"gcn": ("W",), "sage": ("Wself", "Wneigh"), "gin": ("W",), "rgcn": None}
+LAYERS = {"gcn": ("W",), "sage": ("Wself", "Wneigh"), "gin": ("W",), "gat": ("W", "a_left", "a_right"),
+          "rgcn": None}
 
 
 def weight_names(layer, num_relations):
@@ -78,6 +85,12 @@ def weight_names(layer, num_relations):
     if layer == "rgcn":
         return ("W0",) + tuple(f"W{r + 1}" for r in range(num_relations))
     return LAYERS[layer]
+
+
+def weight_shape(layer, name, k_in, k_out):
+    """A weight's shape in spindle's orientation: [k_in, k_out], or [k_out] for GAT's attention
+    vectors."""
+    return (k_out,) if layer == "gat" and name in ("a_left", "a_right") else (k_in, k_out)
 
 np = None
 torch = None
@@ -167,7 +180,8 @@ def make_adj_t(rows, cols, n, layout):
 
 class ParamRef:
     """A spindle weight [k_in, k_out] inside a PyG parameter: the parameter itself (a Linear
-    weight [k_out, k_in]: transposed) or one slice of it (RGCNConv's weight[r], [k_in, k_out])."""
+    weight [k_out, k_in]: transposed) or one slice of it (RGCNConv's weight[r], [k_in, k_out];
+    GATConv's att_src[0, 0], [k_out])."""
 
     def __init__(self, param, index=None, transposed=True):
         self.param, self.index, self.transposed = param, index, transposed
@@ -186,7 +200,7 @@ class ParamRef:
 def build_conv(layer, k_in, k_out, weights, eps, num_relations=0):
     """A PyG conv whose parameters are the given spindle-orientation [k_in, k_out] weights;
     returns (conv, {name: ParamRef})."""
-    from torch_geometric.nn import GCNConv, GINConv, RGCNConv, SAGEConv
+    from torch_geometric.nn import GATConv, GCNConv, GINConv, RGCNConv, SAGEConv
     if layer == "gcn":
         conv = GCNConv(k_in, k_out, add_self_loops=False, normalize=True, bias=False,
                        cached=False)
@@ -198,6 +212,12 @@ def build_conv(layer, k_in, k_out, weights, eps, num_relations=0):
         conv = GINConv(torch.nn.Linear(k_in, k_out, bias=False), eps=float(eps),
                        train_eps=False)
         params = {"W": ParamRef(conv.nn.weight)}
+    elif layer == "gat":
+        conv = GATConv(k_in, k_out, heads=1, concat=True, negative_slope=0.2, dropout=0.0,
+                       add_self_loops=False, bias=False)
+        params = {"W": ParamRef(conv.lin.weight),
+                  "a_left": ParamRef(conv.att_dst, index=(0, 0), transposed=False),
+                  "a_right": ParamRef(conv.att_src, index=(0, 0), transposed=False)}
     elif layer == "rgcn":
         conv = RGCNConv(k_in, k_out, num_relations, aggr="mean", root_weight=True, bias=False)
         params = {"W0": ParamRef(conv.root, transposed=False)}
@@ -354,9 +374,10 @@ def run_manifest(manifest_path, results_path):
             raise ValueError(f"case {cid}: rgcn needs the manifest's edge_type and num_relations")
         weights = {}
         for name in weight_names(layer, num_relations):
+            shape = weight_shape(layer, name, k_in, k_out)
             weights[name] = torch.from_numpy(
-                read_array(base, case["weights"][name], "<f4", k_in * k_out, f"{cid} {name}")
-                .reshape(k_in, k_out))
+                read_array(base, case["weights"][name], "<f4", int(np.prod(shape)), f"{cid} {name}")
+                .reshape(shape))
         eps = float(case.get("eps", 0.0))
 
         conv, params = build_conv(layer, k_in, k_out, weights, eps, num_relations)
@@ -451,6 +472,8 @@ def dense_reference(layer, a, x, ws, g, eps, rel_a=()):
     """out, dx, {name: dW} in float64 for the dense 0/1 pattern a (rows = targets); rgcn reads
     the per-relation patterns rel_a instead."""
     n = a.shape[0]
+    if layer == "gat":
+        return gat_reference(a, x, ws, g)
     if layer == "rgcn":
         terms = [(np.eye(n), "W0")]
         for r, ar in enumerate(rel_a):
@@ -475,6 +498,26 @@ def dense_reference(layer, a, x, ws, g, eps, rel_a=()):
         dx += mat.T @ g @ ws[name].T
         dws[name] += mx.T @ g
     return out, dx, dws
+
+
+def gat_reference(a, x, ws, g):
+    """GAT's out, dx and weight gradients (formula in the module docstring), by hand in
+    float64: softmax and LeakyReLU backward on A's entries."""
+    w, al, ar = ws["W"], ws["a_left"], ws["a_right"]
+    mask = a > 0
+    t = x @ w
+    e = (t @ al)[:, None] + (t @ ar)[None, :]
+    s = np.where(e > 0, e, 0.2 * e)
+    row_max = np.where(mask, s, -np.inf).max(axis=1, initial=-np.inf, keepdims=True)
+    ex = np.where(mask, np.exp(s - np.where(np.isfinite(row_max), row_max, 0.0)), 0.0)
+    den = ex.sum(axis=1, keepdims=True)
+    alpha = ex / np.where(den > 0, den, 1.0)
+    out = alpha @ t
+    dalpha = np.where(mask, g @ t.T, 0.0)
+    de = alpha * (dalpha - (alpha * dalpha).sum(axis=1, keepdims=True)) * np.where(e > 0, 1.0, 0.2)
+    de_l, de_r = de.sum(axis=1), de.sum(axis=0)
+    dt = alpha.T @ g + np.outer(de_l, al) + np.outer(de_r, ar)
+    return out, dt @ w.T, {"W": x.T @ dt, "a_left": t.T @ de_l, "a_right": t.T @ de_r}
 
 
 def self_test():
@@ -520,11 +563,11 @@ def self_test():
         np.concatenate([rows, cols]).astype("<i8").tofile(os.path.join(tmp, "edges.i64"))
         etype.tofile(os.path.join(tmp, "etype.i64"))
         cases, refs = [], {}
-        for layer, eps in (("gcn", 0.0), ("sage", 0.0), ("gin", 0.3), ("rgcn", 0.0)):
+        for layer, eps in (("gcn", 0.0), ("sage", 0.0), ("gin", 0.3), ("gat", 0.0), ("rgcn", 0.0)):
             cid = f"t_{layer}"
             x = rng.standard_normal((n, k_in)).astype("<f4")
             g = rng.standard_normal((n, k_out)).astype("<f4")
-            ws = {name: rng.standard_normal((k_in, k_out)).astype("<f4")
+            ws = {name: rng.standard_normal(weight_shape(layer, name, k_in, k_out)).astype("<f4")
                   for name in weight_names(layer, n_rel)}
             x.tofile(os.path.join(tmp, f"{cid}_x.f32"))
             g.tofile(os.path.join(tmp, f"{cid}_g.f32"))
@@ -556,7 +599,8 @@ def self_test():
             got = {"out": (load(f"{cid}_out.f32", (n, k_out)), out_r),
                    "dx": (load(f"{cid}_dx.f32", (n, k_in)), dx_r)}
             for name in dws_r:
-                got[f"d{name}"] = (load(f"{cid}_d{name}.f32", (k_in, k_out)), dws_r[name])
+                got[f"d{name}"] = (load(f"{cid}_d{name}.f32", weight_shape(case["layer"], name, k_in, k_out)),
+                                   dws_r[name])
             diffs = {k: float(np.abs(v[0] - v[1]).max() / np.abs(v[1]).max())
                      for k, v in got.items()}
             worst = max(diffs.values())
