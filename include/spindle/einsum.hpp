@@ -26,6 +26,7 @@
 #include <cctype>
 
 #include <array>
+#include <charconv>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -83,16 +84,21 @@ inline EinsumPlans& einsum_plans(runtime::Runtime& rt) {
 // parse_einsum, remembered per (subscripts, operand count): a repeated call does not parse.
 inline std::shared_ptr<const EinsumSpec> einsum_parsed(EinsumPlans& plans, std::string_view text,
                                                        std::size_t operands) {
-  std::string key(text);
+  // The key is built in a buffer kept per thread: a cached call allocates nothing here.
+  thread_local std::string key;
+  key.assign(text);
   key += '#';
-  key += std::to_string(operands);
+  char digits[24];
+  const auto [end, ec] = std::to_chars(digits, digits + sizeof digits, operands);
+  (void)ec;
+  key.append(digits, end);
   {
     std::lock_guard<std::mutex> lock(plans.mutex);
     if (auto it = plans.specs.find(key); it != plans.specs.end()) return it->second;
   }
   auto spec = std::make_shared<const EinsumSpec>(parse_einsum(text, operands));  // throws on bad subscripts
   std::lock_guard<std::mutex> lock(plans.mutex);
-  return plans.specs.emplace(std::move(key), std::move(spec)).first->second;
+  return plans.specs.emplace(key, std::move(spec)).first->second;
 }
 
 inline std::string einsum_operand_name(const EinsumSpec& s, std::size_t o, const StorageView& v) {
@@ -102,8 +108,10 @@ inline std::string einsum_operand_name(const EinsumSpec& s, std::size_t o, const
 // Every subscript has one extent: ShapeError naming the subscript and both places.
 // `out` (einsum_into) is checked too. Messages are built only on a mismatch.
 inline void einsum_check_extents(const EinsumSpec& s, const std::vector<StorageView>& views, const StorageView* out) {
-  std::array<std::int64_t, 128> extent;
-  extent.fill(-1);
+  // (subscript, extent) pairs: a statement has a handful of distinct subscripts.
+  char subscript[64];  // (left uninitialised: only the first `known` are read)
+  std::int64_t extent[64];
+  std::size_t known = 0;
   auto where = [&](char c) -> std::string {  // the first place subscript c appears
     for (std::size_t o = 0; o < views.size(); ++o)
       if (auto l = s.inputs[o].find(c); l != std::string::npos)
@@ -111,11 +119,15 @@ inline void einsum_check_extents(const EinsumSpec& s, const std::vector<StorageV
     return "?";
   };
   auto visit = [&](char c, std::int64_t length, auto&& here) {
-    auto& e = extent[static_cast<unsigned char>(c) & 127u];
-    if (e < 0) {
-      e = length;
+    std::size_t k = 0;
+    while (k < known && subscript[k] != c) ++k;
+    if (k == known) {
+      SPINDLE_INTERNAL_CHECK(known < 64, "einsum", "more than 64 distinct subscripts");
+      subscript[known] = c;
+      extent[known++] = length;
       return;
     }
+    const std::int64_t e = extent[k];
     SPINDLE_CHECK(e == length, ShapeError, "einsum '", s.text, "': subscript '", std::string(1, c), "' has extent ", e,
                   " in ", where(c), " but ", length, " in ", here());
   };
@@ -156,8 +168,8 @@ inline std::shared_ptr<const EinsumPlan> einsum_plan_for(EinsumPlans& plans, con
   const int driver = choose_einsum_driver_by(
       s, [&](std::size_t o, std::size_t l) { return views[o].levels[l].kind; },
       [&](std::size_t o) { return views[o].value_count; });
-  std::string key;
-  key.reserve(s.text.size() + 4 + 3 * views.size() + 16);
+  thread_local std::string key;  // kept per thread: a cached call allocates nothing here
+  key.clear();
   key += s.text;
   key += '|';
   key += static_cast<char>('A' + static_cast<int>(dtype));
@@ -171,8 +183,8 @@ inline std::shared_ptr<const EinsumPlan> einsum_plan_for(EinsumPlans& plans, con
     }
   }
   std::lock_guard<std::mutex> lock(plans.mutex);
+  if (auto it = plans.by_key.find(key); it != plans.by_key.end() && it->second) return it->second;
   auto& slot = plans.by_key[key];
-  if (slot) return slot;
   std::vector<EinsumOperandFormat> formats;
   for (const auto& v : views) formats.push_back(einsum_format_of(v));
   auto plan = std::make_shared<EinsumPlan>();
@@ -465,16 +477,20 @@ inline std::string storage_order_subscripts(std::string_view text, const std::ve
   const std::size_t arrow = out.find("->");
   const std::size_t end = arrow == std::string::npos ? out.size() : arrow;
   std::size_t operand = 0;
-  std::vector<std::size_t> letters;
+  std::size_t letters[2] = {0, 0}, count = 0;  // an operand's first two subscripts, and how many it has
   auto finish = [&] {
-    if (operand < views.size() && std::string_view(views[operand].kind) == "Csc" && letters.size() == 2)
+    if (operand < views.size() && std::string_view(views[operand].kind) == "Csc" && count == 2)
       std::swap(out[letters[0]], out[letters[1]]);
-    letters.clear();
+    count = 0;
     ++operand;
   };
   for (std::size_t q = 0; q < end; ++q) {
-    if (out[q] == ',') finish();
-    else if (std::isalpha(static_cast<unsigned char>(out[q]))) letters.push_back(q);
+    if (out[q] == ',') {
+      finish();
+    } else if (std::isalpha(static_cast<unsigned char>(out[q]))) {
+      if (count < 2) letters[count] = q;
+      ++count;
+    }
   }
   finish();
   return out;

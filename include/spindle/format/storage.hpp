@@ -52,6 +52,10 @@ struct LevelView {
 inline constexpr std::size_t kMaxLevels = 8;
 
 struct StorageView {
+  // User-provided (the members keep their initialisers below): value-initialising a
+  // StorageView (`StorageView{}`, a vector of CallArgs) would otherwise first zero all of its
+  // ~600 bytes, levels not in use included, on every kernel call.
+  StorageView() {}
   DType dtype = DType::f32;
   void* data = nullptr;            // values in position order
   std::int64_t value_count = 0;    // number of elements behind data

@@ -22,6 +22,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "spindle/format/storage.hpp"
@@ -203,22 +204,35 @@ class ArgBinder {
     DType index_dtype = DType::i32;
     bool sorted = true, structure = false;
     std::uint64_t fingerprint = 0;
-    std::string buffer;  // the argument that bound it, for messages
+    std::string_view buffer;  // the buffer that bound it (its name in the kernel's IR), for messages
     const ir::AxisNode* via = nullptr;  // the buffer axis that bound the extent, for messages
   };
 
-  // Axis -> binding, a flat list: kernels have a handful of axes.
+  // Axis -> binding, a flat list: kernels have a handful of axes. Up to kInline of them live
+  // on the stack (no allocation on the call path), more in `more`.
   struct Bindings {
-    std::vector<std::pair<const ir::AxisNode*, Binding>> items;
-    void reserve(std::size_t n) { items.reserve(n); }
-    Binding& operator[](const ir::AxisNode* a) {
-      for (auto& [k, v] : items)
-        if (k == a) return v;
-      items.emplace_back(a, Binding{});
-      return items.back().second;
+    static constexpr std::size_t kInline = 16;
+    InlineVector<std::pair<const ir::AxisNode*, Binding>, kInline> items;
+    std::vector<std::pair<const ir::AxisNode*, Binding>> more;
+    void reserve(std::size_t n) {
+      if (n > kInline) more.reserve(n - kInline);
     }
-    const Binding* find(const ir::AxisNode* a) const {
+    Binding& operator[](const ir::AxisNode* a) {
+      if (Binding* b = lookup(a)) return *b;
+      if (items.size() < kInline) {
+        items.push_back({a, Binding{}});
+        return items.back().second;
+      }
+      more.emplace_back(a, Binding{});
+      return more.back().second;
+    }
+    const Binding* find(const ir::AxisNode* a) const { return const_cast<Bindings*>(this)->lookup(a); }
+
+   private:
+    Binding* lookup(const ir::AxisNode* a) {
       for (auto& [k, v] : items)
+        if (k == a) return &v;
+      for (auto& [k, v] : more)
         if (k == a) return &v;
       return nullptr;
     }

@@ -8,6 +8,7 @@
 namespace spindle::runtime {
 
 struct CallArg {
+  CallArg() {}  // user-provided: value-initialisation does not zero the view's unused levels
   bool is_scalar = false;
   StorageView view;
   DType scalar_dtype = DType::f64;
