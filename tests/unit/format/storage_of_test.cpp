@@ -102,7 +102,7 @@ struct InlineVectorProbe {
 };
 }  // namespace
 
-TEST_CASE("InlineVector: only the elements in use live; copies, moves and clears keep them right",
+TEST_CASE("InlineVector: only the elements in use live, through copies, moves and clears",
           "[format][storage]") {
   const std::string long_text(64, 'x');  // past the small-string buffer: heap memory per copy
   {
