@@ -62,6 +62,35 @@ TEST_CASE("emit_c: reductions get reassociation (vector) or a compact add chain 
   CHECK(spmv.source.source.find("SPINDLE_NO_CONTRACT\n") != std::string::npos);
 }
 
+TEST_CASE("emit_c: rfactor's partial sums loop stays compact, its vector lanes do not need to", "[codegen]") {
+  auto spmv_def = [] {
+    return sp::define_kernel("spmv", [](sp::in<float, I, J> a, sp::in<float, sp::dense<J>> x, sp::out<float, I> y,
+                                        sp::iter<I> i, sp::iter<J> j) { y(i) += a(i, j) * x(j); });
+  };
+  auto lower_with = [&](sp::Schedule s) {
+    sp::driver::PipelineOptions o;
+    o.context.kernel = "spmv";
+    o.context.schedule = std::move(s);
+    return sp::driver::lower_to_c(spmv_def(), o).source.source;
+  };
+  // The loop over groups of lanes and the tail both add into the partials, with no unrolling
+  // (one exit branch per row, not three).
+  sp::Schedule four;
+  four.rfactor("j", 4).parallel("i");
+  const std::string src4 = lower_with(four);
+  CHECK(src4.find("SPINDLE_SCALAR_CHAIN\n      for (long long j_o = 0") != std::string::npos);
+  CHECK(src4.find("SPINDLE_SCALAR_CHAIN\n      for (long long j_t = ") != std::string::npos);
+  // The lanes themselves (constant extent) are left to the compiler to unroll.
+  CHECK(src4.find("SPINDLE_SCALAR_CHAIN\n        for (long long j_lane") == std::string::npos);
+  // Vectorised lanes: the group loop is not marked (the tail still is).
+  sp::Schedule eight;
+  eight.rfactor("j", 8).vectorize("j_lane").parallel("i");
+  const std::string src8 = lower_with(eight);
+  CHECK(src8.find("SPINDLE_SCALAR_CHAIN\n      for (long long j_o = 0") == std::string::npos);
+  CHECK(src8.find("SPINDLE_NO_VECTORIZE\n      for (long long j_o = 0") != std::string::npos);
+  CHECK(src8.find("SPINDLE_SCALAR_CHAIN\n      for (long long j_t = ") != std::string::npos);
+}
+
 TEST_CASE("emit_c: equal kernels get equal symbols, different kernels different ones", "[codegen]") {
   auto a = lower(spmm_def()), b = lower(spmm_def());
   CHECK(a.source.symbol == b.source.symbol);
