@@ -411,9 +411,16 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
       for (int t : cfg.threads) {
         threads_now = t;
         set_threads(t, grb != nullptr, mkl != nullptr);
+        // Spindle's tuner times its candidates: first, after the timing's quiet pause, so that
+        // no peer's OpenMP workers still spin on the other core (tuning right after MKL's
+        // optimize step timed pubmed's default SpMV at 2 threads as 0.133 ms, its 1-thread
+        // time, instead of 0.047, and chose a slower format).
+        if (c.spindle_prepare) {
+          std::this_thread::sleep_for(bench::kQuiesceSeconds);
+          c.spindle_prepare();
+        }
         // MKL's optimize step plans for the current thread count: redo it per count.
         if (c.mkl_prepare) c.mkl_prepare();
-        if (c.spindle_prepare) c.spindle_prepare();
         std::fprintf(stderr, "[bench] %s %s K=%d threads=%d\n", m.info.name.c_str(), op.c_str(), feat, t);
         CaseResult r;
         r.matrix = m.info.name;

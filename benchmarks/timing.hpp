@@ -79,9 +79,12 @@ inline double time_call(const std::function<void()>& f) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// The pause before each system's batch (see the top of this file); also before a tuner times
+// its candidates.
+inline constexpr auto kQuiesceSeconds = std::chrono::milliseconds(8);
+
 inline void measure_interleaved(std::vector<Contender*> cs, const TimingPolicy& p) {
   constexpr double kBatchSeconds = 0.02;
-  constexpr auto kQuiesceSeconds = std::chrono::milliseconds(8);
   constexpr double kLeadInBelow = 0.05;  // calls slower than this get no lead-in call
   const std::size_t n = cs.size();
   std::vector<int> batch(n, 1);
