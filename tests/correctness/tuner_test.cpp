@@ -435,3 +435,50 @@ TEST_CASE("tuned SpMV reuses records and raises typed errors on bad calls", "[co
   CHECK_THROWS_AS(plan(x, wrong), sp::ShapeError);
   CHECK_THROWS_AS(plan(matrix, y), sp::ShapeError);
 }
+
+TEST_CASE("the tuner times its candidates in interleaved rounds within min_reps and max_reps", "[correctness][tuner]") {
+  // Three candidates that log their calls (0, 1, 2), identical results. A checked first call
+  // each, then per round an untimed lead-in and the round's share of the timed calls, the
+  // candidates in a rotating order.
+  using Run = std::function<void(sp::TensorView<const float>, sp::TensorView<float>)>;
+  const auto a = random_csr<float>(Shape{"square", 5, 5, 2}, 1);
+  auto run_cases = [&](int min_reps, int max_reps) {
+    std::vector<int> log;
+    std::vector<tune::detail::Candidate<Run>> cands;
+    for (int c = 0; c < 3; ++c)
+      cands.push_back({"c" + std::to_string(c), 1.0, 1.0, [&log, c]() -> Run {
+                         return [&log, c](sp::TensorView<const float> x, sp::TensorView<float> y) {
+                           log.push_back(c);
+                           for (std::int64_t r = 0; r < y.dim(0); ++r) y.data()[r] = x.data()[r];
+                         };
+                       }});
+    auto o = quick();
+    o.min_seconds = 0;
+    o.min_reps = min_reps;
+    o.max_reps = max_reps;
+    auto rec = tune::detail::record_key("test", a, 1);
+    auto sel = tune::detail::select<float, Run>(cands, o, rec, "test", "test", {5}, {5});
+    for (const auto& r : sel.results) CHECK(r.measured);
+    return log;
+  };
+  SECTION("min_reps 8: 4 rounds of a lead-in and 2 timed calls each") {
+    const auto log = run_cases(8, 20);
+    std::vector<int> want = {0, 1, 2};  // the checked first calls
+    for (int k = 0; k < 4; ++k)
+      for (int m = 0; m < 3; ++m) want.insert(want.end(), 3, (m + k) % 3);
+    CHECK(log == want);
+  }
+  SECTION("max_reps 2: two rounds, one timed call each") {
+    const auto log = run_cases(2, 2);
+    CHECK(log == std::vector<int>{0, 1, 2, 0, 0, 1, 1, 2, 2, 1, 1, 2, 2, 0, 0});
+  }
+  SECTION("min_reps 3 of max 200: rounds of 1, 1, 1 and none in the fourth") {
+    const auto log = run_cases(3, 200);
+    // ceil(3 (k + 1) / 4) calls by the end of round k: 1, 2, 3, 3 (with min_seconds 0 the last
+    // round has nothing to time and makes no call, not even a lead-in).
+    std::vector<int> want = {0, 1, 2};
+    for (int k = 0; k < 3; ++k)
+      for (int m = 0; m < 3; ++m) want.insert(want.end(), 2, (m + k) % 3);
+    CHECK(log == want);
+  }
+}
