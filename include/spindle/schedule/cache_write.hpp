@@ -18,7 +18,8 @@
 // The local lives in L's body, inside the guards, lets and blocks that open it (so a split
 // guard `if k < K` also covers the initialisation and the write-back). It starts from
 //   - the init store in front of the reduction in that body (`c[i, k] = 0; for j ...`, or
-//     for a local array an init loop nest over the same constant loops), which it replaces;
+//     for a local array an init loop nest over the same constant loops), which it replaces in
+//     place (after whatever ran before it);
 //   - otherwise the buffer's current value, c_local = c[i, k];
 // and is written back with a store after the reduction. Guards around the reduction that
 // depend only on the tile loops (a split guard inside the tile) also guard the element's
@@ -257,8 +258,14 @@ inline ir::Stmt cache_write(const ir::Stmt& body, const std::string& loop, const
   redirect.r = R;
   redirect.local = local;
   redirect.idx = local_index(nullptr);
-  ir::Stmt inner = redirect.mutate(init_stmt.defined() ? detail::replace_stmt(w, init_stmt.get(), ir::Stmt()) : w);
-  ir::Stmt cached = ir::block(B->name + "_cache", {local}, ir::seq({init, inner, writeback}, L->loc), L->loc);
+  // An absorbed init keeps its place (statements before it, such as a local it reads, still run
+  // first: hoisting it to the front of the block read `t1` before `t1 = ...`, found by the
+  // kernel fuzzer); otherwise the local starts from the buffer at the front.
+  ir::Stmt inner = redirect.mutate(init_stmt.defined() ? detail::replace_stmt(w, init_stmt.get(), init) : w);
+  ir::Stmt cached = ir::block(B->name + "_cache", {local},
+                              init_stmt.defined() ? ir::seq({inner, writeback}, L->loc)
+                                                  : ir::seq({init, inner, writeback}, L->loc),
+                              L->loc);
   return detail::replace_stmt(body, w.get(), cached);
 }
 

@@ -169,3 +169,22 @@ TEST_CASE("cache_write: SpMM, SDDMM and column sums compute the same result in C
   auto c = colsum();
   CHECK(compare(c, sch::cache_write(sch::reorder(c, {"k", "i"}), "k", "b"), standard_sizes()) < 1e-5);
 }
+
+TEST_CASE("cache_write: a folded init keeps its place after the locals it reads", "[schedule][cache_write][exec]") {
+  // Found by the kernel fuzzer (seed 20261207, kernel 181): the init `c[k] = a[k] + t` was
+  // hoisted to the front of the register block, above `t = ...`, and read t uninitialised.
+  using namespace pass_test;
+  auto f = stage3(sp::define_kernel("local_then_init", [](sp::in<float, K> a, sp::in<float, K> b, sp::out<float, K> c,
+                                                          sp::iter<K> k) {
+    sp::local<float> t(b(k) * 2.0f + 1.0f, "t");
+    c(k) = a(k) + t;
+    c(k) += b(k) * t;
+  }));
+  auto g = sch::cache_write(f, "k", "c");
+  const std::string text = body(g);
+  const auto t_at = text.find("t = "), init_at = text.find("c_local = ");
+  REQUIRE(t_at != std::string::npos);
+  REQUIRE(init_at != std::string::npos);
+  CHECK(t_at < init_at);
+  CHECK(compare(f, g, standard_sizes()) < 1e-5);
+}
