@@ -273,9 +273,15 @@ class CEmitter : public CFamilyPrinter {
       else if (auto* c = s.as<ir::IfThenElseNode>(); c && !c->else_case.defined()) s = c->then_case;
       else break;
     }
+    return adds_into_float_local(s, /*scalar_only=*/true);
+  }
+
+  // `local += ...` into a float local (a scalar, or an element of a small local array when
+  // !scalar_only).
+  static bool adds_into_float_local(const ir::Stmt& s, bool scalar_only) {
     auto* r = s.as<ir::ReduceNode>();
     return r && r->op == ir::ReduceOp::add && r->buffer->scope == ir::BufferScope::local &&
-           r->buffer->shape.empty() && is_float(r->buffer->dtype);
+           (!scalar_only || r->buffer->shape.empty()) && is_float(r->buffer->dtype);
   }
 
   // A loop of data-dependent extent that adds into a few scalar partial sums (rfactor's
@@ -292,11 +298,7 @@ class CEmitter : public CFamilyPrinter {
       while (auto* l = s.as<ir::LetStmtNode>()) s = l->body;
       return s;
     };
-    auto adds_into_local = [](const ir::Stmt& s) {
-      auto* r = s.as<ir::ReduceNode>();
-      return r && r->op == ir::ReduceOp::add && r->buffer->scope == ir::BufferScope::local &&
-             is_float(r->buffer->dtype);
-    };
+    auto adds_into_local = [](const ir::Stmt& s) { return adds_into_float_local(s, /*scalar_only=*/false); };
     ir::Stmt body = skip_lets(n.body);
     if (adds_into_local(body)) return true;
     auto* lanes = body.as<ir::ForNode>();
