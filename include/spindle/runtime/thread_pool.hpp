@@ -2,9 +2,13 @@
 //
 // parallel_for(n, grain, body, closure) runs body over [0, n) on the calling thread plus
 // num_threads() - 1 workers. The range is cut into chunks of at least `grain` iterations
-// (and at least n / (threads * kChunksPerThread), which bounds the hand-out cost) that
-// threads take from one atomic counter, so a thread that drew cheap rows of a skewed graph
-// simply takes more chunks.
+// (and at least n / (threads * kChunksPerThread), which bounds the hand-out cost). Each
+// participant owns a contiguous share of the chunks (the caller the first, worker w the
+// (w+2)-th) and takes them from the front; one that runs out steals from the back of the
+// others' shares, so a thread that drew cheap rows of a skewed graph simply takes more
+// chunks. Owning the same rows call after call keeps a thread's share of the operands in
+// its core's cache (an SpMV on a graph whose matrix fits in two L2 caches but not one runs
+// from L2 on both cores instead of from L3).
 //
 //   * A call from inside a body (nested parallelism), with one thread, or with a single
 //     chunk runs body(closure, 0, n) serially on the calling thread.
@@ -66,10 +70,17 @@ class ThreadPool {
     if (k <= 0) k = static_cast<int>(std::thread::hardware_concurrency());
     k = std::max(k, 1);
     std::lock_guard<std::mutex> lock(call_mutex_);
+    if (static_cast<int>(shares_.size()) < k) {
+      // No job runs (call_mutex_ is held), so no worker reads the shares now.
+      std::vector<std::unique_ptr<Share>> grown(static_cast<std::size_t>(k));
+      for (auto& sh : grown) sh = std::make_unique<Share>();
+      shares_ = std::move(grown);
+    }
     while (static_cast<int>(workers_.size()) < k - 1) {
       auto w = std::make_unique<Worker>();
       Worker* raw = w.get();
-      w->thread = std::thread([this, raw] { worker_loop(*raw); });
+      int participant = static_cast<int>(workers_.size()) + 1;
+      w->thread = std::thread([this, raw, participant] { worker_loop(*raw, participant); });
       workers_.push_back(std::move(w));
     }
     threads_.store(k, std::memory_order_relaxed);
@@ -93,7 +104,11 @@ class ThreadPool {
     body_ = body;
     closure_ = closure;
     error_ = nullptr;
-    next_.store(0, std::memory_order_relaxed);
+    participants_ = threads;
+    for (int p = 0; p < threads; ++p) {
+      std::int64_t begin = chunks_ * p / threads, end = chunks_ * (p + 1) / threads;
+      shares_[static_cast<std::size_t>(p)]->range.store(pack(begin, end), std::memory_order_relaxed);
+    }
     job_.store(kJobOpen, std::memory_order_release);  // publishes the fields above
     int helpers = static_cast<int>(std::min<std::int64_t>(threads - 1, chunks_ - 1));
     for (int i = 0; i < helpers; ++i) {
@@ -102,7 +117,7 @@ class ThreadPool {
     }
     {
       RegionScope scope;
-      run_chunks();
+      run_chunks(0);
     }
     // Every chunk is taken. Close the job so that late workers stay out, then wait only
     // for the workers that joined (a worker still waking up costs the caller nothing).
@@ -139,6 +154,31 @@ class ThreadPool {
     std::thread thread;
   };
 
+  // A participant's remaining chunks [begin, end), packed in one word: the owner takes
+  // `begin`, a thief takes `end - 1`, both by compare-and-swap.
+  struct alignas(64) Share {
+    std::atomic<std::uint64_t> range{0};
+  };
+  static std::uint64_t pack(std::int64_t begin, std::int64_t end) {
+    return (static_cast<std::uint64_t>(begin) << 32) | static_cast<std::uint64_t>(end);
+  }
+  static std::int64_t range_begin(std::uint64_t r) { return static_cast<std::int64_t>(r >> 32); }
+  static std::int64_t range_end(std::uint64_t r) { return static_cast<std::int64_t>(r & 0xffffffffu); }
+
+  // Takes the next chunk of participant p's share: its front for the owner, its back for
+  // a thief. -1 when the share is empty.
+  std::int64_t take(int p, bool owner) {
+    auto& range = shares_[static_cast<std::size_t>(p)]->range;
+    std::uint64_t r = range.load(std::memory_order_relaxed);
+    for (;;) {
+      std::int64_t begin = range_begin(r), end = range_end(r);
+      if (begin >= end) return -1;
+      std::uint64_t next = owner ? pack(begin + 1, end) : pack(begin, end - 1);
+      if (range.compare_exchange_weak(r, next, std::memory_order_relaxed, std::memory_order_relaxed))
+        return owner ? begin : end - 1;
+    }
+  }
+
   struct RegionScope {
     bool saved = tls_in_region();
     RegionScope() { tls_in_region() = true; }
@@ -158,18 +198,27 @@ class ThreadPool {
 #endif
   }
 
-  void run_chunks() {
-    for (;;) {
-      std::int64_t c = next_.fetch_add(1, std::memory_order_relaxed);
-      if (c >= chunks_) return;
-      std::int64_t begin = c * chunk_;
-      try {
-        body_(closure_, begin, std::min(n_, begin + chunk_));
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(error_mutex_);
-        if (!error_) error_ = std::current_exception();
-        next_.store(chunks_, std::memory_order_relaxed);
-      }
+  // Runs participant `self`'s own chunks, then steals from the back of the others' shares
+  // (first the share before its own, whose back borders its front), until every share is
+  // empty. A worker left over from a larger thread count (self >= participants_) only steals.
+  void run_chunks(int self) {
+    const int parts = participants_;
+    for (int k = 0; k < parts; ++k) {
+      int p = (self % parts + parts - k) % parts;
+      bool owner = k == 0 && self < parts;
+      for (std::int64_t c; (c = take(p, owner)) >= 0;) run_chunk(c);
+    }
+  }
+
+  void run_chunk(std::int64_t c) {
+    std::int64_t begin = c * chunk_;
+    try {
+      body_(closure_, begin, std::min(n_, begin + chunk_));
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mutex_);
+      if (!error_) error_ = std::current_exception();
+      for (int p = 0; p < participants_; ++p)
+        shares_[static_cast<std::size_t>(p)]->range.store(0, std::memory_order_relaxed);
     }
   }
 
@@ -199,7 +248,7 @@ class ThreadPool {
     return false;
   }
 
-  void worker_loop(Worker& self) {
+  void worker_loop(Worker& self, int participant) {
     tls_in_region() = true;  // anything a body starts from a worker runs serially
     std::uint32_t seen = 0;
     for (;;) {
@@ -209,7 +258,7 @@ class ThreadPool {
       seen = e;
       if (stop_.load(std::memory_order_relaxed)) return;
       if (!try_join()) continue;
-      run_chunks();
+      run_chunks(participant);
       if (job_.fetch_sub(1, std::memory_order_acq_rel) == 1) job_.notify_one();  // closed, last out
     }
   }
@@ -223,9 +272,10 @@ class ThreadPool {
   ParallelBody body_ = nullptr;
   void* closure_ = nullptr;
   std::int64_t n_ = 0, chunk_ = 1, chunks_ = 0;
+  int participants_ = 1;
   std::mutex error_mutex_;
   std::exception_ptr error_;
-  alignas(64) std::atomic<std::int64_t> next_{0};
+  std::vector<std::unique_ptr<Share>> shares_;  // one per participant, grown with the thread count
   // kJobOpen while the caller still hands out chunks, plus the number of workers inside
   // the job. The caller returns once it has closed the job and the count is zero.
   static constexpr std::uint32_t kJobOpen = 1u << 31;

@@ -9,6 +9,7 @@
 #include <set>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "runtime_test_support.hpp"
@@ -73,6 +74,43 @@ TEST_CASE("thread pool spreads work over threads and grows on demand", "[runtime
   ids.clear();
   pool.parallel_for(60, 1, [&](std::int64_t, std::int64_t) { ids.insert(std::this_thread::get_id()); });
   CHECK(ids == std::set<std::thread::id>{std::this_thread::get_id()});
+}
+
+TEST_CASE("each thread starts on its own share of the chunks, call after call", "[runtime]") {
+  // 16 chunks of one index over 2 threads: the caller owns chunks 0-7, the worker 8-15.
+  // Each takes its own share from the front (so the same rows land on the same core every
+  // call); a thread that runs out steals from the back of the other share.
+  ThreadPool pool(2);
+  for (int call = 0; call < 3; ++call) {
+    std::mutex m;
+    std::vector<std::pair<std::thread::id, std::int64_t>> order;
+    pool.parallel_for(16, 1, [&](std::int64_t b, std::int64_t e) {
+      {
+        std::lock_guard<std::mutex> lock(m);
+        order.emplace_back(std::this_thread::get_id(), e == b + 1 ? b : -1);  // Catch is not thread-safe
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    });
+    INFO("call " << call);
+    REQUIRE(order.size() == 16);
+    const auto caller = std::this_thread::get_id();
+    std::vector<std::int64_t> by_caller, by_worker;
+    for (auto& [id, b] : order) (id == caller ? by_caller : by_worker).push_back(b);
+    // The caller runs 0, 1, 2, ... in order; stolen chunks come from the back of the
+    // worker's share (15, 14, ...).
+    REQUIRE(!by_caller.empty());
+    std::size_t own = 0;
+    while (own < by_caller.size() && by_caller[own] == static_cast<std::int64_t>(own)) ++own;
+    CHECK(own >= 1);
+    for (std::size_t k = own; k < by_caller.size(); ++k) CHECK(by_caller[k] == 15 - static_cast<std::int64_t>(k - own));
+    // The worker (once awake: 24 ms of the caller's own share is ample) starts at chunk 8.
+    if (!by_worker.empty()) {
+      CHECK(by_worker.front() == 8);
+    }
+    std::set<std::int64_t> all;
+    for (auto& entry : order) all.insert(entry.second);
+    CHECK(all.size() == 16);
+  }
 }
 
 TEST_CASE("nested parallel_for runs serially inside a body", "[runtime]") {
