@@ -298,13 +298,12 @@ class CEmitter : public CFamilyPrinter {
       while (auto* l = s.as<ir::LetStmtNode>()) s = l->body;
       return s;
     };
-    auto adds_into_local = [](const ir::Stmt& s) { return adds_into_float_local(s, /*scalar_only=*/false); };
     ir::Stmt body = skip_lets(n.body);
-    if (adds_into_local(body)) return true;
+    if (adds_into_float_local(body, /*scalar_only=*/false)) return true;
     auto* lanes = body.as<ir::ForNode>();
     auto* extent = lanes ? lanes->extent.as<ir::IntImmNode>() : nullptr;
     return lanes && lanes->for_kind == ir::ForKind::serial && extent && extent->value <= 16 &&
-           adds_into_local(skip_lets(lanes->body));
+           adds_into_float_local(skip_lets(lanes->body), /*scalar_only=*/false);
   }
 
   static std::string join(const std::vector<std::string>& parts, const std::string& sep) {

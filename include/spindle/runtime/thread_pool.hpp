@@ -70,12 +70,8 @@ class ThreadPool {
     if (k <= 0) k = static_cast<int>(std::thread::hardware_concurrency());
     k = std::max(k, 1);
     std::lock_guard<std::mutex> lock(call_mutex_);
-    if (static_cast<int>(shares_.size()) < k) {
-      // No job runs (call_mutex_ is held), so no worker reads the shares now.
-      std::vector<std::unique_ptr<Share>> grown(static_cast<std::size_t>(k));
-      for (auto& sh : grown) sh = std::make_unique<Share>();
-      shares_ = std::move(grown);
-    }
+    // No job runs (call_mutex_ is held), so no worker reads the shares now.
+    while (static_cast<int>(shares_.size()) < k) shares_.push_back(std::make_unique<Share>());
     while (static_cast<int>(workers_.size()) < k - 1) {
       auto w = std::make_unique<Worker>();
       Worker* raw = w.get();
