@@ -1796,3 +1796,50 @@ TEST_CASE("co-iteration under cache_write: a target indexed by the merged coordi
     CHECK(y.values()[static_cast<std::size_t>(c)] == Approx(want).margin(1e-5));
   }
 }
+
+// --- A long reduction read block by block (schedule/block_long_reductions.hpp) ------------
+namespace {
+namespace wg {
+struct Row : sp::dense_fixed {};
+struct Kf : sp::dense_fixed {};
+struct Nf : sp::dense_fixed {};
+}  // namespace wg
+}  // namespace
+
+TEST_CASE("long reductions: the weight gradient read in blocks of rows sums every row once, in order, on every "
+          "engine",
+          "[correctness][user][schedule]") {
+  // Spindle runs w(k, n) += x(i, k) d(i, n) as k, i, n (the k loop in parallel). With 250 + 2
+  // elements per row the block holds 520 rows, so 1,300 rows take three blocks (the last one
+  // partial) and 300 rows take the unblocked loop; every engine at 1 and 2 threads, the
+  // interpreter and the CUDA build agree with a plain loop.
+  auto k = sp::kernel("wgrad_blocks", [](sp::in<float, wg::Row, wg::Kf> x, sp::in<float, wg::Row, wg::Nf> d,
+                                         sp::out<float, wg::Kf, wg::Nf> w, sp::iter<wg::Row> i, sp::iter<wg::Kf> f,
+                                         sp::iter<wg::Nf> n) { w(f, n) += x(i, f) * d(i, n); });
+  const std::string src = k.compile().source();
+  CHECK_THAT(src, Catch::Contains("row_blk") && Catch::Contains("row_block_rows"));
+  for (std::int64_t rows : {1300, 300, 0}) {
+    INFO(rows << " rows");
+    const std::int64_t K = 250, N = 2;
+    const auto x = sp::Tensor<float>::random({rows, K}, 21, -1, 1);
+    const auto d = sp::Tensor<float>::random({rows, N}, 22, -1, 1);
+    auto w = sp::Tensor<float>::zeros({K, N});
+    std::vector<Ref> want(static_cast<std::size_t>(K * N));
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t a = 0; a < K; ++a)
+        for (std::int64_t b = 0; b < N; ++b) {
+          const double t = double(x(r, a)) * d(r, b);
+          Ref& e = want[static_cast<std::size_t>(a * N + b)];
+          e.value += t, e.abs_sum += std::abs(t), ++e.terms;
+        }
+    check_everywhere(
+        k,
+        [&] {
+          std::vector<sp::runtime::CallArg> args(3);
+          args[0].view = sp::storage_of(x), args[1].view = sp::storage_of(d), args[2].view = sp::storage_of(w);
+          return args;
+        },
+        [&] { std::fill(w.values().begin(), w.values().end(), std::nanf("")); },
+        [&] { check_close<float>(want, w.values(), "Xᵀ dC"); });
+  }
+}

@@ -62,7 +62,7 @@ namespace {
 
 struct Stats {
   long generated = 0, rejected = 0, skipped = 0, compared = 0, failures = 0, large = 0, indirect = 0, computed = 0,
-       unsorted = 0, unsorted_large = 0, unsorted_refused = 0, shared = 0, sparse_roots = 0, row_tiles = 0, owned_tiles = 0, partitioned = 0, assembled = 0,
+       unsorted = 0, unsorted_large = 0, unsorted_refused = 0, shared = 0, sparse_roots = 0, row_tiles = 0, owned_tiles = 0, partitioned = 0, blocked = 0, assembled = 0,
        assembled_generated = 0, assembled_rejected = 0, assembled_nonempty = 0, by_coordinate = 0, merges = 0,
        scheduled = 0, schedule_refused = 0, gpu_scheduled = 0, gpu_unlaunchable = 0, gpu_refused = 0;
   std::map<std::string, long> schedule_kept;      // kept random schedule steps by primitive
@@ -1110,6 +1110,8 @@ int main(int argc, char** argv) {
       // The CPU schedule's two-dimensional register tiles (register_tile: "x_rows" loops).
       if (e != "cuda" && !row_tiles_counted) {
         if (text.find("_rows in [") != std::string::npos) ++st.row_tiles;
+        // A long reduction read one block of rows at a time (block_long_reductions).
+        if (text.find("_block_rows") != std::string::npos) ++st.blocked;
         // Scatters partitioned by ownership with register tiles or local sums inside the
         // tests (schedule_cpu_default, ownership_kept).
         if (text.find("spindle_block") != std::string::npos) ++st.partitioned;
@@ -1146,7 +1148,8 @@ int main(int argc, char** argv) {
             << " co-iterating (union_of / intersection_of), " << st.row_tiles
             << " run with two-dimensional register tiles, " << st.partitioned
             << " scattering one block per thread (ownership), " << st.owned_tiles
-            << " of them with tiles or local sums inside the ownership tests); " << st.unsorted
+            << " of them with tiles or local sums inside the ownership tests), " << st.blocked
+            << " reading a long reduction block by block); " << st.unsorted
             << " also with unsorted fibers, " << st.unsorted_large << " co-iterating ones on large unsorted inputs ("
             << st.unsorted_refused << " engine runs refused them: not sorted);";
   std::cout << " " << st.scheduled << " also under a random user schedule (steps kept:";

@@ -1,6 +1,10 @@
 // The default CPU schedule, applied when the user gives none (stage III):
 //  before them, fused_row_chunks: the loop of a fused rows-and-nonzeros chain (sparse_fuse)
 //     runs as chunks of 256 nonzeros, each walking its rows (schedule/fused_row_chunks.hpp);
+//  then block_long_reductions: a spatial loop that re-reads a long reduction's rows in every
+//     iteration (the weight gradient XᵀdC in the order k, i, n) reads them one block of rows
+//     at a time (schedule/block_long_reductions.hpp); step 2 runs the loop inside each block
+//     in parallel;
 //  0. register_tile: reductions over a dense spatial inner loop (SpMM's feature loop) keep
 //     tiles of the output row in registers across the reduction (inside the ownership tests
 //     of step 2 when they fit there: see the comment in schedule_cpu_default);
@@ -28,6 +32,7 @@
 #include "spindle/ir/functor.hpp"
 #include "spindle/lower/context.hpp"
 #include "spindle/schedule/accumulate_locally.hpp"
+#include "spindle/schedule/block_long_reductions.hpp"
 #include "spindle/schedule/fused_row_chunks.hpp"
 #include "spindle/schedule/loop_kind.hpp"
 #include "spindle/schedule/partition_indirect_writes.hpp"
@@ -37,10 +42,17 @@ namespace spindle::autosched {
 
 namespace detail {
 
-// Loops that no other loop encloses.
+// Loops that no other loop encloses, looking through the block loops of
+// block_long_reductions (the loop inside each block is the one that runs in parallel).
 struct OutermostLoops : ir::IRVisitor {
   std::set<const ir::ForNode*> loops;
-  void visit_For(const ir::ForNode* n) override { loops.insert(n); }
+  const std::set<std::string>* block_loops = nullptr;
+  void visit_For(const ir::ForNode* n) override {
+    if (block_loops && block_loops->count(n->var.name()))
+      ir::IRVisitor::visit_For(n);
+    else
+      loops.insert(n);
+  }
   // A loop inside a merge loop (§3.1) would fork and join once per merged coordinate: serial.
   void visit_CoIterate(const ir::CoIterateNode*) override {}
 };
@@ -73,6 +85,10 @@ inline ir::Function schedule_cpu_default(const ir::Function& f, const lower::Low
   // A fused loop over the rows and their nonzeros (sparse_fuse) walks chunks of nonzeros
   // row by row: balanced like the fused loop, each nonzero as cheap as in the row loop.
   out.body = schedule::fused_row_chunks(f.body);
+  // A spatial loop that re-reads a long reduction's rows in every iteration (XᵀdC as k, i, n)
+  // reads them block by block instead; the loop inside each block runs in parallel (below).
+  std::set<std::string> block_loops;
+  out.body = schedule::block_long_reductions(out.body, block_loops, f);
   const ir::Stmt unscheduled = out.body;
   // Ownership first, when the tiles stay inside the ownership tests: register_tile and
   // accumulate_locally read the output and store it back, which the partition allows only to
@@ -105,6 +121,7 @@ inline ir::Function schedule_cpu_default(const ir::Function& f, const lower::Low
   // Parallel loops are outlined even for one thread: the pool's thread count is chosen at
   // call time, so one compiled kernel serves every thread count.
   detail::OutermostLoops outer;
+  outer.block_loops = &block_loops;
   outer.visit(out.body);
   out.body = schedule::set_loop_kind(
       out.body,

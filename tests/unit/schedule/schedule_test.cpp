@@ -397,3 +397,49 @@ TEST_CASE("partition_indirect_writes: writes at a sparse iterator's coordinate (
                                         sp::iter<I> i, sp::iter<J> j) { y(i) += a(i, j) * x(j); });
   CHECK(body(sp::schedule::partition_indirect_writes(stage3(g))) == body(stage3(g)));
 }
+
+TEST_CASE("block_long_reductions: a spatial loop that re-reads a long reduction's rows reads them block by block",
+          "[schedule][autosched]") {
+  // w(jd, k) += x(i, jd) y(i, k) written jd, i, k: every jd re-reads all rows of y. The
+  // default schedule splits off the init, runs blocks of rows outermost and the jd loop
+  // inside each block in parallel; the unblocked loop when the rows fit in one block.
+  auto f = sp::define_kernel("wgrad", [](sp::in<float, I, sp::dense<J>> x, sp::in<float, I, K> y,
+                                         sp::out<float, sp::dense<J>, K> w, sp::iter<sp::dense<J>> jd,
+                                         sp::iter<I> i, sp::iter<K> k) { w(jd, k) += x(i, jd) * y(i, k); });
+  auto f3 = stage3(f);
+  const std::string s = body(sp::autosched::schedule_cpu_default(f3, ctx(f)));
+  CHECK_THAT(s, Catch::Contains("let i_block_rows: i64 = max(256, max(131072 / max(J_len + K_len, 1), "));
+  CHECK_THAT(s, Catch::Contains("if I_len <= i_block_rows:"));
+  CHECK_THAT(s, Catch::Contains("for i_blk in [0, (I_len + i_block_rows - 1) / i_block_rows) reduction:"));
+  CHECK_THAT(s, Catch::Contains("for i in [i_blk * i_block_rows, i_blk * i_block_rows + min(i_block_rows, I_len - "
+                                "i_blk * i_block_rows)) reduction:"));
+  // The loop inside each block runs in parallel, the block loop does not.
+  const auto blk = s.find("for i_blk in");
+  REQUIRE(blk != std::string::npos);
+  CHECK(s.find(") parallel:", blk) != std::string::npos);
+  CHECK(s.find("reduction) parallel") == std::string::npos);
+
+  std::set<std::string> names;
+  auto blocked = f3;
+  blocked.body = sp::schedule::block_long_reductions(f3.body, names, f3);
+  CHECK(names == std::set<std::string>{"i_blk"});
+  std::vector<sched_test::Sizes> sizes = sched_test::standard_sizes();
+  // 300 + 3 elements per row: 432 rows per block, so 3,000 rows take seven blocks.
+  for (sched_test::Sizes z : {sched_test::Sizes{3000, 300, 3}, {433, 300, 3}, {432, 300, 3}, {431, 290, 7}})
+    sizes.push_back(z);
+  CHECK(sched_test::compare(f3, blocked, sizes) < 1e-6);
+  auto tiled = f3;
+  tiled.body = sp::schedule::register_tile(blocked.body, 256);
+  CHECK(sched_test::compare(f3, tiled, sizes) < 1e-6);
+
+  // Nothing re-read (every row read depends on the outer loop: column sums written k, i),
+  // SpMM (the output row is the outer loop) and a reduction-first nest: left alone.
+  auto r = sp::define_kernel("colsum_ki", [](sp::in<float, I, K> x, sp::out<float, K> y, sp::iter<K> k,
+                                             sp::iter<I> i) { y(k) += x(i, k); });
+  std::set<std::string> none;
+  CHECK(sched_test::str(sp::schedule::block_long_reductions(stage3(r).body, none, stage3(r))) ==
+        sched_test::str(stage3(r).body));
+  CHECK(sched_test::str(sp::schedule::block_long_reductions(sched_test::spmm().body, none, sched_test::spmm())) ==
+        sched_test::str(sched_test::spmm().body));
+  CHECK(none.empty());
+}
