@@ -88,7 +88,7 @@ inline ir::Function schedule_cpu_default(const ir::Function& f, const lower::Low
   // A spatial loop that re-reads a long reduction's rows in every iteration (XᵀdC as k, i, n)
   // reads them block by block instead; the loop inside each block runs in parallel (below).
   std::set<std::string> block_loops;
-  out.body = schedule::block_long_reductions(out.body, block_loops, f);
+  out.body = schedule::block_long_reductions(out.body, block_loops, f, ctx.l2_bytes);
   const ir::Stmt unscheduled = out.body;
   // Ownership first, when the tiles stay inside the ownership tests: register_tile and
   // accumulate_locally read the output and store it back, which the partition allows only to

@@ -24,6 +24,7 @@ struct LowerContext {
   std::string kernel;       // for messages
   int num_threads = 1;      // of the target (CPU schedules)
   int vector_bits = 256;    // SIMD width of the target in bits (CPU schedules)
+  std::int64_t l2_bytes = 512 * 1024;  // a core's L2 cache (CPU schedules: block_long_reductions)
   bool keep_loop_order = false;  // order_iterations leaves every iteration as written
   AssemblyContext assembly;      // phase none: an ordinary kernel
   // The user's schedule (schedule/user_schedule.hpp): its sparse_reorder steps run after

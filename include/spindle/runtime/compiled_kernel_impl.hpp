@@ -25,6 +25,7 @@ struct CompiledKernel::Impl {
     o.context.kernel = stage1.name;
     o.context.num_threads = r.options().num_threads;
     o.context.vector_bits = host_vector_bits();
+    o.context.l2_bytes = host_l2_bytes();
     o.context.keep_loop_order = r.options().keep_loop_order || assembly.phase != lower::AssemblyContext::none;
     o.context.assembly = assembly;
     o.context.schedule = schedule;

@@ -12,8 +12,7 @@
 //                                                          + min(rows, E - i_blk * rows)) reduction:
 //                                                   body(k, i)
 //
-// Each element keeps its updates in the same order (init, then i ascending), so the result
-// is the same bit for bit. The default CPU schedule then runs the k loop inside each block
+// Each element keeps its updates in the same order (init, then i ascending). The default CPU schedule then runs the k loop inside each block
 // in parallel (one parallel region per block: `block_loops` names the block loops) and
 // register_tile accumulates its tiles from the output (no init in nest B).
 //
@@ -28,13 +27,16 @@
 //     iteration of L reads again (dC above; in SpMM-like nests, where the output row is the
 //     outer loop and the reduction reads the row's own data, there is nothing to gain).
 // The block's rows are computed at call time from the symbolic extents:
-//   rows = max(256, 131072 / W, 8 * |L| * Wc / W)
-// W the elements per row of R of the buffers R's body reads by R's variable (the trailing
-// extents after its slot: x's K and dC's N above),
-// Wc the output elements per iteration of L: about 512 KB of rows per block (the L2 cache),
-// and enough rows that the output's read and write-back per block cost at most an eighth of
-// the block's rows (so a GEMM-like nest with a long outer loop runs one block, as before).
-// Pre/post: stage III, before register_tile; semantics preserved exactly.
+//   rows = max(256, L2 / W, 8 * |L| * Wc / W)
+// W the bytes per row of R of the buffers R's body reads by R's variable (the trailing
+// extents after its slot: x's K and dC's N floats above), Wc the output's bytes per iteration
+// of L, L2 a core's L2 cache (LowerContext::l2_bytes, the host's): a block's rows fill the L2
+// cache, and there are enough of them that the output's read and write-back per block cost at
+// most an eighth of the block's rows (so a GEMM-like nest with a long outer loop runs one
+// block: the loop as it was).
+// Pre/post: stage III, before register_tile; each element's updates stay in the same order
+// (a later pass that sums a block into a local first, accumulate_locally, reassociates that
+// sum as it does any other).
 #pragma once
 
 #include <map>
@@ -66,6 +68,7 @@ class LongReductionBlocking : public ir::IRMutator {
  public:
   std::set<std::string> block_loops;
   std::set<std::string> names;  // every loop name in the function (fresh names avoid them)
+  std::int64_t l2_bytes = 512 * 1024;
 
   ir::Stmt mutate_For(const ir::ForNode* n, const ir::Stmt& self) override {
     current_ = self;
@@ -143,7 +146,10 @@ class LongReductionBlocking : public ir::IRMutator {
       if (!counted.insert(l->buffer.get()).second) continue;
       for (std::size_t s = 0; s < l->indices.size(); ++s)
         if (uses_any(l->indices[s], r_var)) {
-          if (ir::Expr w = trailing_elements(*l->buffer, s, t); w.defined()) W = W.defined() ? W + w : w;
+          if (ir::Expr w = trailing_elements(*l->buffer, s, t); w.defined()) {
+            w = lower::simplify(w * ir::int_imm(dtype_bytes(l->buffer->dtype), t));
+            W = W.defined() ? W + w : w;
+          }
           break;
         }
     }
@@ -155,7 +161,7 @@ class LongReductionBlocking : public ir::IRMutator {
         for (std::size_t s = 0; s < r->indices.size(); ++s)
           if (r->indices[s].same_as(L.var)) {
             ir::Expr w = trailing_elements(*output, s, t);
-            if (w.defined()) Wc = w;
+            if (w.defined()) Wc = lower::simplify(w * ir::int_imm(dtype_bytes(output->dtype), t));
             break;
           }
         break;
@@ -167,7 +173,7 @@ class LongReductionBlocking : public ir::IRMutator {
     ir::Expr Wpos = ir::max(W, ir::int_imm(1, t));
     ir::Expr rows_value = lower::simplify(ir::max(
         ir::int_imm(256, t),
-        ir::max(ir::int_imm(131072, t) / Wpos, ir::int_imm(8, t) * ir::cast(t, L.extent) * Wc / Wpos)));
+        ir::max(ir::int_imm(l2_bytes, t) / Wpos, ir::int_imm(8, t) * ir::cast(t, L.extent) * Wc / Wpos)));
     ir::Expr start = lower::simplify(R->min + ir::Expr(blk) * rows);
     ir::Expr count = ir::min(ir::Expr(rows), R->extent - ir::Expr(blk) * rows);
     ir::Stmt rows_loop = ir::for_loop(i, start, count, ir::ForKind::serial, ir::IterKind::reduction, R->axis,
@@ -200,8 +206,9 @@ class LongReductionBlocking : public ir::IRMutator {
 
 // Returns the rewritten body; the names of the block loops it made go into `block_loops`.
 inline ir::Stmt block_long_reductions(const ir::Stmt& body, std::set<std::string>& block_loops,
-                                      const ir::Function& f) {
+                                      const ir::Function& f, std::int64_t l2_bytes = 512 * 1024) {
   detail::LongReductionBlocking b;
+  b.l2_bytes = l2_bytes;
   for (auto* v : detail::bound_vars(body)) b.names.insert(static_cast<const ir::VarNode*>(v)->name);
   for (auto& s : f.scalars) b.names.insert(s.var.name());
   ir::Stmt out = b.mutate(body);

@@ -408,7 +408,7 @@ TEST_CASE("block_long_reductions: a spatial loop that re-reads a long reduction'
                                          sp::iter<I> i, sp::iter<K> k) { w(jd, k) += x(i, jd) * y(i, k); });
   auto f3 = stage3(f);
   const std::string s = body(sp::autosched::schedule_cpu_default(f3, ctx(f)));
-  CHECK_THAT(s, Catch::Contains("let i_block_rows: i64 = max(256, max(131072 / max(J_len + K_len, 1), "));
+  CHECK_THAT(s, Catch::Contains("let i_block_rows: i64 = max(256, max(524288 / max(J_len * 4 + K_len * 4, 1), "));
   CHECK_THAT(s, Catch::Contains("if I_len <= i_block_rows:"));
   CHECK_THAT(s, Catch::Contains("for i_blk in [0, (I_len + i_block_rows - 1) / i_block_rows) reduction:"));
   CHECK_THAT(s, Catch::Contains("for i in [i_blk * i_block_rows, i_blk * i_block_rows + min(i_block_rows, I_len - "
