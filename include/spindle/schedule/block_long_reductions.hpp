@@ -71,17 +71,14 @@ class LongReductionBlocking : public ir::IRMutator {
   std::int64_t l2_bytes = 512 * 1024;
 
   ir::Stmt mutate_For(const ir::ForNode* n, const ir::Stmt& self) override {
-    current_ = self;
-    ir::Stmt out = block(*n);
+    ir::Stmt out = block(*n, self);
     return out.defined() ? out : self;  // loops inside loops are not outermost: not visited
   }
   ir::Stmt mutate_CoIterate(const ir::CoIterateNode*, const ir::Stmt& self) override { return self; }
 
  private:
-  ir::Stmt current_;  // the loop being rewritten, as a statement
-  const ir::Stmt& self_of(const ir::ForNode&) const { return current_; }
-
-  ir::Stmt block(const ir::ForNode& L) {
+  // L rewritten (`self` is L as a statement), or undefined when the rule does not apply.
+  ir::Stmt block(const ir::ForNode& L, const ir::Stmt& self) {
     if (L.for_kind != ir::ForKind::serial || L.iter_kind != ir::IterKind::spatial) return {};
     std::vector<ir::Stmt> init;
     const ir::ForNode* R = nullptr;
@@ -134,8 +131,8 @@ class LongReductionBlocking : public ir::IRMutator {
       for (auto* l : uses->loads)
         if (written.count(l->buffer.get())) return {};
 
-    // Profit: rows of R that every iteration of L reads again; W sums their widths.
-    const DType t = R->extent.dtype();
+    // Profit: rows of R that every iteration of L reads again; W sums their widths (bytes).
+    const DType t = DType::i64;
     ir::Expr W;
     const std::set<const ir::ExprNode*> r_var = {R->var.get()};
     std::set<const ir::BufferNode*> counted;
@@ -174,13 +171,14 @@ class LongReductionBlocking : public ir::IRMutator {
     ir::Expr rows_value = lower::simplify(ir::max(
         ir::int_imm(256, t),
         ir::max(ir::int_imm(l2_bytes, t) / Wpos, ir::int_imm(8, t) * ir::cast(t, L.extent) * Wc / Wpos)));
-    ir::Expr start = lower::simplify(R->min + ir::Expr(blk) * rows);
-    ir::Expr count = ir::min(ir::Expr(rows), R->extent - ir::Expr(blk) * rows);
+    const DType it = R->var.dtype();
+    ir::Expr start = lower::simplify(R->min + ir::cast(it, ir::Expr(blk) * rows));
+    ir::Expr count = lower::simplify(ir::cast(it, ir::min(ir::Expr(rows), ir::cast(t, R->extent) - ir::Expr(blk) * rows)));
     ir::Stmt rows_loop = ir::for_loop(i, start, count, ir::ForKind::serial, ir::IterKind::reduction, R->axis,
                                       substitute(R->body, R->var, i), R->loc);
     ir::Stmt per_k = substitute(rows_loop, L.var, k);
     ir::Stmt k_loop = ir::for_loop(k, L.min, L.extent, ir::ForKind::serial, ir::IterKind::spatial, L.axis, per_k, L.loc);
-    ir::Stmt blocks = ir::for_loop(blk, ir::int_imm(0, t), (R->extent + rows - ir::int_imm(1, t)) / rows,
+    ir::Stmt blocks = ir::for_loop(blk, ir::int_imm(0, t), (ir::cast(t, R->extent) + rows - ir::int_imm(1, t)) / rows,
                                    ir::ForKind::serial, ir::IterKind::reduction, R->axis, k_loop, R->loc);
     block_loops.insert(blk_name);
     std::vector<ir::Stmt> out;
@@ -189,7 +187,7 @@ class LongReductionBlocking : public ir::IRMutator {
                                  substitute(init_stmt, L.var, k_init), L.loc));
     out.push_back(blocks);
     // One block: the loop as it was (no second pass over the output for its init).
-    ir::Stmt chosen = ir::if_then_else(lower::simplify(R->extent <= ir::Expr(rows)), ir::Stmt(self_of(L)),
+    ir::Stmt chosen = ir::if_then_else(lower::simplify(ir::cast(t, R->extent) <= ir::Expr(rows)), self,
                                        ir::seq(std::move(out), L.loc), L.loc);
     return ir::let_stmt(rows, rows_value, chosen, L.loc);
   }
