@@ -73,22 +73,26 @@ TEST_CASE("emit_c: rfactor's partial sums loop stays compact, its vector lanes d
     o.context.schedule = std::move(s);
     return sp::driver::lower_to_c(spmv_def(), o).source.source;
   };
-  // The loop over groups of lanes and the tail both add into the partials, with no unrolling
-  // (one exit branch per row, not three).
+  // The loop over groups of lanes adds into the partials with no unrolling (one exit branch
+  // per row, not three); the tail is one guarded group, lane l taking term l (no chain).
   sp::Schedule four;
   four.rfactor("j", 4).parallel("i");
   const std::string src4 = lower_with(four);
   CHECK(src4.find("SPINDLE_SCALAR_CHAIN\n      for (long long j_o = 0") != std::string::npos);
-  CHECK(src4.find("SPINDLE_SCALAR_CHAIN\n      for (long long j_t = ") != std::string::npos);
+  CHECK(src4.find("      for (long long j_lane_2 = 0; j_lane_2 < 4; ++j_lane_2) {\n"
+                  "        if (j_lane_2 < J_indptr[i + 1] - J_indptr[i] - (J_indptr[i + 1] - J_indptr[i]) / 4 * 4) {\n"
+                  "          c_partial[j_lane_2] += ") != std::string::npos);
+  CHECK(src4.find("j_t") == std::string::npos);
   // The lanes themselves (constant extent) are left to the compiler to unroll.
   CHECK(src4.find("SPINDLE_SCALAR_CHAIN\n        for (long long j_lane") == std::string::npos);
-  // Vectorised lanes: the group loop is not marked (the tail still is).
+  // Vectorised lanes: the group loop is not marked; the tail is one masked vector step.
   sp::Schedule eight;
   eight.rfactor("j", 8).vectorize("j_lane").parallel("i");
   const std::string src8 = lower_with(eight);
   CHECK(src8.find("SPINDLE_SCALAR_CHAIN\n      for (long long j_o = 0") == std::string::npos);
   CHECK(src8.find("SPINDLE_NO_VECTORIZE\n      for (long long j_o = 0") != std::string::npos);
-  CHECK(src8.find("SPINDLE_SCALAR_CHAIN\n      for (long long j_t = ") != std::string::npos);
+  CHECK(src8.find("SPINDLE_VECTORIZE\n      for (long long j_lane_2 = 0; j_lane_2 < 8; ++j_lane_2) {\n"
+                  "        if (j_lane_2 < ") != std::string::npos);
 }
 
 TEST_CASE("emit_c: equal kernels get equal symbols, different kernels different ones", "[codegen]") {
