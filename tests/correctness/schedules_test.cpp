@@ -158,9 +158,9 @@ TEST_CASE("SpMV and a dense kernel under user schedules", "[correctness][schedul
 TEST_CASE("rfactor on the CPU: every tail length, the last row's included, on every CPU engine", "[correctness][schedule]") {
   // Row r has r % (2 L + 3) nonzeros, so every tail length 0 .. L - 1 occurs, rows shorter
   // than one group too, and the last row (L + 1 nonzeros) ends in a tail of one term that
-  // ends exactly at the end of the
-  // arrays (an overrun of the guarded tail reads past them: ASan's stage sees it). Small
-  // integer values: every order of the sum gives the same float, so results must be exact.
+  // ends exactly at the end of the arrays (an overrun of the guarded tail reads past them:
+  // ASan's stage sees it). Small integer values: every order of the sum gives the same
+  // float, so results must be exact.
   const auto spmv = make_spmv();
   for (int lanes : {2, 3, 4, 8, 16}) {
     const std::int64_t rows = 4 * (2 * lanes + 3) + lanes + 2, cols = 3 * lanes + 5;
@@ -178,11 +178,9 @@ TEST_CASE("rfactor on the CPU: every tail length, the last row's included, on ev
     REQUIRE((rows - 1) % (2 * lanes + 3) % lanes != 0);
     REQUIRE(indptr[rows] - indptr[rows - 1] == (rows - 1) % (2 * lanes + 3));
     const sp::Csr<float> a(rows, cols, indptr, indices, values);
-    std::vector<float> x(static_cast<std::size_t>(cols));
-    for (std::int64_t c = 0; c < cols; ++c) x[static_cast<std::size_t>(c)] = static_cast<float>(c % 7) - 3.0f;
-    std::vector<float> want(static_cast<std::size_t>(rows), 0.0f);
-    for (std::int64_t r = 0; r < rows; ++r)
-      for (auto p = indptr[r]; p < indptr[r + 1]; ++p) want[r] += values[p] * x[indices[p]];
+    auto x = sp::Tensor<float>::zeros({cols});
+    for (std::int64_t c = 0; c < cols; ++c) x.values()[c] = static_cast<float>(c % 7) - 3.0f;
+    const auto want = ref_spmv(a, x.values());
     std::vector<sp::Schedule> ss(3);
     ss[0].rfactor("j", lanes).parallel("i");
     ss[1].rfactor("j", lanes).vectorize("j_lane").parallel("i");
@@ -191,13 +189,11 @@ TEST_CASE("rfactor on the CPU: every tail length, the last row's included, on ev
       for (const std::string& engine : sp::test::cpu_engines())
         for (const auto& s : ss) {
           INFO(lanes << " lanes, " << engine << ", " << threads << " threads, " << s.to_string());
-          auto xt = sp::Tensor<float>::zeros({cols});
-          std::copy(x.begin(), x.end(), xt.values().begin());
           auto y = sp::Tensor<float>::full({rows}, nan_f());
-          spmv.with_runtime(sp::test::engine_runtime(engine, threads)).with_schedule(s)(a, xt, y);
+          spmv.with_runtime(sp::test::engine_runtime(engine, threads)).with_schedule(s)(a, x, y);
           for (std::int64_t r = 0; r < rows; ++r) {
             INFO("row " << r << " of " << indptr[r + 1] - indptr[r] << " nonzeros");
-            REQUIRE(y.values()[r] == want[r]);
+            REQUIRE(y.values()[r] == static_cast<float>(want[static_cast<std::size_t>(r)].value));
           }
         }
   }

@@ -22,8 +22,8 @@
 // guard keeps every read inside the loop's range. The init store
 // right before the loop, the conditions on the body (its only writes are += into one element
 // that does not depend on the loop, and locals of its own) and the final write are those of
-// the GPU form (rfactor.hpp, detail::rfactor_target). Both k_lane loops are spatial and
-// serial: unroll or vectorize them by name.
+// the GPU form (rfactor.hpp, detail::rfactor_target). The k_lane loops (init, group, tail)
+// are spatial and serial: unroll or vectorize them by name.
 // Conditions: 2 <= lanes <= 64; the loop is a serial reduction loop not bound to the GPU.
 // Pre/post: stage III; semantics preserved up to reassociation of the sum; CPU.
 #pragma once

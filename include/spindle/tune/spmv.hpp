@@ -13,8 +13,8 @@
 // sum into L partial sums (Schedule::rfactor on the CPU, docs/schedules.md): L = 2 and 4 as
 // scalar chains, L = 8 and 16 with the lanes vectorised (a gather of x per group), all with
 // parallel rows — a row of n nonzeros then waits for about n / L dependent additions instead
-// of n, plus the combine and one guarded group for the n % L tail — and a format: hyb(1, k) (ops::HybSpmv), rows cut
-// into pieces of a power-of-two width that is a compile-time constant of the piece's kernel,
+// of n, plus the combine and one guarded group for the n % L tail — and a format: hyb(1, k)
+// (ops::HybSpmv), rows cut into pieces of a power-of-two width that is a compile-time constant of the piece's kernel,
 // so each piece is summed as one vector, with no loop of a data-dependent length (k from the
 // row lengths, hyb_spmv_candidate). The model (LatencyModel below) estimates each
 // candidate's cycles from the row lengths in O(rows); candidates predicted slower than the
@@ -87,9 +87,8 @@ namespace detail {
 
 // Cycles of one row sum of n terms split into `lanes` partial sums, on one core: the longer
 // of the dependent-add chain (n / lanes full groups, one guarded group for the n % lanes tail
-// (its terms go to lanes 0, 1, ...: rfactor_cpu.hpp), a combine
-// tree of log2(lanes) adds) and the issue of the loads and multiply-adds (about one cycle per
-// nonzero), plus a loop overhead per row that the partial sums double (init, tail, combine).
+// (its terms go to lanes 0, 1, ...: rfactor_cpu.hpp), a combine tree of log2(lanes) adds)
+// and the issue of the loads and multiply-adds (about one cycle per nonzero), plus a loop overhead per row that the partial sums double (init, tail, combine).
 // Fitted on the development machine (pubmed, ppi, bcsstk25; 1 thread): it ranks the measured
 // candidates of those matrices in order, which is all pruning needs.
 // hyb(1, k) (ops::HybSpmv): each row piece's slots are summed as one vector (the slot loop has
