@@ -15,7 +15,8 @@
 // operand's (the result vanishes off it); a Csr whose pattern is assembled for a product of
 // two CSR operands ("ij,jk->ik": Gustavson's SpGEMM, docs/language.md §4.6) and for an
 // element-wise product of CSR operands ("ij,ij->ij": the intersection, one merge per row,
-// §3.1); else a dense
+// §3.1) — a CSR operand these need by columns ("ij,kj->ik", "ji,jk->ik", a Csc, "ij->ji")
+// is transposed first (einsum_transposed); else a dense
 // Tensor (rank 0 for "ij,ij->"). einsum_into writes the caller's output in its format.
 // frontend/einsum.hpp turns the subscripts into the same stage-I IR a lambda records; the
 // plan — driver, output format, compiled kernel — is built once per (subscripts, operand
@@ -41,6 +42,7 @@
 #include "spindle/format/csr.hpp"
 #include "spindle/format/storage_of.hpp"
 #include "spindle/format/tensor.hpp"
+#include "spindle/format/transpose.hpp"
 #include "spindle/autosched/einsum_path.hpp"
 #include "spindle/frontend/einsum.hpp"
 #include "spindle/kernel.hpp"
@@ -157,6 +159,57 @@ inline void einsum_check_operands(const EinsumSpec& s, const std::vector<Storage
                   " subscripts");
   }
   einsum_check_extents(s, views, nullptr);
+}
+
+inline bool einsum_view_is_csr(const StorageView& v) {
+  return v.levels.size() == 2 && v.levels[0].kind == LevelKind::dense_fixed &&
+         v.levels[1].kind == LevelKind::sparse_variable;
+}
+
+// A statement rewritten over transposed copies of some CSR operands (einsum_transposed_form:
+// A Bᵀ, Aᵀ B, A .* Bᵀ, the transpose of a CSR): its subscripts, its operands (the copies in
+// place of the transposed ones) and the copies themselves. `spec` is null when the statement
+// needs no transpose.
+template <class T>
+struct EinsumTransposed {
+  std::shared_ptr<const EinsumSpec> spec;
+  std::vector<StorageView> views;
+  std::vector<std::variant<Csr<T, std::int32_t>, Csr<T, std::int64_t>>> copies;
+  std::string summary;  // "# einsum: operand 1 transposed first ..." for explain
+};
+
+template <class T>
+EinsumTransposed<T> einsum_transposed(EinsumPlans& plans, const EinsumSpec& s, const std::vector<StorageView>& views,
+                                      bool assemble) {
+  EinsumTransposed<T> t;
+  if (s.output.size() != 2) return t;  // every form has a matrix result
+  const auto form = einsum_transposed_form(
+      s.inputs, s.output, [&](std::size_t o) { return einsum_view_is_csr(views[o]); }, assemble);
+  if (!form.found()) return t;
+  t.copies.reserve(views.size());
+  t.views = views;
+  std::string which;
+  for (std::size_t o = 0; o < views.size(); ++o) {
+    if (!form.transpose[o]) continue;
+    const StorageView& v = views[o];
+    const LevelView& l = v.levels[1];
+    auto copy = [&](auto index) {
+      using Index = decltype(index);
+      auto tr = transpose<T, Index>(v.levels[0].length, l.length, static_cast<const Index*>(l.indptr),
+                                    static_cast<const Index*>(l.indices), static_cast<const T*>(v.data));
+      t.copies.emplace_back(std::move(tr.matrix));
+      t.views[o] = std::get<Csr<T, Index>>(t.copies.back()).storage();
+    };
+    if (l.index_dtype == DType::i64)
+      copy(std::int64_t{});
+    else
+      copy(std::int32_t{});
+    which += message(which.empty() ? "" : " and ", "operand ", o, " ('", s.inputs[o], "' -> '", form.inputs[o], "')");
+  }
+  t.spec = einsum_parsed(plans, form.spec(), views.size());
+  t.summary = message("# einsum '", s.text, "': ", which,
+                      " transposed first (a counting sort, O(rows + cols + nnz) each), then '", t.spec->text, "'\n");
+  return t;
 }
 
 // The plan for checked operands: looked up by (subscripts, element type, driver, level kinds
@@ -367,6 +420,8 @@ namespace detail {
 template <class T>
 EinsumResult<T> einsum_statement(runtime::Runtime& rt, EinsumPlans& plans, const EinsumSpec& s,
                                  const std::vector<StorageView>& views, bool assemble = true) {
+  if (auto t = einsum_transposed<T>(plans, s, views, assemble); t.spec)
+    return einsum_statement<T>(rt, plans, *t.spec, t.views, assemble);  // the result owns its arrays
   auto plan = einsum_plan_for(plans, s, views, dtype_v<T>, rt, assemble);
   auto args = einsum_args(views, StorageView{});
   if (plan->assembled) {
@@ -389,8 +444,24 @@ EinsumResult<T> einsum_statement(runtime::Runtime& rt, EinsumPlans& plans, const
 
 // One statement over checked operands into the caller's output, checked first (nothing is
 // written on an error).
-inline void einsum_statement_into(runtime::Runtime& rt, EinsumPlans& plans, const EinsumSpec& s,
-                                  const std::vector<StorageView>& views, StorageView o) {
+template <class T>
+void einsum_statement_into(runtime::Runtime& rt, EinsumPlans& plans, const EinsumSpec& s,
+                           const std::vector<StorageView>& views, StorageView o) {
+  auto check_dense_output = [&] {
+    for (const auto& l : o.levels)
+      SPINDLE_CHECK(l.kind == LevelKind::dense_fixed, ShapeError, "einsum '", s.text, "': the result is dense; ",
+                    "the output (", o.description(), ") must be a dense Tensor");
+  };
+  if (auto t = einsum_transposed<T>(plans, s, views, /*assemble=*/false); t.spec) {
+    // A product into a dense output: checked here against the caller's subscripts first.
+    SPINDLE_CHECK(o.dtype == dtype_v<T>, DTypeError, "einsum '", s.text, "': the output (", o.description(),
+                  ") holds ", dtype_name(o.dtype), " but the operands hold ", dtype_name(dtype_v<T>));
+    SPINDLE_CHECK(o.levels.size() == 2, ShapeError, "einsum '", s.text, "': the output (", o.description(), ") has ",
+                  o.levels.size(), " axes but the result has 2");
+    check_dense_output();
+    einsum_check_extents(s, views, &o);
+    return einsum_statement_into<T>(rt, plans, *t.spec, t.views, std::move(o));
+  }
   auto plan = einsum_plan_for(plans, s, views, views.front().dtype, rt, /*assemble=*/false);
   SPINDLE_CHECK(o.dtype == views.front().dtype, DTypeError, "einsum '", s.text, "': the output (", o.description(),
                 ") holds ", dtype_name(o.dtype), " but the operands hold ", dtype_name(views.front().dtype));
@@ -406,9 +477,7 @@ inline void einsum_statement_into(runtime::Runtime& rt, EinsumPlans& plans, cons
                   "': the result is sparse with the pattern of operand ", plan->driver, "; the output (",
                   o.description(), ") must be a Csr with that pattern");
   else
-    for (const auto& l : o.levels)
-      SPINDLE_CHECK(l.kind == LevelKind::dense_fixed, ShapeError, "einsum '", s.text, "': the result is dense; ",
-                    "the output (", o.description(), ") must be a dense Tensor");
+    check_dense_output();
   einsum_check_extents(s, views, &o);
   plan->kernel->call(einsum_args(views, std::move(o)));
 }
@@ -521,12 +590,24 @@ void einsum_into_views(runtime::Runtime& rt, std::string_view written, const std
   auto s = einsum_parsed(plans, subscripts, views.size());
   einsum_check_operands(*s, views, views.front().dtype);
   const auto path = einsum_path(*s, views, rt);
-  if (path.steps.empty()) return einsum_statement_into(rt, plans, *s, views, std::move(out));
+  if (path.steps.empty()) return einsum_statement_into<T>(rt, plans, *s, views, std::move(out));
   std::vector<EinsumResult<T>> results;
   auto last = einsum_run_steps<T>(rt, plans, path, views, results);
   auto ls = einsum_parsed(plans, path.steps.back().spec, last.size());
   einsum_check_operands(*ls, last, last.front().dtype);
-  einsum_statement_into(rt, plans, *ls, last, std::move(out));
+  einsum_statement_into<T>(rt, plans, *ls, last, std::move(out));
+}
+
+// What one statement's plan does (explain), the transposes of einsum_transposed first.
+template <class T>
+std::string einsum_statement_explain(runtime::Runtime& rt, std::string_view text, const std::vector<StorageView>& views,
+                                     bool assemble = true) {
+  auto& plans = einsum_plans(rt);
+  auto s = einsum_parsed(plans, text, views.size());
+  einsum_check_operands(*s, views, dtype_v<T>);
+  if (auto t = einsum_transposed<T>(plans, *s, views, assemble); t.spec)
+    return t.summary + einsum_plan_for(plans, *t.spec, t.views, dtype_v<T>, rt, assemble)->explain();
+  return einsum_plan_for(plans, *s, views, dtype_v<T>, rt, assemble)->explain();
 }
 
 inline std::string einsum_path_summary(const EinsumSpec& s, const autosched::EinsumPath& path) {
@@ -595,12 +676,9 @@ std::string einsum_explain(runtime::Runtime& rt, std::string_view written, Ops&&
   detail::einsum_check_operands(s, views, views.front().dtype);
   const auto path = detail::einsum_path(s, views, rt);
   std::string text = detail::einsum_path_summary(s, path);
-  if (path.steps.empty()) {
-    auto plan = detail::einsum_plan(subscripts, views, views.front().dtype, rt);
-    return text + plan->explain();
-  }
-  // The steps' plans need their operands' formats: run them on these operands.
   using T = typename detail::einsum_element<std::tuple_element_t<0, std::tuple<Ops...>>>::type;
+  if (path.steps.empty()) return text + detail::einsum_statement_explain<T>(rt, subscripts, views);
+  // The steps' plans need their operands' formats: run them on these operands.
   std::vector<EinsumResult<T>> results;
   const int n = static_cast<int>(views.size());
   for (std::size_t k = 0; k < path.steps.size(); ++k) {
@@ -608,8 +686,8 @@ std::string einsum_explain(runtime::Runtime& rt, std::string_view written, Ops&&
     for (int id : path.steps[k].operands)
       in.push_back(id < n ? views[static_cast<std::size_t>(id)] : results[static_cast<std::size_t>(id - n)].storage());
     const bool last = k + 1 == path.steps.size();
-    auto plan = detail::einsum_plan(path.steps[k].spec, in, views.front().dtype, rt, /*assemble=*/!last);
-    text += message("## statement t", k, "\n") + plan->explain();
+    text += message("## statement t", k, "\n") +
+            detail::einsum_statement_explain<T>(rt, path.steps[k].spec, in, /*assemble=*/!last);
     if (k + 1 < path.steps.size()) {
       auto& plans = detail::einsum_plans(rt);
       results.push_back(detail::einsum_statement<T>(rt, plans, *detail::einsum_parsed(plans, path.steps[k].spec, in.size()), in));

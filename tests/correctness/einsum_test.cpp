@@ -265,6 +265,51 @@ TEMPLATE_TEST_CASE("einsum: the Scorch suite's kernels match the definition on e
     sp::einsum_into("ij,jk->ik", dense_out, a, bt);
     CHECK(dense_out == c.to_dense());
     CHECK(sp::einsum("ij,ij->", a, b).tensor().rank() == 0);
+
+    // Products and element-wise products that need an operand by columns: einsum transposes
+    // the CSR operand (a counting sort) and assembles the result like any product.
+    const auto ct = random_csr<T>(4, sh.rows, 2, 20, 0.25);
+    const auto bc_rows = random_csr<T>(sh.cols, sh.rows, 3, 21, 0.3);  // the shape of Aᵀ
+    check_einsum<T>("ij,kj->ik", a, b);   // A Bᵀ
+    check_einsum<T>("ij,kj->ki", a, b);   // B Aᵀ
+    check_einsum<T>("ji,jk->ik", a, b);   // Aᵀ B
+    check_einsum<T>("ji,kj->ik", a, ct);  // Aᵀ Cᵀ: both transposed
+    check_einsum<T>("ij,ji->ij", a, bc_rows);  // A .* Bᵀ: an intersection
+    check_einsum<T>("ij->ji", a);         // the transpose itself
+    auto entries_of_product = [](const sp::Csr<T>& l, const sp::Csr<T>& r) {  // entries of l r
+      std::int64_t n = 0;
+      for (std::int64_t i = 0; i < l.rows(); ++i) {
+        std::vector<char> hit(static_cast<std::size_t>(r.cols()), 0);
+        for (auto j : l.row_indices(i))
+          for (auto k : r.row_indices(j)) n += !hit[static_cast<std::size_t>(k)]++;
+      }
+      return n;
+    };
+    const auto at = sp::transpose(a).matrix, btt = sp::transpose(b).matrix;
+    auto abt = sp::einsum("ij,kj->ik", a, b);
+    REQUIRE(abt.is_sparse());
+    CHECK(abt.csr().sorted());
+    CHECK(abt.csr().nnz() == entries_of_product(a, btt));
+    auto atb = sp::einsum("ji,jk->ik", a, b);
+    REQUIRE(atb.is_sparse());
+    CHECK(atb.csr().nnz() == entries_of_product(at, b));
+    CHECK(atb.csr().rows() == a.cols());
+    auto tr = sp::einsum("ij->ji", a);
+    REQUIRE(tr.is_sparse());
+    CHECK(std::equal(tr.csr().indptr().begin(), tr.csr().indptr().end(), at.indptr().begin(), at.indptr().end()));
+    CHECK(std::equal(tr.csr().indices().begin(), tr.csr().indices().end(), at.indices().begin(), at.indices().end()));
+    CHECK(std::equal(tr.csr().values().begin(), tr.csr().values().end(), at.values().begin(), at.values().end()));
+    REQUIRE(sp::einsum("ij,ji->ij", a, bc_rows).is_sparse());
+    // Into a dense output: the same Gustavson loops over the transposed copy; a wrong output
+    // is reported against the caller's subscripts, before anything is written.
+    auto abt_dense = sp::Tensor<T>::full({a.rows(), b.rows()}, nan_v<T>);
+    sp::einsum_into("ij,kj->ik", abt_dense, a, b);
+    CHECK(abt_dense == abt.csr().to_dense());
+    auto wrong = sp::Tensor<T>::full({a.rows(), b.rows() + 1}, nan_v<T>);
+    CHECK_THROWS_AS(sp::einsum_into("ij,kj->ik", wrong, a, b), sp::ShapeError);
+    CHECK(std::all_of(wrong.values().begin(), wrong.values().end(), [](T v) { return std::isnan(v); }));
+    CHECK_THAT(sp::einsum_explain("ij,kj->ik", a, b),
+               Catch::Contains("operand 1 ('kj' -> 'jk') transposed first") && Catch::Contains("whose pattern is assembled"));
   }
 }
 
@@ -382,6 +427,44 @@ RandomEinsum random_einsum(std::mt19937_64& rng) {
   return r;
 }
 
+// A random statement over CSR operands in random orientations whose sparse result einsum
+// assembles after transposing some of them (or directly): a product of two ("ab,bc", any
+// operand stored either way round, either output order), an element-wise product of two, or
+// one matrix into either order.
+RandomEinsum random_csr_orientation_einsum(std::mt19937_64& rng) {
+  std::string pool = "abXY";
+  std::shuffle(pool.begin(), pool.end(), rng);
+  const char a = pool[0], b = pool[1], c = pool[2];
+  const std::int64_t sizes[] = {0, 1, 2, 3, 5, 8};
+  std::map<char, std::int64_t> extent{{a, sizes[rng() % 6]}, {b, sizes[rng() % 6]}, {c, sizes[rng() % 6]}};
+  auto maybe_swap = [&](std::string x) {
+    if (rng() % 2) std::swap(x[0], x[1]);
+    return x;
+  };
+  std::vector<std::string> ins;
+  std::string out;
+  switch (rng() % 3) {
+    case 0: ins = {maybe_swap({a, b}), maybe_swap({b, c})}, out = maybe_swap({a, c}); break;
+    case 1: ins = {maybe_swap({a, b}), maybe_swap({a, b})}, out = maybe_swap({a, b}); break;
+    default: ins = {maybe_swap({a, b})}, out = maybe_swap({a, b}); break;
+  }
+  if (rng() % 2) std::reverse(ins.begin(), ins.end());
+  RandomEinsum r;
+  for (std::size_t o = 0; o < ins.size(); ++o) {
+    r.spec += (o ? "," : "") + ins[o];
+    sp::RandomCsrOptions opt;
+    opt.empty_row_fraction = 0.3;
+    opt.lo = -1;
+    opt.hi = 1;
+    const std::int64_t rows = extent[ins[o][0]], cols = extent[ins[o][1]];
+    const double per_row = static_cast<double>(cols) * (0.2 + 0.6 * static_cast<double>(rng() % 100) / 100);
+    r.sparse.push_back(sp::Csr<double>::random(rows, cols, per_row, rng(), opt));
+    r.kind.push_back(-1 - static_cast<int>(o));
+  }
+  r.spec += "->" + out;
+  return r;
+}
+
 sp::StorageView view_of(const RandomEinsum& r, int o) {
   int k = r.kind[static_cast<std::size_t>(o)];
   return k >= 0 ? r.dense[static_cast<std::size_t>(k)].storage() : r.sparse[static_cast<std::size_t>(-1 - k)].storage();
@@ -431,9 +514,9 @@ TEST_CASE("einsum: random subscripts and formats match the definition on every e
   const int count = env_count("SPINDLE_EINSUM_CASES", 60);
   const std::uint64_t seed = static_cast<std::uint64_t>(env_count("SPINDLE_EINSUM_SEED", 5));
   std::mt19937_64 rng(seed);
-  int sparse_results = 0, with_sparse_operands = 0, factored = 0, products = 0;
+  int sparse_results = 0, with_sparse_operands = 0, factored = 0, products = 0, transposes = 0;
   for (int k = 0; k < count; ++k) {
-    RandomEinsum r = random_einsum(rng);
+    RandomEinsum r = k % 5 == 4 ? random_csr_orientation_einsum(rng) : random_einsum(rng);
     std::vector<Dense> dense;
     for (int o = 0; o < static_cast<int>(r.kind.size()); ++o) dense.push_back(dense_of<double>(view_of(r, o)));
     auto s = sp::parse_einsum(r.spec, r.kind.size());
@@ -454,21 +537,39 @@ TEST_CASE("einsum: random subscripts and formats match the definition on every e
 
     // The reference interpreter runs the same stage-I function (docs/language.md's semantics
     // of what the front end built) and must agree with the definition too.
+    // A statement einsum runs over transposed copies of CSR operands (A Bᵀ, Aᵀ B, the
+    // transpose of a CSR) is checked as the statement it runs: the interpreter gets the copies.
+    const auto tf = sp::einsum_transposed_form(
+        s.inputs, s.output, [&](std::size_t o) { return sp::detail::einsum_view_is_csr(views[o]); }, true);
+    std::vector<sp::Csr<double>> transposed;
+    transposed.reserve(r.kind.size());
+    if (tf.found()) {
+      ++transposes;
+      s = sp::parse_einsum(tf.spec(), r.kind.size());
+    }
     std::vector<sp::EinsumOperandFormat> formats;
     std::vector<std::int64_t> stored;
     std::vector<sp::runtime::CallArg> args;
     for (int o = 0; o < static_cast<int>(r.kind.size()); ++o) {
       args.emplace_back();
       args.back().view = view_of(r, o);
+      if (tf.found() && tf.transpose[static_cast<std::size_t>(o)]) {
+        transposed.push_back(sp::transpose(r.sparse[static_cast<std::size_t>(-1 - r.kind[static_cast<std::size_t>(o)])]).matrix);
+        args.back().view = transposed.back().storage();
+      }
       formats.push_back(sp::einsum_format_of(args.back().view));
       stored.push_back(args.back().view.value_count);
     }
     const int driver = sp::choose_einsum_driver(s, formats, stored);
-    if (const auto product = sp::einsum_product_form(s.inputs, s.output, formats); product.found()) {
-      // A product of two CSR operands: an assembled Csr, which the interpreter builds as a map.
+    const auto product = sp::einsum_product_form(s.inputs, s.output, formats);
+    const bool intersection = sp::einsum_intersection_form(s.inputs, s.output, formats);
+    if (product.found() || intersection) {
+      // A product or an element-wise product of CSR operands: an assembled Csr, which the
+      // interpreter builds as a map.
       REQUIRE(got.is_sparse());
       ++products;
-      auto f = sp::build_einsum_product_function(s, formats, sp::DType::f64, product);
+      auto f = product.found() ? sp::build_einsum_product_function(s, formats, sp::DType::f64, product)
+                               : sp::build_einsum_intersection_function(s, formats, sp::DType::f64);
       const auto& c = got.csr();
       sp::Csr<double> shell(c.rows(), c.cols());
       args.emplace_back();
@@ -513,10 +614,12 @@ TEST_CASE("einsum: random subscripts and formats match the definition on every e
       check_result<double>(sp::EinsumResult<double>(interp_dense), ref, r.kind.size(), r.spec + " (interpreter)");
   }
   INFO(with_sparse_operands << " cases with sparse operands, " << sparse_results << " sparse results (" << products
-                            << " assembled products), " << factored << " factored into several statements");
+                            << " assembled products and intersections), " << factored << " factored into several statements, "
+                            << transposes << " over transposed CSR operands");
   CHECK(with_sparse_operands > count / 4);
   CHECK(sparse_results > 0);
   CHECK(factored > 0);
+  CHECK(transposes > 0);
 }
 
 TEST_CASE("einsum: concurrent callers share plans and get their own results", "[correctness][einsum][threads]") {
@@ -677,6 +780,14 @@ TEMPLATE_TEST_CASE("einsum path: factored statements match the definition, and S
   const std::string chain = sp::einsum_explain("ij,jk,kl->il", a, b, c);
   CHECK_THAT(chain, Catch::Contains("whose pattern is assembled"));   // the intermediate
   CHECK_THAT(chain, Catch::Contains("Gustavson)\n# einsum output: dense Tensor [il]"));  // the final statement
+  // A Bᵀ C with B stored the other way round: the intermediate A Bᵀ is assembled after one
+  // transpose, as the planner costed it.
+  const auto bt = sp::transpose(b).matrix;  // 50 x 60
+  check_einsum<T>("ij,kj,kl->il", a, bt, c);
+  const std::string transposed_chain = sp::einsum_explain("ij,kj,kl->il", a, bt, c);
+  CHECK_THAT(transposed_chain, Catch::Contains("factored into"));
+  CHECK_THAT(transposed_chain, Catch::Contains("('kj' -> 'jk') transposed first"));
+  CHECK_THAT(transposed_chain, Catch::Contains("whose pattern is assembled"));
   CHECK_THAT(sp::einsum_explain("i,ij,j,jk,kl->il", d1, a, d2, x, w), Catch::Contains("factored into"));
   CHECK_THAT(sp::einsum_explain("ij,ik,jk,jl->il", a, q, k, v), Catch::Contains("'ij,ik,jk->ij'"));
   sp::Options o = sp::Options::from_env();
@@ -723,8 +834,15 @@ TEMPLATE_TEST_CASE("einsum: CSC operands take their subscripts in (row, column) 
     check("ij->j", std::tie(a), std::tie(ac));            // column sums
     check("ij->i", std::tie(a), std::tie(ac));            // row sums
     check("ij->ji", std::tie(a), std::tie(ac));           // transpose
-    check("ij,ij->ij", std::tie(a, b), std::tie(a, bc));  // CSR .* CSC (the CSC looked up)
+    check("ij,ij->ij", std::tie(a, b), std::tie(a, bc));  // CSR .* CSC (the CSC transposed back)
     check("ij,ij->", std::tie(a, b), std::tie(ac, bc));   // both CSC
     check("ij,kj->ik", std::tie(a, b), std::tie(ac, b));  // A Bᵀ with A by columns
+    // Stored by columns, a CSC is a transposed CSR: a product or an element-wise product with
+    // one transposes it back and assembles a Csr, like two Csr operands.
+    const auto bt = random_csr<T>(sh.cols, 6, 2, 86, 0.3);
+    check("ij,jk->ik", std::tie(a, bt), std::tie(ac, bt));  // CSC x CSR: SpGEMM
+    REQUIRE(sp::einsum("ij,jk->ik", ac, bt).is_sparse());
+    REQUIRE(sp::einsum("ij,ij->ij", a, bc).is_sparse());    // CSR .* CSC: an intersection
+    REQUIRE(sp::einsum("ij->ij", ac).is_sparse());          // CSC -> CSR
   }
 }

@@ -108,6 +108,27 @@ inline double statement_cost(const std::vector<PathValue>& ins, std::string& out
     if (product_stored) *product_stored = static_cast<std::int64_t>(std::max(result, 1.0));
     return 2 * flops + static_cast<double>(l.stored) + result;
   }
+  // A product after transposing one or both operands (einsum_transposed_form: A Bᵀ, Aᵀ B):
+  // the product's cost over the transposed operands plus the transposes (a counting sort each).
+  if (ins.size() == 2) {
+    const auto tf = einsum_transposed_form(
+        s.inputs, out, [&](std::size_t o) { return einsum_is_csr(formats[o]); }, /*assemble=*/false, !fixed);
+    if (tf.found()) {
+      std::vector<PathValue> swapped = ins;
+      double transposes = 0;
+      for (std::size_t o = 0; o < 2; ++o) {
+        if (!tf.transpose[o]) continue;
+        swapped[o].subs = tf.inputs[o];
+        transposes += 2.0 * static_cast<double>(ins[o].stored) +
+                      static_cast<double>(std::max<std::int64_t>(extent.at(ins[o].subs[0]), 1)) +
+                      static_cast<double>(std::max<std::int64_t>(extent.at(ins[o].subs[1]), 1));
+      }
+      std::string o2 = tf.output;
+      const double c = statement_cost(swapped, o2, sparse, extent, fixed, driver, product_stored);
+      out = o2;
+      return c + transposes;
+    }
+  }
   const int d = choose_einsum_driver(s, formats, stored);
   if (driver) *driver = d;
   sparse = false;

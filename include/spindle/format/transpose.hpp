@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "spindle/format/csr.hpp"
@@ -35,29 +36,35 @@ struct CsrTranspose {
   }
 };
 
+// The transpose of the CSR arrays of a rows x cols matrix (positions indptr[0] ..
+// indptr[rows] of indices and values; indptr[0] need not be 0, a view's rows may start
+// inside larger arrays). `source` holds positions relative to indptr[0].
 template <class T, class Index>
-CsrTranspose<T, Index> transpose(const Csr<T, Index>& a) {
-  const std::int64_t rows = a.rows(), cols = a.cols(), nnz = a.nnz();
+CsrTranspose<T, Index> transpose(std::int64_t rows, std::int64_t cols, const Index* aptr, const Index* idx,
+                                 const T* val) {
+  const Index base = rows > 0 ? aptr[0] : Index(0);  // a default 0x0 Csr has no indptr
+  const std::int64_t nnz = rows > 0 ? static_cast<std::int64_t>(aptr[rows] - base) : 0;
   std::vector<Index> ptr(static_cast<std::size_t>(cols) + 1, Index(0));
-  const auto idx = a.indices();
-  const auto aptr = a.indptr();
-  for (std::int64_t q = 0; q < nnz; ++q) ++ptr[static_cast<std::size_t>(idx[q]) + 1];
+  for (std::int64_t q = base; q < base + nnz; ++q) ++ptr[static_cast<std::size_t>(idx[q]) + 1];
   for (std::int64_t c = 0; c < cols; ++c) ptr[c + 1] += ptr[c];
   std::vector<Index> next(ptr.begin(), ptr.end() - 1);
   std::vector<Index> tidx(static_cast<std::size_t>(nnz));
   std::vector<std::int64_t> source(static_cast<std::size_t>(nnz));
-  std::vector<T> tval(static_cast<std::size_t>(nnz));
-  const auto val = a.values();
+  std::vector<std::remove_const_t<T>> tval(static_cast<std::size_t>(nnz));
   for (std::int64_t r = 0; r < rows; ++r)
     for (Index q = aptr[r]; q < aptr[r + 1]; ++q) {
       const auto at = static_cast<std::size_t>(next[static_cast<std::size_t>(idx[q])]++);
       tidx[at] = static_cast<Index>(r);
-      source[at] = q;
+      source[at] = q - base;
       tval[at] = val[q];
     }
-  CsrTranspose<T, Index> t{Csr<T, Index>(cols, rows, std::move(ptr), std::move(tidx), std::move(tval)),
-                           std::move(source)};
-  return t;
+  return {Csr<std::remove_const_t<T>, Index>(cols, rows, std::move(ptr), std::move(tidx), std::move(tval)),
+          std::move(source)};
+}
+
+template <class T, class Index>
+CsrTranspose<T, Index> transpose(const Csr<T, Index>& a) {
+  return transpose<T, Index>(a.rows(), a.cols(), a.indptr().data(), a.indices().data(), a.values().data());
 }
 
 }  // namespace spindle

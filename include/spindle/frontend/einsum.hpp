@@ -264,6 +264,74 @@ inline bool einsum_intersection_form(const std::vector<std::string>& inputs, con
   return true;
 }
 
+// A statement that becomes a sparse-result form (a product, an intersection, or a CSR's
+// pattern) once some CSR operands are transposed — their two subscripts swapped and their
+// arrays transposed by a counting sort (format/transpose.hpp), O(rows + cols + nnz) each:
+//   "ij,kj->ik" (A Bᵀ), "ji,jk->ik" (Aᵀ B), "ji,kj->ik"        -> the product "ij,jk->ik";
+//   "ij,ji->ij" (A .* Bᵀ, or a CSC operand next to a CSR)       -> the intersection "ij,ij->ij";
+//   "ij->ji" of a CSR (the CSR -> CSC conversion)              -> "ji->ji", the transpose's pattern.
+// Without it these read one operand by a search per element of another, O(nnz · extent · log).
+// `is_csr(o)`: operand o is a CSR (dense rows over compressed columns). `assemble`: the
+// result may be a Csr (einsum; einsum_into's dense output takes the product form only).
+// `any_order`: the output may list its two subscripts in either order (an intermediate of a
+// factored einsum); then the order needing fewer transposes is taken, and `output` says it.
+struct EinsumTransposedForm {
+  std::vector<bool> transpose;      // per operand
+  std::vector<std::string> inputs;  // the subscripts after the transposes
+  std::string output;
+  bool found() const { return !inputs.empty(); }
+  std::string spec() const {
+    std::string t;
+    for (std::size_t o = 0; o < inputs.size(); ++o) t += (o ? "," : "") + inputs[o];
+    return t + "->" + output;
+  }
+};
+
+template <class IsCsr>
+EinsumTransposedForm einsum_transposed_form(const std::vector<std::string>& inputs, const std::string& output,
+                                            IsCsr&& is_csr, bool assemble, bool any_order = false) {
+  if (output.size() != 2 || output[0] == output[1] || inputs.empty() || inputs.size() > 8) return {};
+  for (std::size_t o = 0; o < inputs.size(); ++o)
+    if (inputs[o].size() != 2 || inputs[o][0] == inputs[o][1] || !is_csr(o)) return {};
+  auto swapped = [](const std::string& x) { return std::string{x[1], x[0]}; };
+  EinsumTransposedForm best;
+  int fewest = 1 << 30;
+  auto consider = [&](const std::string& out) {
+    EinsumTransposedForm f;
+    f.output = out;
+    const char a = out[0], c = out[1];
+    if (inputs.size() == 2 && inputs[0] != inputs[1] && inputs[0] != swapped(inputs[1])) {
+      // A product: one shared subscript b; the operand holding a becomes (a, b), the other (b, c).
+      for (std::size_t o = 0; o < 2; ++o) {
+        const std::string& x = inputs[o];
+        const bool has_a = x.find(a) != std::string::npos, has_c = x.find(c) != std::string::npos;
+        if (has_a == has_c) return;  // both output subscripts, or neither
+        const char b = x[0] == (has_a ? a : c) ? x[1] : x[0];
+        if (b == a || b == c || inputs[1 - o].find(b) == std::string::npos) return;
+        f.inputs.push_back(has_a ? std::string{a, b} : std::string{b, c});
+      }
+    } else {
+      // One operand ("ab->ba") or an element-wise product: every operand over {a, c}.
+      if (!assemble) return;
+      for (const auto& x : inputs) {
+        if (x != out && x != swapped(out)) return;
+        f.inputs.push_back(out);
+      }
+    }
+    int count = 0;
+    for (std::size_t o = 0; o < inputs.size(); ++o) {
+      f.transpose.push_back(f.inputs[o] != inputs[o]);
+      count += f.transpose.back();
+    }
+    if (count == 0 || count >= fewest) return;  // nothing to transpose: not this form
+    fewest = count;
+    best = std::move(f);
+  };
+  consider(output);
+  if (any_order) consider(swapped(output));
+  return best;
+}
+
 // The stage-I function of an intersection (einsum_intersection_form), as a lambda writes it:
 //   for_each<intersection_of<J0, J1, ...>>(j): out(i, j) = in0(i, j) * in1(i, j) * ...
 // (docs/language.md §3.1: one merge of the rows' columns, no search), out over [A, C] with
