@@ -101,10 +101,22 @@ TEST_CASE("assemble_rows: row blocks in parallel, a column marker per block, wor
               spindle_workspace[spindle_block, spindle_col] += b[J2_indptr[i] + j2]
           c_rows[i] = spindle_count
           let spindle_base: i64 = spindle_row_ptr[i]
-          for spindle_q in [0, min(spindle_count, spindle_row_ptr[i + 1] - spindle_base)):  # axis spindle_gather
-            let spindle_col: i64 = i64(spindle_touched[spindle_block, spindle_q])
-            c_indices[spindle_base + spindle_q] = i32(spindle_col)
-            c_values[spindle_base + spindle_q] = spindle_workspace[spindle_block, spindle_col]
+          if spindle_count <= 32 && spindle_count <= spindle_row_ptr[i + 1] - spindle_base:
+            block spindle_ranked:
+              alloc spindle_rank: local i32[]
+              for spindle_q in [0, spindle_count):  # axis spindle_place
+                let spindle_key: i32 = spindle_touched[spindle_block, spindle_q]
+                spindle_rank = 0
+                for spindle_p in [0, spindle_count) reduction:  # axis spindle_rank
+                  spindle_rank = spindle_rank + i32(spindle_touched[spindle_block, spindle_p] < spindle_key)
+                let spindle_to: i64 = spindle_base + i64(spindle_rank)
+                c_indices[spindle_to] = spindle_key
+                c_values[spindle_to] = spindle_workspace[spindle_block, i64(spindle_key)]
+          else:
+            for spindle_q in [0, min(spindle_count, spindle_row_ptr[i + 1] - spindle_base)):  # axis spindle_gather
+              let spindle_col: i64 = i64(spindle_touched[spindle_block, spindle_q])
+              c_indices[spindle_base + spindle_q] = i32(spindle_col)
+              c_values[spindle_base + spindle_q] = spindle_workspace[spindle_block, spindle_col]
 )");
 }
 
