@@ -16,7 +16,9 @@
 // two CSR operands ("ij,jk->ik": Gustavson's SpGEMM, docs/language.md §4.6) and for an
 // element-wise product of CSR operands ("ij,ij->ij": the intersection, one merge per row,
 // §3.1) — a CSR operand these need by columns ("ij,kj->ik", "ji,jk->ik", a Csc, "ij->ji")
-// is transposed first (einsum_transposed); else a dense
+// is transposed first (einsum_transposed); a Csr assembled step by step for a product of
+// three or more CSR operands ("ij,jk,kl->il", A Bᵀ C, (A .* B) C: EinsumPath::assembled_result)
+// whose single statement would be dense; else a dense
 // Tensor (rank 0 for "ij,ij->"). einsum_into writes the caller's output in its format.
 // frontend/einsum.hpp turns the subscripts into the same stage-I IR a lambda records; the
 // plan — driver, output format, compiled kernel — is built once per (subscripts, operand
@@ -339,6 +341,11 @@ class EinsumResult {
   explicit EinsumResult(Csr<T, std::int64_t> c) : value_(std::move(c)) {}
 
   bool is_sparse() const { return !std::holds_alternative<Tensor<T>>(value_); }
+  // Whether the result is a Csr with this index type.
+  template <class Index>
+  bool holds_csr() const {
+    return std::holds_alternative<Csr<T, Index>>(value_);
+  }
 
   // The dense result; UserError when the result is a Csr (use csr() or to_dense()).
   Tensor<T>& tensor() {
@@ -578,7 +585,42 @@ EinsumResult<T> einsum_views(runtime::Runtime& rt, std::string_view written, con
   auto last = einsum_run_steps<T>(rt, plans, path, views, results);
   auto ls = einsum_parsed(plans, path.steps.back().spec, last.size());
   einsum_check_operands(*ls, last, dtype_v<T>);
-  return einsum_statement<T>(rt, plans, *ls, last, /*assemble=*/false);
+  return einsum_statement<T>(rt, plans, *ls, last, /*assemble=*/path.assembled_result);
+}
+
+// A product of CSR operands that einsum assembles as a Csr (EinsumPath::assembled_result),
+// written into the caller's dense output: checked before anything runs, then every element
+// written (zeros off the result's pattern).
+template <class T>
+void einsum_assembled_into(runtime::Runtime& rt, const EinsumSpec& s, const std::vector<StorageView>& views,
+                           const autosched::EinsumPath& path, StorageView o) {
+  SPINDLE_CHECK(o.dtype == dtype_v<T>, DTypeError, "einsum '", s.text, "': the output (", o.description(),
+                ") holds ", dtype_name(o.dtype), " but the operands hold ", dtype_name(dtype_v<T>));
+  SPINDLE_CHECK(o.levels.size() == 2 && o.levels[0].kind == LevelKind::dense_fixed &&
+                    o.levels[1].kind == LevelKind::dense_fixed && o.writable,
+                ShapeError, "einsum '", s.text, "': a product of CSR operands goes into a writable dense ",
+                "matrix (einsum returns it as a Csr); the output is ", o.description());
+  einsum_check_extents(s, views, &o);
+  auto& plans = einsum_plans(rt);
+  std::vector<EinsumResult<T>> results;
+  auto last = einsum_run_steps<T>(rt, plans, path, views, results);
+  auto ls = einsum_parsed(plans, path.steps.back().spec, last.size());
+  einsum_check_operands(*ls, last, dtype_v<T>);
+  EinsumResult<T> r = einsum_statement<T>(rt, plans, *ls, last, /*assemble=*/true);
+  T* out = static_cast<T*>(o.data);
+  const std::int64_t cols = o.levels[1].length;
+  std::fill(out, out + o.levels[0].length * cols, T(0));
+  auto scatter = [&](const auto& c) {
+    for (std::int64_t i = 0; i < c.rows(); ++i) {
+      auto idx = c.row_indices(i);
+      auto val = c.row_values(i);
+      for (std::size_t q = 0; q < idx.size(); ++q) out[i * cols + static_cast<std::int64_t>(idx[q])] = val[q];
+    }
+  };
+  if (r.template holds_csr<std::int32_t>())
+    scatter(r.template csr<std::int32_t>());
+  else
+    scatter(r.template csr<std::int64_t>());
 }
 
 template <class T>
@@ -591,6 +633,7 @@ void einsum_into_views(runtime::Runtime& rt, std::string_view written, const std
   einsum_check_operands(*s, views, views.front().dtype);
   const auto path = einsum_path(*s, views, rt);
   if (path.steps.empty()) return einsum_statement_into<T>(rt, plans, *s, views, std::move(out));
+  if (path.assembled_result) return einsum_assembled_into<T>(rt, *s, views, path, std::move(out));
   std::vector<EinsumResult<T>> results;
   auto last = einsum_run_steps<T>(rt, plans, path, views, results);
   auto ls = einsum_parsed(plans, path.steps.back().spec, last.size());
@@ -687,7 +730,8 @@ std::string einsum_explain(runtime::Runtime& rt, std::string_view written, Ops&&
       in.push_back(id < n ? views[static_cast<std::size_t>(id)] : results[static_cast<std::size_t>(id - n)].storage());
     const bool last = k + 1 == path.steps.size();
     text += message("## statement t", k, "\n") +
-            detail::einsum_statement_explain<T>(rt, path.steps[k].spec, in, /*assemble=*/!last);
+            detail::einsum_statement_explain<T>(rt, path.steps[k].spec, in,
+                                                /*assemble=*/!last || path.assembled_result);
     if (k + 1 < path.steps.size()) {
       auto& plans = detail::einsum_plans(rt);
       results.push_back(detail::einsum_statement<T>(rt, plans, *detail::einsum_parsed(plans, path.steps[k].spec, in.size()), in));

@@ -434,21 +434,25 @@ RandomEinsum random_einsum(std::mt19937_64& rng) {
 RandomEinsum random_csr_orientation_einsum(std::mt19937_64& rng) {
   std::string pool = "abXY";
   std::shuffle(pool.begin(), pool.end(), rng);
-  const char a = pool[0], b = pool[1], c = pool[2];
+  const char a = pool[0], b = pool[1], c = pool[2], d = pool[3];
   const std::int64_t sizes[] = {0, 1, 2, 3, 5, 8};
-  std::map<char, std::int64_t> extent{{a, sizes[rng() % 6]}, {b, sizes[rng() % 6]}, {c, sizes[rng() % 6]}};
+  std::map<char, std::int64_t> extent{
+      {a, sizes[rng() % 6]}, {b, sizes[rng() % 6]}, {c, sizes[rng() % 6]}, {d, sizes[rng() % 6]}};
   auto maybe_swap = [&](std::string x) {
     if (rng() % 2) std::swap(x[0], x[1]);
     return x;
   };
   std::vector<std::string> ins;
   std::string out;
-  switch (rng() % 3) {
+  switch (rng() % 5) {
     case 0: ins = {maybe_swap({a, b}), maybe_swap({b, c})}, out = maybe_swap({a, c}); break;
     case 1: ins = {maybe_swap({a, b}), maybe_swap({a, b})}, out = maybe_swap({a, b}); break;
+    // products of three CSR operands: assembled pairwise (EinsumPath::assembled_result)
+    case 2: ins = {maybe_swap({a, b}), maybe_swap({b, c}), maybe_swap({c, d})}, out = maybe_swap({a, d}); break;
+    case 3: ins = {maybe_swap({a, b}), maybe_swap({a, b}), maybe_swap({b, c})}, out = maybe_swap({a, c}); break;
     default: ins = {maybe_swap({a, b})}, out = maybe_swap({a, b}); break;
   }
-  if (rng() % 2) std::reverse(ins.begin(), ins.end());
+  std::shuffle(ins.begin(), ins.end(), rng);
   RandomEinsum r;
   for (std::size_t o = 0; o < ins.size(); ++o) {
     r.spec += (o ? "," : "") + ins[o];
@@ -514,7 +518,7 @@ TEST_CASE("einsum: random subscripts and formats match the definition on every e
   const int count = env_count("SPINDLE_EINSUM_CASES", 60);
   const std::uint64_t seed = static_cast<std::uint64_t>(env_count("SPINDLE_EINSUM_SEED", 5));
   std::mt19937_64 rng(seed);
-  int sparse_results = 0, with_sparse_operands = 0, factored = 0, products = 0, transposes = 0;
+  int sparse_results = 0, with_sparse_operands = 0, factored = 0, products = 0, transposes = 0, chains = 0;
   for (int k = 0; k < count; ++k) {
     RandomEinsum r = k % 5 == 4 ? random_csr_orientation_einsum(rng) : random_einsum(rng);
     std::vector<Dense> dense;
@@ -530,10 +534,15 @@ TEST_CASE("einsum: random subscripts and formats match the definition on every e
     auto& rt = spindle::test::engine_runtime(engine, threads);
     std::vector<sp::StorageView> views;
     for (int o = 0; o < static_cast<int>(r.kind.size()); ++o) views.push_back(view_of(r, o));
-    factored += !sp::detail::einsum_path(s, views, rt).steps.empty();
+    const auto path = sp::detail::einsum_path(s, views, rt);
+    factored += !path.steps.empty();
     auto got = run_random(rt, r);
     sparse_results += got.is_sparse();
     check_result<double>(got, ref, r.kind.size(), r.spec);
+    if (path.assembled_result) {  // a product of CSR operands assembled pairwise: a Csr
+      REQUIRE(got.is_sparse());
+      ++chains;
+    }
 
     // The reference interpreter runs the same stage-I function (docs/language.md's semantics
     // of what the front end built) and must agree with the definition too.
@@ -589,7 +598,8 @@ TEST_CASE("einsum: random subscripts and formats match the definition on every e
       continue;
     }
     const bool sparse_out = sp::einsum_sparse_output(s, formats, driver);
-    REQUIRE(sparse_out == got.is_sparse());
+    // The single statement's result (dense for an assembled chain, which it is compared as).
+    if (!path.assembled_result) REQUIRE(sparse_out == got.is_sparse());
     auto f = sp::build_einsum_function(s, formats, sp::DType::f64, driver, sparse_out);
     sp::Tensor<double> interp_dense;
     sp::Csr<double> interp_sparse;
@@ -599,7 +609,7 @@ TEST_CASE("einsum: random subscripts and formats match the definition on every e
       args.emplace_back();
       args.back().view = interp_sparse.storage();
     } else {
-      interp_dense = got.tensor();
+      interp_dense = got.to_dense();
       std::fill(interp_dense.values().begin(), interp_dense.values().end(), nan_v<double>);
       auto shape = interp_dense.shape();
       if (shape.empty()) shape.push_back(1);
@@ -615,11 +625,13 @@ TEST_CASE("einsum: random subscripts and formats match the definition on every e
   }
   INFO(with_sparse_operands << " cases with sparse operands, " << sparse_results << " sparse results (" << products
                             << " assembled products and intersections), " << factored << " factored into several statements, "
-                            << transposes << " over transposed CSR operands");
+                            << transposes << " over transposed CSR operands, " << chains
+                            << " products of three CSR operands assembled pairwise");
   CHECK(with_sparse_operands > count / 4);
   CHECK(sparse_results > 0);
   CHECK(factored > 0);
   CHECK(transposes > 0);
+  CHECK(chains > 0);
 }
 
 TEST_CASE("einsum: concurrent callers share plans and get their own results", "[correctness][einsum][threads]") {
@@ -752,8 +764,16 @@ TEST_CASE("einsum path: multi-operand statements are factored where that costs l
   INFO("chain: " << ::testing_join(step_specs(chain)));
   REQUIRE(chain.steps.size() == 2);
   CHECK(chain.steps[0].sparse_result);
-  CHECK_FALSE(chain.steps[1].sparse_result);
+  CHECK(chain.steps[1].sparse_result);  // every operand a CSR: the final product is assembled too
+  CHECK(chain.assembled_result);
   CHECK(chain.cost < 1e-3 * chain.single_cost);
+  // ... at any cost, when the single statement would be dense: even on tiny shapes.
+  auto tiny = plan_for("ij,jk,kl->il", {{2, 2}, {2, 2}, {2, 2}}, {4, 4, 4});
+  CHECK(tiny.assembled_result);
+  CHECK(tiny.steps.size() == 2);
+  // A dense operand in the chain: the final statement is dense as before.
+  auto mixed = plan_for("ij,jk,kl->il", {{n, n}, {n, n}, {n, 16}}, {e, e, -1});
+  CHECK_FALSE(mixed.assembled_result);
   // Two operands, sparse results and cheap single statements stay one statement.
   CHECK(plan_for("ij,jk->ik", {{n, n}, {n, 64}}, {e, -1}).steps.empty());
   CHECK(plan_for("ij,ik,jk->ij", {{n, n}, {n, 64}, {n, 64}}, {e, -1, -1}).steps.empty());
@@ -779,7 +799,8 @@ TEMPLATE_TEST_CASE("einsum path: factored statements match the definition, and S
   check_einsum<T>("ij,jk,kl->il", a, b, c);  // three CSR: an assembled intermediate
   const std::string chain = sp::einsum_explain("ij,jk,kl->il", a, b, c);
   CHECK_THAT(chain, Catch::Contains("whose pattern is assembled"));   // the intermediate
-  CHECK_THAT(chain, Catch::Contains("Gustavson)\n# einsum output: dense Tensor [il]"));  // the final statement
+  CHECK_THAT(chain, Catch::Contains("Gustavson)\n# einsum output: Csr<"));  // the final statement, assembled too
+  CHECK(sp::einsum("ij,jk,kl->il", a, b, c).is_sparse());
   // A Bᵀ C with B stored the other way round: the intermediate A Bᵀ is assembled after one
   // transpose, as the planner costed it.
   const auto bt = sp::transpose(b).matrix;  // 50 x 60
@@ -804,6 +825,86 @@ TEMPLATE_TEST_CASE("einsum path: factored statements match the definition, and S
   sp::Tensor<T> out = sp::Tensor<T>::full({70, 3}, nan_v<T>);
   sp::einsum_into("i,ij,j,jk,kl->il", out, d1, a, d2, x, w);
   CHECK(out == f);
+}
+
+namespace {
+// The structural pattern of a result: the entries where some term of the definition has all
+// its factors stored (random values in [-1, 1] are never 0, so a stored factor is nonzero).
+template <class T, class Index>
+void check_pattern(const sp::Csr<T, Index>& c, const std::vector<Ref>& ref, const std::string& what) {
+  INFO(what);
+  std::int64_t expected = 0, stored_off = 0;
+  for (const auto& r : ref) expected += r.abs_sum > 0;
+  for (std::int64_t i = 0; i < c.rows(); ++i)
+    for (auto j : c.row_indices(i))
+      stored_off += ref[static_cast<std::size_t>(i * c.cols() + static_cast<std::int64_t>(j))].abs_sum == 0;
+  CHECK(c.nnz() == expected);  // no structural entry lost ...
+  CHECK(stored_off == 0);      // ... and none made up
+  bool increasing = true;  // rows in strictly increasing column order, as a Csr promises
+  for (std::int64_t i = 0; i < c.rows(); ++i) {
+    auto idx = c.row_indices(i);
+    for (std::size_t q = 1; q < idx.size(); ++q) increasing = increasing && idx[q - 1] < idx[q];
+  }
+  CHECK(increasing);
+}
+}  // namespace
+
+// Products of three or more CSR operands, whose single statement would give a dense result:
+// einsum runs them as pairwise assembled steps and returns a Csr (EinsumPath::assembled_result).
+TEMPLATE_TEST_CASE("einsum: a product of three or more CSR operands is assembled as a Csr",
+                   "[correctness][einsum][path]", float, double) {
+  using T = TestType;
+  for (const auto& sh : matrix_shapes()) {
+    INFO(sh);
+    const auto a = random_csr<T>(sh.rows, sh.cols, sh.avg_nnz_per_row, 91, sh.empty_row_fraction);
+    const auto a2 = random_csr<T>(sh.rows, sh.cols, sh.avg_nnz_per_row, 92, sh.empty_row_fraction);
+    const auto b = random_csr<T>(sh.cols, sh.rows, 3, 93, 0.2);
+    const auto c = random_csr<T>(sh.rows, 11, 2, 94, 0.3);
+    const auto d = random_csr<T>(11, 6, 2, 95, 0.1);
+    const auto bt = sp::transpose(b).matrix;  // sh.rows x sh.cols
+    const auto bc = sp::Csc<T>::from_csr(b);
+    auto check = [&](const std::string& spec, auto refs, auto actual) {
+      INFO("einsum '" << spec << "'");
+      auto s = sp::parse_einsum(spec, std::tuple_size_v<decltype(refs)>);
+      std::vector<Dense> dense = std::apply([](const auto&... o) { return std::vector<Dense>{dense_of<T>(sp::storage_of(o))...}; }, refs);
+      const auto ref = reference(s, dense);
+      auto r = std::apply([&](const auto&... o) { return sp::einsum(spec, o...); }, actual);
+      REQUIRE(r.is_sparse());
+      check_result<T>(r, ref, dense.size(), spec);
+      check_pattern(r.csr(), ref, spec);
+      // einsum_into a dense output: every element written, the same values.
+      auto into = sp::Tensor<T>::full({r.csr().rows(), r.csr().cols()}, nan_v<T>);
+      std::apply([&](const auto&... o) { sp::einsum_into(spec, into, o...); }, actual);
+      CHECK(into == r.csr().to_dense());
+      // A wrong output is reported before anything runs or is written.
+      auto wrong = sp::Tensor<T>::full({r.csr().rows(), r.csr().cols() + 1}, nan_v<T>);
+      CHECK_THROWS_AS(std::apply([&](const auto&... o) { sp::einsum_into(spec, wrong, o...); }, actual),
+                      sp::ShapeError);
+      CHECK(std::all_of(wrong.values().begin(), wrong.values().end(), [](T v) { return std::isnan(v); }));
+      const std::string explained = std::apply([&](const auto&... o) { return sp::einsum_explain(spec, o...); }, actual);
+      CHECK_THAT(explained, Catch::Contains("factored into") && Catch::Contains("# einsum output: Csr<"));
+    };
+    check("ij,jk,kl->il", std::tie(a, b, c), std::tie(a, b, c));          // A B C
+    check("ij,kj,kl->il", std::tie(a, bt, c), std::tie(a, bt, c));        // A Bᵀ C, B stored transposed
+    check("ij,jk,kl->il", std::tie(a, b, c), std::tie(a, bc, c));         // B by columns (a Csc)
+    check("ij,ij,jk->ik", std::tie(a, a2, b), std::tie(a, a2, b));        // (A .* A2) B
+    check("ij,jk,kl,lm->im", std::tie(a, b, c, d), std::tie(a, b, c, d)); // four operands
+    check("ij,jk,kl->li", std::tie(a, b, c), std::tie(a, b, c));          // (A B C)ᵀ
+  }
+  // SPINDLE_EINSUM_PATH=single runs the one statement: a dense result with the same values.
+  const auto a = random_csr<T>(40, 30, 4, 96, 0.2);
+  const auto b = random_csr<T>(30, 35, 3, 97, 0.1);
+  const auto c = random_csr<T>(35, 20, 3, 98, 0.1);
+  sp::Options o = sp::Options::from_env();
+  o.einsum_single = true;
+  o.disk_cache = false;
+  sp::runtime::Runtime single(o);
+  auto s = sp::einsum(single, "ij,jk,kl->il", a, b, c);
+  REQUIRE_FALSE(s.is_sparse());
+  const auto f = sp::einsum("ij,jk,kl->il", a, b, c).to_dense();
+  for (std::size_t p = 0; p < f.values().size(); ++p)
+    CHECK(std::abs(static_cast<double>(s.tensor().values()[p]) - f.values()[p]) <=
+          1e-4 * (1 + std::abs(static_cast<double>(f.values()[p]))));
 }
 
 // A Csc operand's subscripts are (row, column) as for any matrix, though it is stored by

@@ -18,7 +18,12 @@
 // else dense. The path replaces the
 // single statement only when it costs less than `kFactorGain` times as much and the result is
 // dense either way (a sparse result — the driver's pattern — stays one statement, so the
-// result's format never depends on the path); the choice is printed by einsum_explain, and
+// result's format never depends on the path). One exception, decided by the operands alone:
+// when every operand is a CSR matrix and the single statement's result would be dense
+// ("ij,jk,kl->il"), the path is made of pairwise steps whose results are all Csr — products
+// and element-wise products, the last one assembled too — whenever such a path exists, at
+// any cost: einsum then returns a Csr of the product's pattern (EinsumPath::assembled_result),
+// not a dense rows x cols array. The choice is printed by einsum_explain, and
 // SPINDLE_EINSUM_PATH=single (Options::einsum_single) turns it off. Shapes and stored counts are the call's: cheap to plan per call
 // (microseconds), and the steps' kernels are cached like any einsum.
 #pragma once
@@ -55,6 +60,9 @@ struct EinsumPath {
   std::vector<EinsumStep> steps;  // empty: run the single statement
   double cost = 0;                // of the steps
   double single_cost = 0;         // of the single statement
+  // Every operand a CSR matrix and every step a product or an element-wise product of two
+  // CSR operands: the final statement assembles its result too (einsum returns a Csr).
+  bool assembled_result = false;
 };
 
 inline constexpr double kFactorGain = 0.8;
@@ -73,9 +81,11 @@ struct PathValue {
 // Csr with the driver's pattern (then `out` is reordered to the driver's subscripts).
 // `fixed`: the output's order is the caller's (the final statement), so a sparse result needs
 // the driver's subscripts in exactly that order.
+// `assemble_final`: the final statement of an all-CSR path (see plan_einsum_path), whose
+// product is assembled in the caller's order rather than written into a dense output.
 inline double statement_cost(const std::vector<PathValue>& ins, std::string& out, bool& sparse,
                              const std::map<char, std::int64_t>& extent, bool fixed, int* driver = nullptr,
-                             std::int64_t* product_stored = nullptr) {
+                             std::int64_t* product_stored = nullptr, bool assemble_final = false) {
   EinsumSpec s;
   std::vector<EinsumOperandFormat> formats;
   std::vector<std::int64_t> stored;
@@ -100,7 +110,7 @@ inline double statement_cost(const std::vector<PathValue>& ins, std::string& out
     const double result = std::min(flops, static_cast<double>(std::max<std::int64_t>(extent.at(a), 1)) *
                                               static_cast<double>(std::max<std::int64_t>(extent.at(c), 1)));
     if (driver) *driver = pr.left;
-    if (fixed)
+    if (fixed && !assemble_final)
       return flops + static_cast<double>(l.stored) + static_cast<double>(std::max<std::int64_t>(extent.at(a), 1)) *
                                                          static_cast<double>(std::max<std::int64_t>(extent.at(c), 1));
     out = std::string{a, c};
@@ -124,7 +134,7 @@ inline double statement_cost(const std::vector<PathValue>& ins, std::string& out
                       static_cast<double>(std::max<std::int64_t>(extent.at(ins[o].subs[1]), 1));
       }
       std::string o2 = tf.output;
-      const double c = statement_cost(swapped, o2, sparse, extent, fixed, driver, product_stored);
+      const double c = statement_cost(swapped, o2, sparse, extent, fixed, driver, product_stored, assemble_final);
       out = o2;
       return c + transposes;
     }
@@ -215,58 +225,80 @@ inline EinsumPath plan_einsum_path(const EinsumSpec& s, const std::vector<Einsum
     detail::PathValue value;
     double step_cost = 0;
   };
-  std::vector<Best> best(all + 1);
-  for (int o = 0; o < n; ++o) {
-    best[1u << o].cost = 0;
-    best[1u << o].value = leaves[static_cast<std::size_t>(o)];
-  }
-  for (unsigned set = 1; set <= all; ++set) {
-    if ((set & (set - 1)) == 0) continue;  // a single operand
-    const std::string out = kept(set);
-    if (out.empty() && set != all) continue;  // a scalar intermediate: einsum takes no rank-0 operand
-    Best& b = best[set];
-    auto consider = [&](double below, unsigned left, const std::vector<detail::PathValue>& ins) {
-      std::string o = out;
-      bool sparse = false;
-      int d = -1;
-      std::int64_t product_stored = -1;
-      double c = detail::statement_cost(ins, o, sparse, extent, set == all, &d, &product_stored);
-      if (below + c >= b.cost) return;
-      b.cost = below + c;
-      b.step_cost = c;
-      b.left = left;
-      b.value.subs = o;
-      b.value.stored = 1;
-      b.value.sparse_result = sparse;
-      if (sparse) {  // the driver's pattern, or an assembled product's (a CSR of about product_stored entries)
-        b.value.stored = product_stored >= 0 ? product_stored : ins[static_cast<std::size_t>(d)].stored;
-        b.value.format = ins[static_cast<std::size_t>(d)].format;
-        if (product_stored >= 0) b.value.format.kind = "Csr";
-      } else {
-        b.value.format = EinsumOperandFormat{};
-        for (char ch : o) {
-          b.value.format.levels.push_back(LevelKind::dense_fixed);
-          b.value.format.index_dtypes.push_back(DType::i32);
-          b.value.stored *= std::max<std::int64_t>(extent.at(ch), 1);
-        }
-        b.value.format.kind = "Tensor";
-      }
-    };
-    std::vector<detail::PathValue> direct;
-    for (int o = 0; o < n; ++o)
-      if (set >> o & 1u) direct.push_back(leaves[static_cast<std::size_t>(o)]);
-    consider(0, 0, direct);
-    const unsigned low = set & (~set + 1u);
-    for (unsigned left = (set - 1) & set; left; left = (left - 1) & set) {
-      if (!(left & low)) continue;  // each split once: the left part holds the lowest operand
-      const unsigned right = set & ~left;
-      if (!std::isfinite(best[left].cost) || !std::isfinite(best[right].cost)) continue;
-      consider(best[left].cost + best[right].cost, left, {best[left].value, best[right].value});
+  std::vector<Best> best;
+  // The dynamic programme. `assembled`: only pairwise steps whose results are Csr (the
+  // final one assembled in the caller's order); a set of three operands or more is never one
+  // statement.
+  auto solve = [&](bool assembled) {
+    best.assign(all + 1, Best{});
+    for (int o = 0; o < n; ++o) {
+      best[1u << o].cost = 0;
+      best[1u << o].value = leaves[static_cast<std::size_t>(o)];
     }
+    for (unsigned set = 1; set <= all; ++set) {
+      if ((set & (set - 1)) == 0) continue;  // a single operand
+      const std::string out = kept(set);
+      if (out.empty() && set != all) continue;  // a scalar intermediate: einsum takes no rank-0 operand
+      Best& b = best[set];
+      auto consider = [&](double below, unsigned left, const std::vector<detail::PathValue>& ins) {
+        std::string o = out;
+        bool sparse = false;
+        int d = -1;
+        std::int64_t product_stored = -1;
+        double c = detail::statement_cost(ins, o, sparse, extent, set == all, &d, &product_stored,
+                                          assembled && set == all);
+        if (assembled && !sparse) return;
+        if (below + c >= b.cost) return;
+        b.cost = below + c;
+        b.step_cost = c;
+        b.left = left;
+        b.value.subs = o;
+        b.value.stored = 1;
+        b.value.sparse_result = sparse;
+        if (sparse) {  // the driver's pattern, or an assembled product's (a CSR of about product_stored entries)
+          b.value.stored = product_stored >= 0 ? product_stored : ins[static_cast<std::size_t>(d)].stored;
+          b.value.format = ins[static_cast<std::size_t>(d)].format;
+          if (product_stored >= 0) b.value.format.kind = "Csr";
+        } else {
+          b.value.format = EinsumOperandFormat{};
+          for (char ch : o) {
+            b.value.format.levels.push_back(LevelKind::dense_fixed);
+            b.value.format.index_dtypes.push_back(DType::i32);
+            b.value.stored *= std::max<std::int64_t>(extent.at(ch), 1);
+          }
+          b.value.format.kind = "Tensor";
+        }
+      };
+      std::vector<detail::PathValue> direct;
+      for (int o = 0; o < n; ++o)
+        if (set >> o & 1u) direct.push_back(leaves[static_cast<std::size_t>(o)]);
+      if (!assembled || direct.size() == 2) consider(0, 0, direct);
+      const unsigned low = set & (~set + 1u);
+      for (unsigned left = (set - 1) & set; left; left = (left - 1) & set) {
+        if (!(left & low)) continue;  // each split once: the left part holds the lowest operand
+        const unsigned right = set & ~left;
+        if (!std::isfinite(best[left].cost) || !std::isfinite(best[right].cost)) continue;
+        consider(best[left].cost + best[right].cost, left, {best[left].value, best[right].value});
+      }
+    }
+  };
+  // A product of CSR matrices whose single statement would give a dense result ("ij,jk,kl->il",
+  // A Bᵀ C, (A .* B) C): run as pairwise assembled steps when there are such, whatever the
+  // single statement costs — the result is a Csr (of about as many entries as the product
+  // has), not a dense rows x cols array.
+  const bool all_csr =
+      s.output.size() == 2 && std::all_of(ops.begin(), ops.end(), [](const EinsumOperandInfo& o) {
+        return o.extents.size() == 2 && einsum_is_csr(o.format);
+      });
+  if (all_csr) {
+    solve(true);
+    path.assembled_result = std::isfinite(best[all].cost);
   }
-  if (!(best[all].left != 0 && best[all].cost < kFactorGain * path.single_cost) ||
-      best[all].value.sparse_result)
-    return path;
+  if (!path.assembled_result) {
+    solve(false);
+    if (!(best[all].left != 0 && best[all].cost < kFactorGain * path.single_cost) || best[all].value.sparse_result)
+      return path;
+  }
 
   // The steps, children first.
   std::vector<std::string> subs_of(s.inputs.begin(), s.inputs.end());  // per operand id
