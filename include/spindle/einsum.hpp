@@ -450,42 +450,40 @@ EinsumResult<T> einsum_statement(runtime::Runtime& rt, EinsumPlans& plans, const
 }
 
 // One statement over checked operands into the caller's output, checked first (nothing is
-// written on an error).
+// written on an error; a wrong output compiles nothing). `checked`: the output's element type,
+// rank and extents were checked against the caller's subscripts (a statement rewritten over
+// transposed operands).
 template <class T>
 void einsum_statement_into(runtime::Runtime& rt, EinsumPlans& plans, const EinsumSpec& s,
-                           const std::vector<StorageView>& views, StorageView o) {
+                           const std::vector<StorageView>& views, StorageView o, bool checked = false) {
+  if (!checked) {
+    SPINDLE_CHECK(o.dtype == views.front().dtype, DTypeError, "einsum '", s.text, "': the output (", o.description(),
+                  ") holds ", dtype_name(o.dtype), " but the operands hold ", dtype_name(views.front().dtype));
+    const std::size_t rank = s.output.empty() ? 1 : s.output.size();
+    SPINDLE_CHECK(o.levels.size() == rank, ShapeError, "einsum '", s.text, "': the output (", o.description(),
+                  ") has ", o.levels.size(), " axes but the result has ", rank,
+                  s.output.empty() ? " (a scalar result goes into a one-element vector)" : "");
+    if (s.output.empty())
+      SPINDLE_CHECK(o.levels[0].length == 1, ShapeError, "einsum '", s.text, "': a scalar result goes into a "
+                    "one-element vector, not ", o.description());
+    einsum_check_extents(s, views, &o);
+  }
   auto check_dense_output = [&] {
     for (const auto& l : o.levels)
       SPINDLE_CHECK(l.kind == LevelKind::dense_fixed, ShapeError, "einsum '", s.text, "': the result is dense; ",
                     "the output (", o.description(), ") must be a dense Tensor");
   };
   if (auto t = einsum_transposed<T>(plans, s, views, /*assemble=*/false); t.spec) {
-    // A product into a dense output: checked here against the caller's subscripts first.
-    SPINDLE_CHECK(o.dtype == dtype_v<T>, DTypeError, "einsum '", s.text, "': the output (", o.description(),
-                  ") holds ", dtype_name(o.dtype), " but the operands hold ", dtype_name(dtype_v<T>));
-    SPINDLE_CHECK(o.levels.size() == 2, ShapeError, "einsum '", s.text, "': the output (", o.description(), ") has ",
-                  o.levels.size(), " axes but the result has 2");
-    check_dense_output();
-    einsum_check_extents(s, views, &o);
-    return einsum_statement_into<T>(rt, plans, *t.spec, t.views, std::move(o));
+    check_dense_output();  // a product into a dense output
+    return einsum_statement_into<T>(rt, plans, *t.spec, t.views, std::move(o), /*checked=*/true);
   }
   auto plan = einsum_plan_for(plans, s, views, views.front().dtype, rt, /*assemble=*/false);
-  SPINDLE_CHECK(o.dtype == views.front().dtype, DTypeError, "einsum '", s.text, "': the output (", o.description(),
-                ") holds ", dtype_name(o.dtype), " but the operands hold ", dtype_name(views.front().dtype));
-  const std::size_t rank = s.output.empty() ? 1 : s.output.size();
-  SPINDLE_CHECK(o.levels.size() == rank, ShapeError, "einsum '", s.text, "': the output (", o.description(), ") has ",
-                o.levels.size(), " axes but the result has ", rank,
-                s.output.empty() ? " (a scalar result goes into a one-element vector)" : "");
-  if (s.output.empty())
-    SPINDLE_CHECK(o.levels[0].length == 1, ShapeError, "einsum '", s.text, "': a scalar result goes into a "
-                  "one-element vector, not ", o.description());
   if (plan->sparse_output)
     SPINDLE_CHECK(o.levels[1].kind == LevelKind::sparse_variable, ShapeError, "einsum '", s.text,
                   "': the result is sparse with the pattern of operand ", plan->driver, "; the output (",
                   o.description(), ") must be a Csr with that pattern");
   else
     check_dense_output();
-  einsum_check_extents(s, views, &o);
   plan->kernel->call(einsum_args(views, std::move(o)));
 }
 
@@ -617,10 +615,14 @@ void einsum_assembled_into(runtime::Runtime& rt, const EinsumSpec& s, const std:
       for (std::size_t q = 0; q < idx.size(); ++q) out[i * cols + static_cast<std::int64_t>(idx[q])] = val[q];
     }
   };
-  if (r.template holds_csr<std::int32_t>())
+  if (!r.is_sparse()) {  // a last statement the planner costed as sparse but ran dense: the same values
+    const Tensor<T>& t = r.tensor();
+    std::copy(t.values().begin(), t.values().end(), out);
+  } else if (r.template holds_csr<std::int32_t>()) {
     scatter(r.template csr<std::int32_t>());
-  else
+  } else {
     scatter(r.template csr<std::int64_t>());
+  }
 }
 
 template <class T>

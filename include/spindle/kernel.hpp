@@ -15,8 +15,10 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <source_location>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -142,6 +144,19 @@ struct last_axis<out<T, A...>> {
   using type = std::tuple_element_t<sizeof...(A) - 1, std::tuple<A...>>;
 };
 
+// Sizes an assembled output's arrays; memory that cannot be had is a ResourceError naming the
+// output's entries and bytes (the caller's output is untouched).
+template <class... Vectors>
+void allocate_assembled(std::string_view what, std::int64_t nnz, Vectors&... arrays) {
+  try {
+    (arrays.resize(static_cast<std::size_t>(nnz)), ...);
+  } catch (const std::bad_alloc&) {
+    const double bytes = static_cast<double>(nnz) * static_cast<double>((sizeof(typename Vectors::value_type) + ...));
+    throw ResourceError(message("the assembled ", what, " has ", nnz, " entries; cannot allocate their ",
+                                bytes / 1e9, " GB"));
+  }
+}
+
 // Receives an assembled output's arrays and hands them to the caller's Csr when the call
 // succeeded (the Csr is untouched before).
 template <class T, class Index>
@@ -151,8 +166,7 @@ class CsrAssembly final : public runtime::AssemblyTarget {
   void allocate(std::int64_t nnz, const std::vector<std::int64_t>& row_ptr, void*& indices, void*& values) override {
     indptr_.resize(row_ptr.size());
     for (std::size_t r = 0; r < row_ptr.size(); ++r) indptr_[r] = static_cast<Index>(row_ptr[r]);
-    indices_.resize(static_cast<std::size_t>(nnz));
-    values_.resize(static_cast<std::size_t>(nnz));
+    allocate_assembled("Csr", nnz, indices_, values_);
     indices = indices_.data();
     values = values_.data();
   }
@@ -175,8 +189,7 @@ class DcsrAssembly final : public runtime::AssemblyTarget {
   explicit DcsrAssembly(Dcsr<T, Index>& out) : out_(out) {}
   void allocate(std::int64_t nnz, const std::vector<std::int64_t>& row_ptr, void*& indices, void*& values) override {
     row_ptr_ = row_ptr;
-    indices_.resize(static_cast<std::size_t>(nnz));
-    values_.resize(static_cast<std::size_t>(nnz));
+    allocate_assembled("Dcsr", nnz, indices_, values_);
     indices = indices_.data();
     values = values_.data();
   }

@@ -10,6 +10,7 @@
 #include "spindle/driver/pipeline.hpp"
 #include "spindle/runtime/bind_args.hpp"
 #include "spindle/eigen.hpp"
+#include "spindle/kernel.hpp"
 
 namespace {
 
@@ -581,4 +582,29 @@ TEST_CASE("messages name Eigen arguments after their temporary views are gone", 
                        "(CsrView<f32,i32> 40x40 nnz=");
   SPINDLE_EXPECT_ERROR(sp::ops::spmv<float>()(f.a, ea, f.y), sp::ShapeError, "'Eigen::SparseMatrix')");
   CHECK(snapshot(f.y) == snapshot(sp::Tensor<float>::full({40}, sentinel<float>())));
+}
+
+namespace {
+// An allocator that has no memory to give: what a Csr's arrays meet when an assembled output
+// is larger than memory.
+template <class T>
+struct NoMemory {
+  using value_type = T;
+  NoMemory() = default;
+  template <class U>
+  NoMemory(const NoMemory<U>&) {}
+  T* allocate(std::size_t) { throw std::bad_alloc(); }
+  void deallocate(T*, std::size_t) {}
+  bool operator==(const NoMemory&) const { return true; }
+};
+}  // namespace
+
+TEST_CASE("an assembled output larger than memory is a ResourceError naming its entries and bytes",
+          "[error][resource]") {
+  std::vector<std::int32_t, NoMemory<std::int32_t>> indices;
+  std::vector<float, NoMemory<float>> values;
+  SPINDLE_EXPECT_ERROR(sp::detail::allocate_assembled("Csr", 1000000000, indices, values), sp::ResourceError,
+                       "the assembled Csr has 1000000000 entries; cannot allocate their 8 GB");
+  CHECK(indices.empty());
+  CHECK(values.empty());
 }

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <initializer_list>
 #include <limits>
+#include <new>
+#include <stdexcept>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -156,9 +158,20 @@ class Tensor {
   Tensor() = default;  // shape [0]
 
   static Tensor zeros(std::vector<std::int64_t> shape) { return full(std::move(shape), T{}); }
+  // A shape too large for memory: ResourceError naming the shape and the bytes.
   static Tensor full(std::vector<std::int64_t> shape, T value) {
     const std::int64_t n = detail::checked_volume(shape, "Tensor");
-    return Tensor(std::vector<T>(static_cast<std::size_t>(n), value), std::move(shape));
+    std::vector<T> data;
+    try {
+      data.assign(static_cast<std::size_t>(n), value);
+    } catch (const std::bad_alloc&) {
+      throw ResourceError(message("Tensor ", detail::shape_string(shape), ": cannot allocate ", n, " elements (",
+                                  static_cast<double>(n) * sizeof(T) / 1e9, " GB)"));
+    } catch (const std::length_error&) {
+      throw ResourceError(message("Tensor ", detail::shape_string(shape), ": cannot allocate ", n, " elements (",
+                                  static_cast<double>(n) * sizeof(T) / 1e9, " GB)"));
+    }
+    return Tensor(std::move(data), std::move(shape));
   }
   // Uniform values: [lo, hi) for floating types, the integers of [lo, hi] for integral ones.
   static Tensor random(std::vector<std::int64_t> shape, std::uint64_t seed, double lo = 0.0,

@@ -34,6 +34,10 @@ TEST_CASE("Tensor constructors", "[format]") {
                        Contains("extent -1 of axis 1 in shape [2, -1] is negative"));
   SPINDLE_CHECK_THROWS(Tensor<float>::zeros({1LL << 40, 1LL << 40}), ShapeError,
                        Contains("too many elements"));
+  // More elements than memory can hold (beyond std::vector's max_size, so nothing is
+  // allocated, also under ASan): a ResourceError naming the shape and the size.
+  SPINDLE_CHECK_THROWS(Tensor<float>::zeros({1LL << 31, 1LL << 31}), ResourceError,
+                       Contains("Tensor [2147483648, 2147483648]: cannot allocate 4611686018427387904 elements"));
 
   auto scalar = Tensor<float>::full({}, 3.0f);
   CHECK(scalar.rank() == 0);
