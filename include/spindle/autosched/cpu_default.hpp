@@ -20,8 +20,10 @@
 //     parts) whose width is a compile-time constant of at least 4: a row's sum over its slots
 //     becomes one vector of partial sums (a gather, multiply-adds, one horizontal add) instead
 //     of a chain of dependent additions, where the C compiler finds that profitable.
-// Loops are only annotated here; codegen outlines parallel loops and emits the
-// vectorisation hints.
+//  4. prefetch_gathers: a loop over a row's nonzeros that gathers a row of a dense operand
+//     per nonzero (SpMM, SDDMM) prefetches the row kPrefetchDistance nonzeros ahead.
+// Loops are only annotated here (but for step 4's hints); codegen outlines parallel loops and
+// emits the vectorisation hints.
 #pragma once
 
 #include <map>
@@ -36,6 +38,7 @@
 #include "spindle/schedule/fused_row_chunks.hpp"
 #include "spindle/schedule/loop_kind.hpp"
 #include "spindle/schedule/partition_indirect_writes.hpp"
+#include "spindle/schedule/prefetch_gathers.hpp"
 #include "spindle/schedule/register_tile.hpp"
 
 namespace spindle::autosched {
@@ -136,6 +139,9 @@ inline ir::Function schedule_cpu_default(const ir::Function& f, const lower::Low
         return inner.loops.count(&n) && n.for_kind == ir::ForKind::serial && (dense_axis(n) || fixed_slots(n));
       },
       ir::ForKind::vectorized);
+  // 4. rows of a dense operand gathered by column index (SpMM's and SDDMM's loops over a
+  // row's nonzeros) are prefetched a few nonzeros ahead.
+  out.body = schedule::prefetch_gathers(out.body, dense_axis);
   return out;
 }
 

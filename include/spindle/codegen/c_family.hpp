@@ -363,6 +363,9 @@ class CFamilyPrinter : public ir::StrictExprFunctor<std::string>, public ir::Str
   virtual void shared_alloc(const ir::BufferNode& a, std::int64_t) {
     throw InternalError(message("emit_c: shared-memory buffer '", a.name, "' reached C code generation"));
   }
+  void on_Prefetch(const ir::PrefetchNode* n) override {
+    line() << "__builtin_prefetch(&" << access(*n->buffer, n->indices) << ", 0, 3);\n";
+  }
   void on_Barrier(const ir::BarrierNode*) override {
     throw InternalError("emit_c: a GPU thread-block barrier reached C code generation");
   }

@@ -285,6 +285,9 @@ class CudaEmitter : public CFamilyPrinter {
     int op = n->op == ir::ReduceOp::min ? 0 : n->op == ir::ReduceOp::max ? 1 : 2;
     line() << "spindle_atomic_" << suffix(t) << "(" << target << ", " << expr(n->value) << ", " << op << ");\n";
   }
+  // A prefetch is a CPU cache hint (schedule/prefetch_gathers.hpp runs in the CPU schedule
+  // only); the GPU's loads need none: nothing is emitted.
+  void on_Prefetch(const ir::PrefetchNode*) override {}
   void on_Barrier(const ir::BarrierNode* n) override {
     line() << (n->scope == ir::BarrierScope::warp ? "__syncwarp();\n" : "__syncthreads();\n");
   }

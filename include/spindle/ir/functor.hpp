@@ -78,6 +78,9 @@ class IRVisitor {
   virtual void visit_Seq(const SeqNode* n) { for (auto& s : n->stmts) visit(s); }
   virtual void visit_Block(const BlockNode* n) { visit(n->body); }
   virtual void visit_Barrier(const BarrierNode*) {}
+  virtual void visit_Prefetch(const PrefetchNode* n) {
+    for (auto& i : n->indices) visit(i);
+  }
   virtual void visit_SparseIteration(const SparseIterationNode* n) {
     visit(n->init);
     visit(n->body);
@@ -234,6 +237,17 @@ class IRMutator {
     return block(n->name, std::move(allocs), b, n->loc);
   }
   virtual Stmt mutate_Barrier(const BarrierNode*, const Stmt& self) { return self; }
+  virtual Stmt mutate_Prefetch(const PrefetchNode* n, const Stmt& self) {
+    std::vector<Expr> idx;
+    bool changed = false;
+    for (auto& i : n->indices) {
+      idx.push_back(mutate(i));
+      changed |= !idx.back().same_as(i);
+    }
+    Buffer b = mutate_buffer(n->buffer);
+    if (!changed && b == n->buffer) return self;
+    return prefetch(b, std::move(idx), n->loc);
+  }
   virtual Stmt mutate_SparseIteration(const SparseIterationNode* n, const Stmt& self) {
     Stmt i = mutate(n->init), b = mutate(n->body);
     if (i.same_as(n->init) && b.same_as(n->body)) return self;

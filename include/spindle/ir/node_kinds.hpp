@@ -26,6 +26,7 @@
   X(Seq)                      \
   X(Block)                    \
   X(Barrier)                  \
+  X(Prefetch)                 \
   X(SparseIteration)
 
 namespace spindle::ir {

@@ -141,6 +141,9 @@ inline Stmt reduce(Buffer b, std::vector<Expr> idx, ReduceOp op, Expr v, SourceL
 inline Stmt barrier(BarrierScope scope = BarrierScope::block, SourceLoc l = {}) {
   return Stmt(std::make_shared<BarrierNode>(scope, l));
 }
+inline Stmt prefetch(Buffer b, std::vector<Expr> idx, SourceLoc l = {}) {
+  return Stmt(std::make_shared<PrefetchNode>(std::move(b), std::move(idx), l));
+}
 // Sum of x over groups of `width` lanes of a GPU warp (see Intrinsic::warp_sum).
 inline Expr warp_sum(Expr x, int width = 32) {
   SPINDLE_CHECK(width >= 1 && width <= 32 && (width & (width - 1)) == 0, UserError,

@@ -164,6 +164,10 @@ class IRPrinter {
       stmt(n->body, indent + 1);
     } else if (auto* n = s.as<BarrierNode>()) {
       os_ << pad << (n->scope == BarrierScope::warp ? "sync_warp\n" : "sync_threads\n");
+    } else if (auto* n = s.as<PrefetchNode>()) {
+      os_ << pad << "prefetch " << n->buffer->name << "[";
+      for (size_t i = 0; i < n->indices.size(); ++i) os_ << (i ? ", " : "") << expr(n->indices[i]);
+      os_ << "]\n";
     } else if (auto* n = s.as<SparseIterationNode>()) {
       os_ << pad << "sp_iter " << n->name << "([";
       for (size_t i = 0; i < n->axes.size(); ++i) {

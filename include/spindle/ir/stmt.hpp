@@ -199,6 +199,18 @@ struct BarrierNode : StmtNode {
   BarrierNode(BarrierScope sc, SourceLoc l) : StmtNode(static_kind, l), scope(sc) {}
 };
 
+// A hint that buffer[indices] will be read soon (C: __builtin_prefetch, which never faults
+// and has no effect on results; nothing on the GPU). Placed by schedule/prefetch_gathers.hpp
+// for rows of a dense operand gathered by column index; computing the indices must itself
+// read only what the program reads (the pass guards it).
+struct PrefetchNode : StmtNode {
+  static constexpr StmtKind static_kind = StmtKind::Prefetch;
+  Buffer buffer;
+  std::vector<Expr> indices;
+  PrefetchNode(Buffer b, std::vector<Expr> i, SourceLoc l)
+      : StmtNode(static_kind, l), buffer(std::move(b)), indices(std::move(i)) {}
+};
+
 // Stage I: iterate the product space of `axes` (coordinate space). `vars[k]` is the
 // iterator of axes[k]; `kinds[k]` says spatial or reduction. `init` runs once per spatial
 // point before its reduction (may be undefined). Nested iterations may appear in `body`.

@@ -65,6 +65,7 @@ inline const char* stmt_kind_word(const ir::Stmt& s) {
     case ir::StmtKind::Seq: return "a sequence of statements";
     case ir::StmtKind::Block: return "a block (local allocations)";
     case ir::StmtKind::Barrier: return "a barrier";
+    case ir::StmtKind::Prefetch: return "a prefetch";
     case ir::StmtKind::SparseIteration: return "a sparse iteration";
   }
   return "a statement";

@@ -61,15 +61,29 @@ TEST_CASE("schedule_cpu_default: parallel rows, vectorised feature loops", "[sch
                                          sp::out<float, I, J> c, sp::iter<I> i, sp::iter<J> j,
                                          sp::iter<K> k) { c(i, j) += a(i, j) * x(i, k) * y(j, k); });
   auto s = sp::autosched::schedule_cpu_default(stage3(f), ctx(f));
+  // The loop over the nonzeros in two versions: with rows of c prefetched 8 nonzeros ahead
+  // for rows of at least 256 bytes (prefetch_gathers), else as it was.
   CHECK(body(s) == R"(  block sddmm:
     for i in [0, I_len) parallel:  # axis I
-      for j in [0, J_indptr[i + 1] - J_indptr[i]):  # axis J
-        block d_accumulate:
-          alloc d_acc: local f32[]
-          d_acc = 0.0f
-          for k in [0, K_len) vectorized reduction:  # axis K
-            d_acc += a[J_indptr[i] + j] * b[i, k] * c[i64(J_indices[J_indptr[i] + j]), k]
-          d[J_indptr[i] + j] = d_acc
+      if 63 < K_len:
+        for j in [0, J_indptr[i + 1] - J_indptr[i]):  # axis J
+          if j + 8 < 0 + (J_indptr[i + 1] - J_indptr[i]):
+            for k_line in [0, (K_len + 15) / 16):
+              prefetch c[i64(J_indices[J_indptr[i] + (j + 8)]), 0 + k_line * 16]
+          block d_accumulate:
+            alloc d_acc: local f32[]
+            d_acc = 0.0f
+            for k in [0, K_len) vectorized reduction:  # axis K
+              d_acc += a[J_indptr[i] + j] * b[i, k] * c[i64(J_indices[J_indptr[i] + j]), k]
+            d[J_indptr[i] + j] = d_acc
+      else:
+        for j in [0, J_indptr[i + 1] - J_indptr[i]):  # axis J
+          block d_accumulate:
+            alloc d_acc: local f32[]
+            d_acc = 0.0f
+            for k in [0, K_len) vectorized reduction:  # axis K
+              d_acc += a[J_indptr[i] + j] * b[i, k] * c[i64(J_indices[J_indptr[i] + j]), k]
+            d[J_indptr[i] + j] = d_acc
 )");
   // A reduction-first iteration (column sums): register tiling turns the feature loop into
   // tiles that are spatial, so the tiles run in parallel and sum over i in registers.
@@ -80,6 +94,35 @@ TEST_CASE("schedule_cpu_default: parallel rows, vectorised feature loops", "[sch
   CHECK(rs.find("for k_tile in [0, (K_len - 0) / 64) parallel:") != std::string::npos);
   CHECK(rs.find("for i in [0, I_len) reduction:") != std::string::npos);
   CHECK(rs.find("b_tile[k] += a[i, 0 + k_tile * 64 + k]") != std::string::npos);
+}
+
+TEST_CASE("prefetch_gathers: only whole rows of a run-time length gathered by a column index", "[schedule][autosched]") {
+  // SpMM: its rows are register tiles of constant widths (prefetching them was slower).
+  auto spmm = sp::define_kernel("spmm", [](sp::in<float, I, J> a, sp::in<float, sp::dense<J>, K> b,
+                                           sp::out<float, I, K> c, sp::iter<I> i, sp::iter<J> j,
+                                           sp::iter<K> k) { c(i, k) += a(i, j) * b(j, k); });
+  CHECK(body(sp::autosched::schedule_cpu_default(stage3(spmm), ctx(spmm))).find("prefetch") == std::string::npos);
+  // SpMV: one element per nonzero, no row.
+  auto spmv = sp::define_kernel("spmv", [](sp::in<float, I, J> a, sp::in<float, sp::dense<J>> x,
+                                           sp::out<float, I> y, sp::iter<I> i,
+                                           sp::iter<J> j) { y(i) += a(i, j) * x(j); });
+  CHECK(body(sp::autosched::schedule_cpu_default(stage3(spmv), ctx(spmv))).find("prefetch") == std::string::npos);
+  // A row read without an indirection (x's row i in SDDMM is not prefetched; y's row is).
+  auto sddmm = sp::define_kernel("sddmm", [](sp::in<float, I, J> a, sp::in<float, I, K> x,
+                                             sp::in<float, sp::dense<J>, K> y, sp::out<float, I, J> c,
+                                             sp::iter<I> i, sp::iter<J> j,
+                                             sp::iter<K> k) { c(i, j) += a(i, j) * x(i, k) * y(j, k); });
+  const std::string s = body(sp::autosched::schedule_cpu_default(stage3(sddmm), ctx(sddmm)));
+  CHECK(s.find("prefetch c[") != std::string::npos);
+  CHECK(s.find("prefetch b[") == std::string::npos);
+  // The pass itself on SDDMM's stage III: the row loop i is left as it is (the gather uses j,
+  // bound inside it); the loop over the nonzeros is the one versioned.
+  auto st = stage3(sddmm);
+  auto direct = sp::ir::to_string(sp::schedule::prefetch_gathers(st.body, [](const sp::ir::ForNode& f) {
+    return f.axis == "K";
+  }));
+  CHECK(direct.find("if 63 < K_len:") != std::string::npos);
+  CHECK(direct.find("if j + 8 < 0 + (J_indptr[i + 1] - J_indptr[i]):") != std::string::npos);
 }
 
 TEST_CASE("register_tile: SpMM keeps cascading output tiles in registers", "[schedule]") {
