@@ -858,10 +858,12 @@ TEMPLATE_TEST_CASE("einsum: a product of three or more CSR operands is assembled
     INFO(sh);
     const auto a = random_csr<T>(sh.rows, sh.cols, sh.avg_nnz_per_row, 91, sh.empty_row_fraction);
     const auto a2 = random_csr<T>(sh.rows, sh.cols, sh.avg_nnz_per_row, 92, sh.empty_row_fraction);
-    const auto b = random_csr<T>(sh.cols, sh.rows, 3, 93, 0.2);
-    const auto c = random_csr<T>(sh.rows, 11, 2, 94, 0.3);
-    const auto d = random_csr<T>(11, 6, 2, 95, 0.1);
-    const auto bt = sp::transpose(b).matrix;  // sh.rows x sh.cols
+    // The reference visits every combination of the subscripts: the extents after A's are
+    // kept small (257 x 190 x 7 x 5 x 3 for four operands).
+    const auto b = random_csr<T>(sh.cols, 7, 3, 93, 0.2);
+    const auto c = random_csr<T>(7, 5, 2, 94, 0.3);
+    const auto d = random_csr<T>(5, 3, 2, 95, 0.1);
+    const auto bt = sp::transpose(b).matrix;  // 7 x sh.cols
     const auto bc = sp::Csc<T>::from_csr(b);
     auto check = [&](const std::string& spec, auto refs, auto actual) {
       INFO("einsum '" << spec << "'");
