@@ -542,6 +542,18 @@ std::vector<StorageView> einsum_run_steps(runtime::Runtime& rt, EinsumPlans& pla
   return last;
 }
 
+// Runs every step of a factored einsum into a fresh result; `assemble`: the last statement may
+// assemble a Csr (EinsumPath::assembled_result).
+template <class T>
+EinsumResult<T> einsum_run_path(runtime::Runtime& rt, EinsumPlans& plans, const autosched::EinsumPath& path,
+                                const std::vector<StorageView>& views, bool assemble) {
+  std::vector<EinsumResult<T>> results;
+  auto last = einsum_run_steps<T>(rt, plans, path, views, results);
+  auto ls = einsum_parsed(plans, path.steps.back().spec, last.size());
+  einsum_check_operands(*ls, last, dtype_v<T>);
+  return einsum_statement<T>(rt, plans, *ls, last, assemble);
+}
+
 // A Csc operand is stored by columns (a dense column level over compressed rows) but its
 // subscripts name the matrix's row, then column, as for any matrix: they are swapped here so
 // that everything after sees them in stored order. Only an operand of exactly two subscripts
@@ -579,11 +591,7 @@ EinsumResult<T> einsum_views(runtime::Runtime& rt, std::string_view written, con
   einsum_check_operands(*s, views, dtype_v<T>);
   const auto path = einsum_path(*s, views, rt);
   if (path.steps.empty()) return einsum_statement<T>(rt, plans, *s, views);
-  std::vector<EinsumResult<T>> results;
-  auto last = einsum_run_steps<T>(rt, plans, path, views, results);
-  auto ls = einsum_parsed(plans, path.steps.back().spec, last.size());
-  einsum_check_operands(*ls, last, dtype_v<T>);
-  return einsum_statement<T>(rt, plans, *ls, last, /*assemble=*/path.assembled_result);
+  return einsum_run_path<T>(rt, plans, path, views, /*assemble=*/path.assembled_result);
 }
 
 // A product of CSR operands that einsum assembles as a Csr (EinsumPath::assembled_result),
@@ -599,12 +607,7 @@ void einsum_assembled_into(runtime::Runtime& rt, const EinsumSpec& s, const std:
                 ShapeError, "einsum '", s.text, "': a product of CSR operands goes into a writable dense ",
                 "matrix (einsum returns it as a Csr); the output is ", o.description());
   einsum_check_extents(s, views, &o);
-  auto& plans = einsum_plans(rt);
-  std::vector<EinsumResult<T>> results;
-  auto last = einsum_run_steps<T>(rt, plans, path, views, results);
-  auto ls = einsum_parsed(plans, path.steps.back().spec, last.size());
-  einsum_check_operands(*ls, last, dtype_v<T>);
-  EinsumResult<T> r = einsum_statement<T>(rt, plans, *ls, last, /*assemble=*/true);
+  EinsumResult<T> r = einsum_run_path<T>(rt, einsum_plans(rt), path, views, /*assemble=*/true);
   T* out = static_cast<T*>(o.data);
   const std::int64_t cols = o.levels[1].length;
   std::fill(out, out + o.levels[0].length * cols, T(0));
