@@ -141,6 +141,20 @@ void check_einsum(const std::string& spec, const Ops&... ops) {
   check_result<T>(r, ref, sizeof...(Ops), spec);
 }
 
+// The definition evaluated on the operands `refs` (tuples of references, std::tie) and einsum
+// run on `actual` (the same matrices, maybe in other containers); checks einsum's values
+// against the definition and returns its result with the definition's.
+template <class T, class Refs, class Actual>
+auto check_einsum_against(const std::string& spec, const Refs& refs, const Actual& actual, const std::string& what) {
+  auto s = sp::parse_einsum(spec, std::tuple_size_v<Refs>);
+  std::vector<Dense> dense =
+      std::apply([](const auto&... o) { return std::vector<Dense>{dense_of<T>(sp::storage_of(o))...}; }, refs);
+  auto ref = reference(s, dense);
+  auto r = std::apply([&](const auto&... o) { return sp::einsum(spec, o...); }, actual);
+  check_result<T>(r, ref, dense.size(), what);
+  return std::pair{std::move(r), std::move(ref)};
+}
+
 template <class T>
 sp::Csr<T> random_csr(std::int64_t rows, std::int64_t cols, double per_row, std::uint64_t seed,
                       double empty = 0.0) {
@@ -867,12 +881,8 @@ TEMPLATE_TEST_CASE("einsum: a product of three or more CSR operands is assembled
     const auto bc = sp::Csc<T>::from_csr(b);
     auto check = [&](const std::string& spec, auto refs, auto actual) {
       INFO("einsum '" << spec << "'");
-      auto s = sp::parse_einsum(spec, std::tuple_size_v<decltype(refs)>);
-      std::vector<Dense> dense = std::apply([](const auto&... o) { return std::vector<Dense>{dense_of<T>(sp::storage_of(o))...}; }, refs);
-      const auto ref = reference(s, dense);
-      auto r = std::apply([&](const auto&... o) { return sp::einsum(spec, o...); }, actual);
+      const auto [r, ref] = check_einsum_against<T>(spec, refs, actual, spec);
       REQUIRE(r.is_sparse());
-      check_result<T>(r, ref, dense.size(), spec);
       check_pattern(r.csr(), ref, spec);
       // einsum_into a dense output: every element written, the same values.
       auto into = sp::Tensor<T>::full({r.csr().rows(), r.csr().cols()}, nan_v<T>);
@@ -925,11 +935,7 @@ TEMPLATE_TEST_CASE("einsum: CSC operands take their subscripts in (row, column) 
     // the reference runs the definition on the Csr forms; einsum gets the Csc ones
     auto check = [&](const std::string& spec, auto refs, auto actual) {
       INFO("einsum '" << spec << "'");
-      auto s = sp::parse_einsum(spec, std::tuple_size_v<decltype(refs)>);
-      std::vector<Dense> dense = std::apply([](const auto&... o) { return std::vector<Dense>{dense_of<T>(sp::storage_of(o))...}; }, refs);
-      const auto ref = reference(s, dense);
-      auto r = std::apply([&](const auto&... o) { return sp::einsum(spec, o...); }, actual);
-      check_result<T>(r, ref, dense.size(), spec + " with CSC");
+      check_einsum_against<T>(spec, refs, actual, spec + " with CSC");
     };
     check("ij,jk->ik", std::tie(a, x), std::tie(ac, x));  // CSC SpMM
     check("ij,j->i", std::tie(a, v), std::tie(ac, v));    // CSC SpMV

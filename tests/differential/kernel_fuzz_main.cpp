@@ -62,7 +62,7 @@ namespace {
 
 struct Stats {
   long generated = 0, rejected = 0, skipped = 0, compared = 0, failures = 0, large = 0, indirect = 0, computed = 0,
-       unsorted = 0, unsorted_large = 0, unsorted_refused = 0, shared = 0, sparse_roots = 0, row_tiles = 0, owned_tiles = 0, partitioned = 0, blocked = 0, assembled = 0,
+       unsorted = 0, unsorted_large = 0, unsorted_refused = 0, shared = 0, sparse_roots = 0, row_tiles = 0, owned_tiles = 0, partitioned = 0, blocked = 0, gathered = 0, prefetched = 0, assembled = 0,
        assembled_generated = 0, assembled_rejected = 0, assembled_nonempty = 0, by_coordinate = 0, merges = 0,
        scheduled = 0, schedule_refused = 0, gpu_scheduled = 0, gpu_unlaunchable = 0, gpu_refused = 0;
   std::map<std::string, long> schedule_kept;      // kept random schedule steps by primitive
@@ -1100,6 +1100,7 @@ int main(int argc, char** argv) {
     if (indexes_by_shared_coordinates(completed)) ++st.shared;
     if (iterates_sparse_root(completed)) ++st.sparse_roots;
     if (k.assembled >= 0) ++st.assembled;
+    if (k.gathered_dot) ++st.gathered;
     if (k.assembled >= 0 && !ref.assembled.empty()) ++st.assembled_nonempty;
     if (iterates_fiber_by_coordinate(completed)) ++st.by_coordinate;
     if (iterates_merge(completed)) ++st.merges;
@@ -1112,6 +1113,9 @@ int main(int argc, char** argv) {
         if (text.find("_rows in [") != std::string::npos) ++st.row_tiles;
         // A long reduction read one block of rows at a time (block_long_reductions).
         if (text.find("_block_rows") != std::string::npos) ++st.blocked;
+        // Gathered rows prefetched ahead (prefetch_gathers: runs on the large inputs, whose
+        // rows reach the version's length and have fibers longer than the distance).
+        if (text.find("prefetch ") != std::string::npos) ++st.prefetched;
         // Scatters partitioned by ownership with register tiles or local sums inside the
         // tests (schedule_cpu_default, ownership_kept).
         if (text.find("spindle_block") != std::string::npos) ++st.partitioned;
@@ -1149,7 +1153,7 @@ int main(int argc, char** argv) {
             << " run with two-dimensional register tiles, " << st.partitioned
             << " scattering one block per thread (ownership), " << st.owned_tiles
             << " of them with tiles or local sums inside the ownership tests), " << st.blocked
-            << " reading a long reduction block by block); " << st.unsorted
+            << " reading a long reduction block by block, " << st.gathered << " starting with a gathered dot, " << st.prefetched << " prefetching gathered rows); " << st.unsorted
             << " also with unsorted fibers, " << st.unsorted_large << " co-iterating ones on large unsorted inputs ("
             << st.unsorted_refused << " engine runs refused them: not sorted);";
   std::cout << " " << st.scheduled << " also under a random user schedule (steps kept:";

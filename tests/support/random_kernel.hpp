@@ -84,6 +84,7 @@ struct RandomKernel {
   std::uint64_t seed = 0;
   ir::Function function;  // stage I as written
   bool exact = true;
+  bool gathered_dot = false;  // starts with Generator::gathered_dot's SDDMM-like iteration
   std::vector<ir::Axis> axes;
   std::map<const ir::AxisNode*, AxisArrays> data;
   std::vector<BufferData> buffers;  // in argument order (scalars interleaved below)
@@ -281,6 +282,11 @@ class Generator {
       by_coord_mode_ = (m / 6) % 5 == 0;
       merge_mode_ = (m / 30) % 4 == 0;
     }
+    // About one kernel in eight starts with a gathered dot (SDDMM-like: d(i, j) op= x(i, f) *
+    // y(j, f) over a sparse child j of a root i, f a root of run-time extent): on the large
+    // inputs the CPU schedule's prefetch_gathers versions its nonzero loop and prefetches the
+    // gathered rows of y. Decided by a generator of its own, as the contraction below.
+    gathered_mode_ = std::mt19937_64(k_.seed ^ 0x632be59bd9b4e019ULL)() % 8 == 0 && !assembled_mode_;
     make_axes();
     if (assembled_mode_) make_assembled_buffers();
     else make_buffers();
@@ -291,6 +297,7 @@ class Generator {
     if (std::mt19937_64(k_.seed ^ 0x9e3779b97f4a7c15ULL)() % 7 == 0 && !assembled_mode_) {
       if (ir::Stmt c = contraction(); c.defined()) top.push_back(c);
     }
+    if (gathered_mode_) top.push_back(gathered_dot());
     int n = 1 + (chance(0.3) ? 1 : 0);
     if (assembled_mode_) n = break_ == Break::two_top_level ? 2 : 1;  // c is written in one iteration
     for (int s = 0; s < n; ++s) top.push_back(iteration(0));
@@ -435,6 +442,14 @@ class Generator {
     // coordinates): its extent is fitted to those writes once the program exists.
     if (chance(0.35)) {
       k_.computed_target = new_axis("T", ir::AxisKind::dense_fixed, nullptr, nullptr, /*symbolic=*/true).get();
+    }
+    // The gathered dot's axes: a feature root F of run-time extent and a sparse child G of the
+    // first root, with its dense view (y's rows).
+    if (gathered_mode_) {
+      gather_features_ = new_axis("F", ir::AxisKind::dense_fixed, nullptr, nullptr, /*symbolic=*/true);
+      gather_columns_ = new_axis("G", ir::AxisKind::sparse_variable, roots_.front());
+      roots_.push_back(gather_features_);
+      views_.push_back(dense_view(gather_columns_));
     }
     // dense<X> views of some axes
     std::vector<ir::Axis> base = k_.axes;
@@ -833,6 +848,37 @@ class Generator {
         std::vector<ir::IterKind>(3, ir::IterKind::spatial), ir::Stmt(), body, ir::SourceLoc{}));
   }
 
+  // d(i, j) op= x(i, f) * y(j, f) [* a(i, j)] over [I, G, F] (make_axes made G, F and dense<G>):
+  // G a sparse child of the root I, y over [dense<G>, F] (a row gathered by g's coordinate), F
+  // a root of run-time extent, the F loop a reduction.
+  ir::Stmt gathered_dot() {
+    const ir::Axis j = gather_columns_, i = j->parent, f = gather_features_, view = dense_view(j);
+    ir::Buffer x = add_buffer(ir::BufferRole::input, T_, {i, f});
+    ir::Buffer y = add_buffer(ir::BufferRole::input, T_, {view, f});
+    ir::Buffer a = chance(0.5) ? add_buffer(ir::BufferRole::input, T_, {i, j}) : ir::Buffer();
+    ir::Buffer d = add_buffer(ir::BufferRole::output, T_, {i, j});
+    inputs_.push_back(x);
+    inputs_.push_back(y);
+    if (a) inputs_.push_back(a);
+    outputs_.push_back(d);
+    ir::ReduceOp op = pick({ir::ReduceOp::add, ir::ReduceOp::add, ir::ReduceOp::add, ir::ReduceOp::max});
+    ops_[d.get()] = op;
+    std::vector<ir::Var> vars;
+    for (const ir::Axis& ax : {i, j, f}) {
+      std::string n = ax->name;
+      for (char& ch : n) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      vars.emplace_back(n + std::to_string(counter_++), DType::i64);
+    }
+    ir::Expr v = ir::load(x, {vars[0], vars[2]}) * ir::load(y, {vars[1], vars[2]});
+    if (a) v = ir::load(a, {vars[0], vars[1]}) * v;
+    ir::Stmt body = ir::reduce(d, {vars[0], vars[1]}, op, v);
+    k_.gathered_dot = true;
+    return ir::Stmt(std::make_shared<ir::SparseIterationNode>(
+        "it" + std::to_string(counter_++), std::vector<ir::Axis>{i, j, f}, vars,
+        std::vector<ir::IterKind>{ir::IterKind::spatial, ir::IterKind::spatial, ir::IterKind::reduction}, ir::Stmt(),
+        body, ir::SourceLoc{}));
+  }
+
   // Whether an iterator over the coordinates of `a` is in scope or among `chosen`.
   bool space_bound(const ir::Axis& a, const std::vector<ir::Axis>& chosen) const {
     for (auto& b : scope_)
@@ -1196,6 +1242,7 @@ class Generator {
   RandomKernel k_;
   DType T_ = DType::f32;
   std::vector<ir::Axis> roots_, views_;
+  ir::Axis gather_columns_, gather_features_;  // gathered_mode_: G and F (gathered_dot)
   std::map<const ir::AxisNode*, std::int64_t> fixed_npr_;
   std::set<const ir::AxisNode*> in_buffers_;
   std::vector<ir::Buffer> inputs_, outputs_, index_buffers_, write_index_buffers_, locals_;
@@ -1207,7 +1254,7 @@ class Generator {
   bool is_index_buffer_ = false;
   const ir::AxisNode* write_target_ = nullptr;
   // The modes of the file comment.
-  bool assembled_mode_ = false, by_coord_mode_ = false, merge_mode_ = false;
+  bool assembled_mode_ = false, by_coord_mode_ = false, merge_mode_ = false, gathered_mode_ = false;
   std::vector<ir::Axis> merged_;  // union_of / intersection_of axes (merge_mode_)
   enum class Break { none, read, second_output, row_not_first, two_top_level, inout, wrong_column };
   Break break_ = Break::none;
@@ -1296,7 +1343,8 @@ inline void make_large_data(RandomKernel& k, std::uint64_t seed, double scale) {
         d.indptr.push_back(0);
         for (std::int64_t p = 0; p < parents; ++p) {
           std::set<std::int64_t> fiber;
-          std::int64_t n = std::min<std::int64_t>(d.length, chance(0.15) ? 0 : range(1, 8));
+          // Some fibers longer than prefetch_gathers' distance (8), so that its prefetches run.
+          std::int64_t n = std::min<std::int64_t>(d.length, chance(0.15) ? 0 : chance(0.1) ? range(9, 40) : range(1, 8));
           while (static_cast<std::int64_t>(fiber.size()) < n) fiber.insert(range(0, d.length - 1));
           d.indices.insert(d.indices.end(), fiber.begin(), fiber.end());
           d.indptr.push_back(static_cast<std::int64_t>(d.indices.size()));

@@ -106,7 +106,7 @@ class GatherFinder : public ir::IRVisitor {
     for (const ir::Expr& e : n->indices) indirect |= indirection(e, row->var.get());
     if (!indirect) return;
     for (const Gather& g : gathers)
-      if (g.load->buffer == n->buffer && g.row == row && same_indices(g.load, n)) return;
+      if (g.load->buffer == n->buffer && g.row == row && ir::equal(g.load->indices, n->indices)) return;
     gathers.push_back({n, row});
   }
 
@@ -136,13 +136,6 @@ class GatherFinder : public ir::IRVisitor {
       if (ir::uses_var(i, v)) return true;
     return false;
   }
-  static bool same_indices(const ir::LoadNode* a, const ir::LoadNode* b) {
-    if (a->indices.size() != b->indices.size()) return false;
-    for (std::size_t q = 0; q < a->indices.size(); ++q)
-      if (!ir::equal(a->indices[q], b->indices[q])) return false;
-    return true;
-  }
-
   const ir::ForNode& loop_;
   const std::function<bool(const ir::ForNode&)>& row_axis_;
   std::set<const ir::ExprNode*> bound_;
