@@ -64,15 +64,15 @@ TEST_CASE("assemble_rows: row blocks in parallel, a column marker per block, wor
           block add1:
             for j in [0, J_indptr[i + 1] - J_indptr[i]):  # axis J
               let spindle_col: i64 = i64(J_indices[J_indptr[i] + j])
-              if c_columns[spindle_block, spindle_col] != i32(i):
-                c_columns[spindle_block, spindle_col] = i32(i)
-                spindle_count = spindle_count + 1
+              let spindle_fresh: bool = c_columns[spindle_block, spindle_col] != i32(i)
+              c_columns[spindle_block, spindle_col] = i32(i)
+              spindle_count = spindle_count + i64(spindle_fresh)
           block add2:
             for j2 in [0, J2_indptr[i + 1] - J2_indptr[i]):  # axis J2
               let spindle_col: i64 = i64(J2_indices[J2_indptr[i] + j2])
-              if c_columns[spindle_block, spindle_col] != i32(i):
-                c_columns[spindle_block, spindle_col] = i32(i)
-                spindle_count = spindle_count + 1
+              let spindle_fresh: bool = c_columns[spindle_block, spindle_col] != i32(i)
+              c_columns[spindle_block, spindle_col] = i32(i)
+              spindle_count = spindle_count + i64(spindle_fresh)
           c_rows[i] = spindle_count
 )");
   CHECK(body(phase(add, sp::lower::AssemblyContext::numeric)) == R"(  block add:
@@ -84,20 +84,20 @@ TEST_CASE("assemble_rows: row blocks in parallel, a column marker per block, wor
           block add1:
             for j in [0, J_indptr[i + 1] - J_indptr[i]):  # axis J
               let spindle_col: i64 = i64(J_indices[J_indptr[i] + j])
-              if c_columns[spindle_block, spindle_col] != i32(i):
-                c_columns[spindle_block, spindle_col] = i32(i)
-                spindle_workspace[spindle_block, spindle_col] = 0.0f
-                spindle_touched[spindle_block, spindle_count] = i32(spindle_col)
-                spindle_count = spindle_count + 1
+              let spindle_fresh: bool = c_columns[spindle_block, spindle_col] != i32(i)
+              c_columns[spindle_block, spindle_col] = i32(i)
+              spindle_workspace[spindle_block, spindle_col] = select(spindle_fresh, 0.0f, spindle_workspace[spindle_block, spindle_col])
+              spindle_touched[spindle_block, min(spindle_count, J_len + -1)] = select(spindle_fresh, i32(spindle_col), spindle_touched[spindle_block, min(spindle_count, J_len + -1)])
+              spindle_count = spindle_count + i64(spindle_fresh)
               spindle_workspace[spindle_block, spindle_col] += a[J_indptr[i] + j]
           block add2:
             for j2 in [0, J2_indptr[i + 1] - J2_indptr[i]):  # axis J2
               let spindle_col: i64 = i64(J2_indices[J2_indptr[i] + j2])
-              if c_columns[spindle_block, spindle_col] != i32(i):
-                c_columns[spindle_block, spindle_col] = i32(i)
-                spindle_workspace[spindle_block, spindle_col] = 0.0f
-                spindle_touched[spindle_block, spindle_count] = i32(spindle_col)
-                spindle_count = spindle_count + 1
+              let spindle_fresh: bool = c_columns[spindle_block, spindle_col] != i32(i)
+              c_columns[spindle_block, spindle_col] = i32(i)
+              spindle_workspace[spindle_block, spindle_col] = select(spindle_fresh, 0.0f, spindle_workspace[spindle_block, spindle_col])
+              spindle_touched[spindle_block, min(spindle_count, J_len + -1)] = select(spindle_fresh, i32(spindle_col), spindle_touched[spindle_block, min(spindle_count, J_len + -1)])
+              spindle_count = spindle_count + i64(spindle_fresh)
               spindle_workspace[spindle_block, spindle_col] += b[J2_indptr[i] + j2]
           c_rows[i] = spindle_count
           let spindle_base: i64 = spindle_row_ptr[i]
