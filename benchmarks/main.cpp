@@ -45,6 +45,8 @@ struct Kernels {
   decltype(spindle::ops::spgemm<T>()) spgemm = spindle::ops::spgemm<T>();
   decltype(spindle::ops::sparse_add<T>()) spadd = spindle::ops::sparse_add<T>();
   decltype(spindle::ops::sparse_multiply<T>()) spmul = spindle::ops::sparse_multiply<T>();
+  // Aᵀ by a kernel whose output rows are scattered (lower/assemble_scattered.hpp).
+  decltype(spindle::ops::csr_to_csc<T>()) transpose = spindle::ops::csr_to_csc<T>();
   decltype(spindle::ops::ell_spmm<T>()) ell_spmm = spindle::ops::ell_spmm<T>();
   spindle::ops::HybSpmm<T> hyb_spmm;
   spindle::ops::RgcnBucketsSpmm<T> rgcn;  // rgcn_spmm: the aggregation over Ell3dBuckets
@@ -345,7 +347,7 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
         }
       }
       if (sparse_result_op(op)) {
-        if (op != "spgemm" && rows == cols) {
+        if (op != "spgemm" && op != "transpose" && rows == cols) {
           // A^T, through Eigen (row-major storage of the transpose, sorted rows).
           typename EigenPeer<T>::Sparse at = eigen.matrix().transpose();
           at.makeCompressed();
@@ -357,13 +359,17 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
                        m.info.name.c_str(), static_cast<long long>(rows), static_cast<long long>(cols));
           continue;
         }
-        const std::int64_t bcols = b->cols();
-        csp = std::make_unique<spindle::Csr<T>>(rows, bcols, "C");
-        c.b_rows = b->rows();
-        c.nnz_b = b->nnz();
+        const bool transposing = op == "transpose";  // C = Aᵀ: no B, C is cols x rows
+        const std::int64_t crows = transposing ? cols : rows, bcols = transposing ? rows : b->cols();
+        csp = std::make_unique<spindle::Csr<T>>(crows, bcols, "C");
+        c.b_rows = transposing ? 0 : b->rows();
+        c.nnz_b = transposing ? 0 : b->nnz();
         if (op == "spgemm") c.mult_adds = spgemm_mult_adds(a, *b);
-        eigen.set_b(*b);
-        if (op == "spgemm") {
+        if (!transposing) eigen.set_b(*b);
+        if (transposing) {
+          c.spindle = [&] { k.transpose(a, *csp); };
+          c.eigen = [&] { eigen.transpose(); };
+        } else if (op == "spgemm") {
           c.spindle = [&] { k.spgemm(a, *b, *csp); };
           c.eigen = [&] { eigen.spgemm(); };
         } else if (op == "spadd") {
@@ -374,7 +380,7 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
           c.eigen = [&] { eigen.spmul(); };
         }
         // An empty C of the right shape: a call that writes nothing shows as a pattern mismatch.
-        c.poison = [&, bcols] { *csp = spindle::Csr<T>(rows, bcols, "C"); };
+        c.poison = [&, crows, bcols] { *csp = spindle::Csr<T>(crows, bcols, "C"); };
         c.reference_done = [&] {
           cref = csr_result(eigen.sparse_result());
           sort_rows(cref);  // Eigen's rows come sorted; made sure of, as the reference
@@ -382,9 +388,11 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
         };
         c.spindle_error = [&] { return sparse_result_error(csr_result(*csp), cref, "spindle " + m.info.name + " " + op); };
         if (grb) {
-          grb->set_b(*b);
-          grb->prepare_sparse(bcols);
-          if (op == "spgemm")
+          if (!transposing) grb->set_b(*b);
+          grb->prepare_sparse(bcols, crows);
+          if (transposing)
+            c.graphblas = [&] { grb->transpose(); };
+          else if (op == "spgemm")
             c.graphblas = [&] { grb->spgemm(); };
           else if (op == "spadd")
             c.graphblas = [&] { grb->spadd(); };
@@ -393,9 +401,11 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
           c.grb_error = [&] { return sparse_result_error(grb->sparse_result(), cref, "graphblas " + m.info.name + " " + op); };
         }
         if (mkl && op != "spmul") {  // MKL has no element-wise product of sparse matrices
-          mkl->set_b(*b);
+          if (!transposing) mkl->set_b(*b);
           c.mkl_prepare = [&] { mkl->prepare_sparse(); };
-          if (op == "spgemm")
+          if (transposing)
+            c.mkl = [&] { mkl->transpose(); };
+          else if (op == "spgemm")
             c.mkl = [&] { mkl->spgemm(); };
           else
             c.mkl = [&] { mkl->spadd(); };
@@ -453,6 +463,8 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
             : op == "spadd"   ? "spindle::ops::sparse_add (engine " + report.engine +
                                   ", union of the rows merged and appended in column order; C = 1 A + 1 B, B = " +
                                   (b_own ? "A^T" : "A") + ")"
+            : op == "transpose" ? "spindle::ops::csr_to_csc (engine " + report.engine +
+                                      ", C = A^T: rows scattered, A's rows in blocks per thread, segments folded by the host)"
             : op == "spmul"   ? "spindle::ops::sparse_multiply (engine " + report.engine +
                                   ", intersection of the rows merged and appended in column order; C = A .* B, B = " +
                                   (b_own ? "A^T" : "A") + ")"
@@ -461,6 +473,7 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
             : op == "spgemm" ? std::string("eigen (SparseMatrix<RowMajor> * SparseMatrix, single-threaded)")
             : op == "spadd"  ? std::string("eigen (SparseMatrix<RowMajor> + SparseMatrix, single-threaded)")
             : op == "spmul"  ? std::string("eigen (SparseMatrix<RowMajor>.cwiseProduct(SparseMatrix), single-threaded)")
+            : op == "transpose" ? std::string("eigen (SparseMatrix<RowMajor> = A.transpose(), single-threaded)")
                              : std::string("eigen (SparseMatrix<RowMajor> * dense, noalias)")};
         if (c.spindle_csr) {
           c.spindle_csr();
@@ -475,7 +488,8 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
           c.graphblas();
           cont.push_back({"graphblas", c.graphblas, {}});
           errors.push_back(c.grb_error());
-          labels.push_back(op == "spadd"   ? std::string("graphblas (GrB_eWiseAdd, PLUS, wait)")
+          labels.push_back(op == "transpose" ? std::string("graphblas (GrB_transpose, by row, wait)")
+                           : op == "spadd"   ? std::string("graphblas (GrB_eWiseAdd, PLUS, wait)")
                            : op == "spmul" ? std::string("graphblas (GrB_eWiseMult, TIMES, wait)")
                            : "graphblas (" +
                                  std::string(op == "sddmm" || op == "fused_sddmm" ? "masked mxm X*Y' on A + eWiseMult A"
@@ -487,7 +501,9 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
           c.mkl();
           cont.push_back({"mkl", c.mkl, {}});
           errors.push_back(c.mkl_error());
-          labels.push_back(sparse_out ? std::string(op == "spgemm" ? "mkl_sparse_spmm" : "mkl_sparse_?_add") +
+          labels.push_back(sparse_out ? std::string(op == "spgemm"      ? "mkl_sparse_spmm"
+                                                    : op == "transpose" ? "mkl_sparse_convert_csr(TRANSPOSE)"
+                                                                        : "mkl_sparse_?_add") +
                                             " (previous result destroyed in the call; rows as MKL leaves them, "
                                             "mkl_sparse_order before the check, untimed)"
                                       : std::string(spmv_op(op) ? "mkl_sparse_?_mv" : "mkl_sparse_?_mm, row-major") +
@@ -590,10 +606,14 @@ int run(const Config& cfg) {
         ck = &k.scheduled_spmm.compile(), text = cfg.explain ? k.scheduled_spmm.explain() : "";
       if (sparse_result_op(op)) {
         // compile() throws for a kernel that assembles its output: its two phases, one line each.
-        const spindle::runtime::AssembledKernel& ak = op == "spgemm"  ? k.spgemm.compile_assembled()
-                                                      : op == "spadd" ? k.spadd.compile_assembled()
-                                                                      : k.spmul.compile_assembled();
-        text = cfg.explain ? (op == "spgemm" ? k.spgemm.explain() : op == "spadd" ? k.spadd.explain() : k.spmul.explain())
+        const spindle::runtime::AssembledKernel& ak = op == "spgemm"      ? k.spgemm.compile_assembled()
+                                                      : op == "spadd"     ? k.spadd.compile_assembled()
+                                                      : op == "transpose" ? k.transpose.compile_assembled()
+                                                                          : k.spmul.compile_assembled();
+        text = cfg.explain ? (op == "spgemm"      ? k.spgemm.explain()
+                              : op == "spadd"     ? k.spadd.explain()
+                              : op == "transpose" ? k.transpose.explain()
+                                                  : k.spmul.explain())
                            : "";
         for (auto [phase, pk] : {std::pair{".symbolic", &ak.symbolic()}, std::pair{".numeric", &ak.numeric()}})
           report.kernels.push_back({op + phase, spindle::runtime::code_source_name(pk->stats().source),

@@ -86,6 +86,7 @@ class EigenPeer {
   void spgemm() { c_ = a_ * b_; }
   void spadd() { c_ = a_ + b_; }
   void spmul() { c_ = a_.cwiseProduct(b_); }
+  void transpose() { c_ = a_.transpose(); }  // row-major from row-major: a real transposition
   const Sparse& sparse_result() const { return c_; }
 
   // out[p] for the p-th stored entry of A (row-major order).

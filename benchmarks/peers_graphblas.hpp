@@ -183,9 +183,9 @@ class GraphBlasPeer {
     grb_check(GxB_Matrix_Option_set(b_, GxB_FORMAT, GxB_BY_ROW), "B by row");
     grb_check(GrB_Matrix_wait(b_, GrB_MATERIALIZE), "wait B");
   }
-  void prepare_sparse(std::int64_t c_cols) {
+  void prepare_sparse(std::int64_t c_cols, std::int64_t c_rows) {
     release();
-    grb_check(GrB_Matrix_new(&c_, G::type(), rows_, static_cast<GrB_Index>(c_cols)), "new C");
+    grb_check(GrB_Matrix_new(&c_, G::type(), static_cast<GrB_Index>(c_rows), static_cast<GrB_Index>(c_cols)), "new C");
     grb_check(GxB_Matrix_Option_set(c_, GxB_FORMAT, GxB_BY_ROW), "C by row");
   }
   void spgemm() {
@@ -194,6 +194,10 @@ class GraphBlasPeer {
   }
   void spadd() {
     grb_check(GrB_Matrix_eWiseAdd_BinaryOp(c_, nullptr, nullptr, G::plus(), a_, b_, nullptr), "GrB_eWiseAdd");
+    grb_check(GrB_Matrix_wait(c_, GrB_MATERIALIZE), "wait C");
+  }
+  void transpose() {
+    grb_check(GrB_transpose(c_, nullptr, nullptr, a_, nullptr), "GrB_transpose");
     grb_check(GrB_Matrix_wait(c_, GrB_MATERIALIZE), "wait C");
   }
   void spmul() {
@@ -309,7 +313,8 @@ class GraphBlasPeer {
   std::vector<T> vector_result() const { return {}; }
   std::vector<T> pattern_result() const { return {}; }
   void set_b(const spindle::Csr<T>&) {}
-  void prepare_sparse(std::int64_t) {}
+  void prepare_sparse(std::int64_t, std::int64_t) {}
+  void transpose() {}
   void spgemm() {}
   void spadd() {}
   void spmul() {}

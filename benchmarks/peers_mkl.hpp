@@ -181,6 +181,11 @@ class MklPeer {
     c_ = nullptr;
     mkl_check(M::add(a_, T(1), b_, &c_), "add");
   }
+  void transpose() {
+    if (c_) mkl_sparse_destroy(c_);
+    c_ = nullptr;
+    mkl_check(mkl_sparse_convert_csr(a_, SPARSE_OPERATION_TRANSPOSE, &c_), "convert_csr transpose");
+  }
   // The last spgemm/spadd result, rows sorted by mkl_sparse_order (untimed); *unsorted: how
   // many rows MKL had left unsorted.
   CsrResult<T> sparse_result(std::int64_t* unsorted = nullptr) {
@@ -241,6 +246,7 @@ class MklPeer {
   void spgemm() {}
   void spgemm_sorted() {}
   void spadd() {}
+  void transpose() {}
   CsrResult<T> sparse_result(std::int64_t* = nullptr) { return {}; }
 };
 

@@ -32,7 +32,10 @@
 namespace bench {
 
 // Operators whose result is a sparse matrix the call assembles (no K): C = A A, A + B, A .* B.
-inline bool sparse_result_op(const std::string& op) { return op == "spgemm" || op == "spadd" || op == "spmul"; }
+// (transpose: C = Aᵀ as a CSR, the conversion CSR -> CSC.)
+inline bool sparse_result_op(const std::string& op) {
+  return op == "spgemm" || op == "spadd" || op == "spmul" || op == "transpose";
+}
 
 // y = A x, under the default schedule (spmv) or the one tune_spmv picks (tuned_spmv).
 inline bool spmv_op(const std::string& op) { return op == "spmv" || op == "tuned_spmv"; }

@@ -827,4 +827,35 @@ auto sparse_multiply() {
                     });
 }
 
+// Conversions as kernels whose output rows are scattered (docs/language.md §4.6,
+// lower/assemble_scattered.hpp; CPU only, blocks of the outer loop in parallel):
+// Aᵀ as a CSR (A's CSC arrays): row j of C lists the rows i of A that store column j, in
+// ascending order.  Csr<float> At(A.cols(), A.rows());  ops::csr_to_csc<float>()(A, At);
+template <class Index>
+struct CT : sp::assembled<sp::dense<JI<Index>>, I, Index> {
+  static constexpr const char* axis_name = "Ic";
+};
+template <class T, class Index = std::int32_t>
+auto csr_to_csc() {
+  using J_ = JI<Index>;
+  return sp::kernel("csr_to_csc", sp::names{"A", "C"},
+                    [](sp::in<T, I, J_> a, sp::out<T, sp::dense<J_>, CT<Index>> c, sp::iter<I> i, sp::iter<J_> j) {
+                      c(j, i) = a(i, j);
+                    });
+}
+
+// COO -> CSR: the entries (row[e], col[e], val[e]) in any order, duplicates summed; every row
+// and column index is checked against C's shape before anything is written (FormatError).
+//   Csr<float> C(rows, cols);  ops::coo_to_csr<float>()(row, col, val, C);   (1-d Tensors over E)
+template <class Index>
+struct CJn : sp::assembled<I, Jc, Index> {
+  static constexpr const char* axis_name = "Jc";
+};
+template <class T, class Index = std::int32_t>
+auto coo_to_csr() {
+  return sp::kernel("coo_to_csr", sp::names{"row", "col", "val", "C"},
+                    [](sp::in<Index, E> r, sp::in<Index, E> cl, sp::in<T, E> v, sp::out<T, I, CJn<Index>> c,
+                       sp::iter<E> e) { c(r(e), cl(e)) += v(e); });
+}
+
 }  // namespace spindle::ops

@@ -152,8 +152,10 @@ void run_cuda_assembled(const Kernel& k, sp::Csr<T, Index>& out, spindle::test::
 // Runs `kernel` on every CPU engine and thread count and its CUDA build (the GPU, else the
 // emulator, with a scratch budget that makes rows share workers and one that does not), and
 // compares each output with the interpreter's on the same inputs.
+// `cuda`: also the CUDA build (NVRTC to cubin, emulated without a GPU); kernels whose rows are
+// scattered have none, and their CUDA build must say so.
 template <class Kernel, class MakeOut, class... Inputs>
-void check_assembled(const Kernel& kernel, MakeOut make_out, const Inputs&... inputs) {
+void check_assembled_on(bool cuda, const Kernel& kernel, MakeOut make_out, const Inputs&... inputs) {
   static spindle::test::NvrtcCheck nvrtc;
   static spindle::test::EmulatorCache cache;
   using Out = decltype(make_out());
@@ -179,12 +181,23 @@ void check_assembled(const Kernel& kernel, MakeOut make_out, const Inputs&... in
       kernel.with_runtime(spindle::test::engine_runtime(engine, threads))(inputs..., got);
       same(got);
     }
+  if (!cuda) {
+    Out got = make_out();
+    CHECK_THROWS_WITH(run_cuda_assembled(kernel, got, nvrtc, cache, std::int64_t{1} << 24, inputs...),
+                      Catch::Contains("written at scattered rows") && Catch::Contains("assembled on the CPU only"));
+    return;
+  }
   for (std::int64_t budget : {std::int64_t{20} * std::max<std::int64_t>(shell.cols(), 1) * 4, std::int64_t{1} << 24}) {
     INFO(kernel.name() << " CUDA build (" << spindle::test::cuda_engine_name() << "), scratch budget " << budget);
     Out got = make_out();
     run_cuda_assembled(kernel, got, nvrtc, cache, budget, inputs...);
     same(got);
   }
+}
+
+template <class Kernel, class MakeOut, class... Inputs>
+void check_assembled(const Kernel& kernel, MakeOut make_out, const Inputs&... inputs) {
+  check_assembled_on(true, kernel, make_out, inputs...);
 }
 
 }  // namespace
@@ -530,10 +543,13 @@ TEST_CASE("assembled outputs: definition errors name the rule, call errors leave
   CHECK_THROWS_WITH(sp::kernel("reads", [](sp::in<float, I, J> a, sp::out<float, I, CJ> c, sp::iter<I> i,
                                            sp::iter<J> j) { c(i, j) += a(i, j) * c(i, j); }),
                     Contains("its pattern is assembled by this kernel"));
-  // The row index is not the first iterator of the top-level iteration.
+  // Rows scattered (not the first iterator of the top-level iteration) with two operators.
   CHECK_THROWS_WITH(sp::kernel("rows", [](sp::in<float, I, J> a, sp::out<float, I, CJ> c, sp::iter<F> f, sp::iter<I> i,
-                                          sp::iter<J> j) { c(i, j) += a(i, j); }),
-                    Contains("the row index must be the first iterator of the top-level iteration"));
+                                          sp::iter<J> j) {
+                      c(i, j) += a(i, j);
+                      c(i, j).max_with(a(i, j));
+                    }),
+                    Contains("whose rows are scattered") && Contains("all of them use one operator"));
   // (A column index over other coordinates is a compile-time error, as for any slot.)
   // Written in two top-level iterations.
   CHECK_THROWS_WITH(sp::kernel("twice", [](sp::in<float, I, J> a, sp::out<float, I, CJ> c) {
@@ -619,5 +635,190 @@ TEST_CASE("co-iteration into assembled outputs: the sparse add on the union and 
       }
     check_assembled(add, [&] { return sp::Csr<float>(s.rows, s.cols); }, a, b);
     check_assembled(mul, [&] { return sp::Csr<double>(s.rows, s.cols); }, ad, bd);
+  }
+}
+
+// --- Scattered rows (docs/language.md §4.6): the output written at a row other than the first
+// iterator of the top-level iteration — conversions and scatters as kernels.
+
+namespace {
+
+struct E : sp::dense_fixed {};                        // the entries of a COO matrix
+struct N : sp::dense_fixed {};                        // its columns
+struct CN : sp::assembled<I, N> {};                   // COO -> CSR: rows I, columns N
+struct CT : sp::assembled<sp::dense<J>, I> {};        // the transpose: rows over J's coordinates
+struct V : sp::sparse_root<> {};                      // sparse vectors
+struct W : sp::sparse_root<> {};
+struct CO : sp::assembled<sp::dense<V>, W> {};        // their outer product
+struct H : sp::dense_fixed {};                        // pooled rows
+struct CH : sp::assembled<H, J> {};
+
+auto transpose_kernel() {
+  return sp::kernel("csr_to_csc", sp::names{"A", "C"},
+                    [](sp::in<double, I, J> a, sp::out<double, sp::dense<J>, CT> c, sp::iter<I> i, sp::iter<J> j) {
+                      c(j, i) = a(i, j);
+                    });
+}
+auto coo_kernel() {
+  return sp::kernel("coo_to_csr", sp::names{"row", "col", "val", "C"},
+                    [](sp::in<std::int32_t, E> r, sp::in<std::int64_t, E> cl, sp::in<double, E> v,
+                       sp::out<double, I, CN> c, sp::iter<E> e) { c(r(e), cl(e)) += v(e); });
+}
+
+// Random triplets of a rows x cols matrix, about a third of them repeating an earlier
+// coordinate, in random order.
+struct Triplets {
+  sp::Tensor<std::int32_t> row;
+  sp::Tensor<std::int64_t> col;
+  sp::Tensor<double> val;
+  std::map<std::pair<std::int64_t, std::int64_t>, double> sum, max;
+};
+Triplets random_triplets(std::int64_t rows, std::int64_t cols, std::int64_t n, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::int32_t> r;
+  std::vector<std::int64_t> c;
+  std::vector<double> v;
+  Triplets t;
+  if (rows == 0 || cols == 0) n = 0;
+  for (std::int64_t q = 0; q < n; ++q) {
+    if (q > 0 && rng() % 3 == 0) {
+      const std::size_t k = rng() % r.size();
+      r.push_back(r[k]), c.push_back(c[k]);
+    } else {
+      r.push_back(static_cast<std::int32_t>(rng() % static_cast<std::uint64_t>(rows)));
+      c.push_back(static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(cols)));
+    }
+    v.push_back(static_cast<double>(static_cast<int>(rng() % 17)) - 8.0);
+    const std::pair<std::int64_t, std::int64_t> rc{r.back(), c.back()};
+    t.sum[rc] += v.back();
+    auto [it, fresh] = t.max.try_emplace(rc, v.back());
+    if (!fresh) it->second = std::max(it->second, v.back());
+  }
+  t.row = sp::Tensor<std::int32_t>::from(r, {n});
+  t.col = sp::Tensor<std::int64_t>::from(c, {n});
+  t.val = sp::Tensor<double>::from(v, {n});
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("scattered rows: CSR -> CSC and COO -> CSR (duplicates summed or maxed) as kernels assemble exactly what the "
+          "host conversions give, on every shape, engine and thread count",
+          "[correctness][assembly][scattered]") {
+  auto transpose = transpose_kernel();
+  auto coo = coo_kernel();
+  auto coo_max = sp::kernel("coo_to_csr_max", sp::names{"row", "col", "val", "C"},
+                            [](sp::in<std::int32_t, E> r, sp::in<std::int64_t, E> cl, sp::in<double, E> v,
+                               sp::out<double, I, CN> c, sp::iter<E> e) { c(r(e), cl(e)).max_with(v(e)); });
+  CHECK(transpose.explain().find("written at scattered rows") != std::string::npos);
+  for (const Shape& s : matrix_shapes()) {
+    auto a = random_csr<double>(s, 41);
+    const auto want = sp::transpose(a).matrix;
+    auto t = random_triplets(s.rows, s.cols, s.rows * 3 + 5, 43);
+    for (const auto& engine : spindle::test::cpu_engines())
+      for (int threads : {1, 3}) {
+        INFO(s << " engine " << engine << " threads " << threads);
+        auto& rt = spindle::test::engine_runtime(engine, threads);
+        sp::Csr<double> c = random_csr<double>(Shape{"old", s.cols, s.rows, 2}, 3);  // replaced
+        transpose.with_runtime(rt)(a, c);
+        REQUIRE(c.rows() == a.cols());
+        REQUIRE(c.cols() == a.rows());
+        CHECK(std::equal(c.indptr().begin(), c.indptr().end(), want.indptr().begin(), want.indptr().end()));
+        CHECK(std::equal(c.indices().begin(), c.indices().end(), want.indices().begin(), want.indices().end()));
+        CHECK(std::equal(c.values().begin(), c.values().end(), want.values().begin(), want.values().end()));
+        sp::Csr<double> d(s.rows, s.cols);
+        coo.with_runtime(rt)(t.row, t.col, t.val, d);
+        check_same(entries(d), t.sum, 0);
+        sp::Dcsr<double> dd(s.rows, s.cols);  // only the rows that get entries stored
+        coo.with_runtime(rt)(t.row, t.col, t.val, dd);
+        check_same(entries(dd.to_csr()), t.sum, 0);
+        coo_max.with_runtime(rt)(t.row, t.col, t.val, d);
+        check_same(entries(d), t.max, 0);
+        // The library's conversions (ops.hpp), with 64-bit indices too.
+        sp::Csr<double> at(s.cols, s.rows);
+        sp::ops::csr_to_csc<double>().with_runtime(rt)(a, at);
+        CHECK(std::equal(at.indices().begin(), at.indices().end(), want.indices().begin(), want.indices().end()));
+        CHECK(std::equal(at.values().begin(), at.values().end(), want.values().begin(), want.values().end()));
+        sp::Csr<double, std::int64_t> at64(s.cols, s.rows);
+        sp::ops::csr_to_csc<double, std::int64_t>().with_runtime(rt)(with_index<std::int64_t>(a), at64);
+        CHECK(std::equal(at64.indptr().begin(), at64.indptr().end(), want.indptr().begin(), want.indptr().end()));
+        CHECK(std::equal(at64.indices().begin(), at64.indices().end(), want.indices().begin(), want.indices().end()));
+        sp::Csr<double, std::int64_t> d64(s.rows, s.cols);
+        sp::ops::coo_to_csr<double, std::int64_t>().with_runtime(rt)(
+            sp::Tensor<std::int64_t>::from({t.row.data(), t.row.data() + t.row.size()}, {t.row.size()}), t.col, t.val, d64);
+        check_same(entries(d64), t.sum, 0);
+      }
+  }
+}
+
+TEST_CASE("scattered rows: the outer product of sparse vectors, pooled rows (a computed row), a transpose of real "
+          "graphs, the interpreter agrees on every engine, the CUDA build refuses them",
+          "[correctness][assembly][scattered]") {
+  auto outer = sp::kernel("outer", sp::names{"x", "y", "C"},
+                          [](sp::in<float, V> x, sp::in<float, W> y, sp::out<float, sp::dense<V>, CO> c, sp::iter<V> i,
+                             sp::iter<W> j) { c(i, j) = x(i) * y(j); });
+  auto pool = sp::kernel("pool_rows", sp::names{"A", "C"},
+                         [](sp::in<float, I, J> a, sp::out<float, H, CH> c, sp::iter<I> i, sp::iter<J> j) {
+                           c(i / 3, j) += a(i, j);
+                         });
+  // The rows first but written at a column's coordinate in a nested loop: c(j, i) of a
+  // symmetric pattern, with a product into an int64 output.
+  auto counts = sp::kernel("counts", sp::names{"A", "C"},
+                           [](sp::in<std::int64_t, I, J> a, sp::out<std::int64_t, sp::dense<J>, CT> c, sp::iter<I> i) {
+                             sp::for_each<J>([&](sp::iter<J> j) { c(j, i) *= a(i, j) + 2; });
+                           });
+  std::mt19937_64 rng(5);
+  for (std::int64_t n : {0, 1, 17, 300}) {
+    std::vector<std::pair<std::int32_t, float>> ex, ey;
+    for (std::int64_t q = 0; q < n / 3 + (n > 0); ++q) ex.push_back({static_cast<std::int32_t>(rng() % n), float(rng() % 7) - 3});
+    for (std::int64_t q = 0; q < n / 2 + (n > 0); ++q) ey.push_back({static_cast<std::int32_t>(rng() % n), float(rng() % 5) - 2});
+    auto x = sp::SparseVector<float>::from_entries(n, ex), y = sp::SparseVector<float>::from_entries(n + 2, ey);
+    std::map<std::pair<std::int64_t, std::int64_t>, double> want;
+    for (std::int64_t p = 0; p < x.nnz(); ++p)
+      for (std::int64_t q = 0; q < y.nnz(); ++q)
+        want[{x.indices()[p], y.indices()[q]}] = double(x.values()[p]) * double(y.values()[q]);
+    sp::Csr<float> c(n, n + 2);
+    outer(x, y, c);
+    check_same(entries(c), want, 0);
+    check_assembled_on(false, outer, [n] { return sp::Csr<float>(n, n + 2); }, x, y);
+  }
+  const Shape shape{"irregular", 61, 47, 4, 0.2};
+  auto a = random_csr<float>(shape, 9);
+  check_assembled_on(false, pool, [] { return sp::Csr<float>(21, 47); }, a);
+  auto ai = sp::Csr<std::int64_t>::pattern(a.rows(), a.cols(), {a.indptr().begin(), a.indptr().end()},
+                                           {a.indices().begin(), a.indices().end()});
+  check_assembled_on(false, counts, [] { return sp::Csr<std::int64_t>(47, 61); }, ai);
+  check_assembled_on(false, transpose_kernel(), [] { return sp::Csr<double>(47, 61); }, random_csr<double>(shape, 10));
+  auto t = random_triplets(61, 47, 400, 11);
+  check_assembled_on(false, coo_kernel(), [] { return sp::Csr<double>(61, 47); }, t.row, t.col, t.val);
+  // Pooled rows into too few output rows: the computed row's bound, before anything is written.
+  sp::Csr<float> few = random_csr<float>(Shape{"few", 20, 47, 2}, 4);
+  const auto before = entries(few);
+  CHECK_THROWS_AS(pool(a, few), sp::ShapeError);
+  CHECK(entries(few) == before);
+  // A COO row outside the output: a FormatError naming the value and the output, nothing written.
+  auto bad = random_triplets(61, 47, 50, 12);
+  bad.row.data()[7] = 61;
+  sp::Csr<double> d = random_csr<double>(Shape{"d", 61, 47, 2}, 5);
+  const auto d_before = entries(d);
+  CHECK_THROWS_AS(coo_kernel()(bad.row, bad.col, bad.val, d), sp::FormatError);
+  CHECK_THROWS_WITH(coo_kernel()(bad.row, bad.col, bad.val, d), Catch::Contains("value 61 at position 7") &&
+                                                                    Catch::Contains("buffer 'C'"));
+  CHECK(entries(d) == d_before);
+  // Real graphs: the transpose kernel equals the host transpose.
+  for (const std::string& file : {std::string("gnn/cora.mtx.gz"), std::string("gnn/citeseer.mtx.gz")}) {
+    auto loaded = load_graph<double>(file);
+    if (!loaded) {
+      WARN("skipping " << file << ": not in the shared data");
+      continue;
+    }
+    const auto want = sp::transpose(*loaded).matrix;
+    for (int threads : {1, 2}) {
+      sp::Csr<double> c(loaded->cols(), loaded->rows());
+      transpose_kernel().with_runtime(spindle::test::engine_runtime(spindle::test::cpu_engines().front(), threads))(*loaded, c);
+      CHECK(std::equal(c.indptr().begin(), c.indptr().end(), want.indptr().begin(), want.indptr().end()));
+      CHECK(std::equal(c.indices().begin(), c.indices().end(), want.indices().begin(), want.indices().end()));
+      CHECK(std::equal(c.values().begin(), c.values().end(), want.values().begin(), want.values().end()));
+    }
   }
 }

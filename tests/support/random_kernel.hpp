@@ -85,6 +85,9 @@ struct RandomKernel {
   ir::Function function;  // stage I as written
   bool exact = true;
   bool gathered_dot = false;  // starts with Generator::gathered_dot's SDDMM-like iteration
+  // The gathered dot's sparse axis G: on large data, some of its fibers are longer than
+  // prefetch_gathers' distance (8), so that its prefetches run (make_large_data).
+  const ir::AxisNode* long_fibers = nullptr;
   std::vector<ir::Axis> axes;
   std::map<const ir::AxisNode*, AxisArrays> data;
   std::vector<BufferData> buffers;  // in argument order (scalars interleaved below)
@@ -241,20 +244,21 @@ void fit_computed_target(RandomKernel& k, Range&& range) {
   d.finish();
 }
 
+// How many values buffer b holds on k's current data: the product, over its chains of axes,
+// of each chain's last axis's positions.
+inline std::int64_t buffer_elements(const RandomKernel& k, const ir::BufferNode& b) {
+  std::int64_t count = 1;
+  for (std::size_t s = 0; s < b.axes.size(); ++s)
+    if (s + 1 == b.axes.size() || !b.axes[s + 1]->parent) count *= k.data.at(b.axes[s].get()).positions;
+  return count;
+}
+
 // Sizes b to the current data and gives it fresh initial values: outputs -777 (never read
 // before written), inputs -2..2, read-index buffers -1..index_hi, indirect write indices a
 // coordinate of their target.
 template <class Range>
 void fill_buffer(RandomKernel& k, BufferData& b, Range&& range, std::int64_t index_hi) {
-  std::int64_t count = 1;
-  std::vector<ir::Axis> chain;
-  for (std::size_t s = 0; s < b.buffer->axes.size(); ++s) {
-    chain.push_back(b.buffer->axes[s]);
-    if (s + 1 == b.buffer->axes.size() || !b.buffer->axes[s + 1]->parent) {
-      count *= k.data.at(chain.back().get()).positions;
-      chain.clear();
-    }
-  }
+  const std::int64_t count = buffer_elements(k, *b.buffer);
   b.count = count;
   b.initial.clear();
   for (std::int64_t q = 0; q < count; ++q) {
@@ -491,6 +495,12 @@ class Generator {
       if (chance(0.25))
         break_ = pick({Break::read, Break::second_output, Break::row_not_first, Break::two_top_level, Break::inout,
                        Break::wrong_column});
+      // Scattered rows (docs/language.md §4.6): about one assembled kernel in three writes c at
+      // rows other than the first iterator of the top-level iteration (lower/assemble_scattered.hpp),
+      // with one operator. Drawn by a generator of its own, so that other kernels stay as they were.
+      // (The rows iterated after another axis, once a broken rule, now make such a kernel.)
+      scattered_ = std::mt19937_64(k_.seed ^ 0xd1b54a32d192ed03ULL)() % 3 == 0 || break_ == Break::row_not_first;
+      if (break_ == Break::row_not_first) break_ = Break::none, rows_late_ = true;
     }
     if (merge_mode_) make_merged_axes();
     // data, parents first
@@ -827,9 +837,7 @@ class Generator {
     std::vector<ir::Var> vars;
     const std::size_t depth0 = scope_.size();
     for (const ir::Axis& ax : {x, y, z}) {
-      std::string n = ax->name;
-      for (char& ch : n) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-      vars.emplace_back(n + std::to_string(counter_++), DType::i64);
+      vars.push_back(iterator_for(ax));
       scope_.push_back({vars.back(), ax});
     }
     ir::Expr v = ir::load(a, {vars[0], vars[1]}) * ir::load(w, {vars[1], vars[2]});
@@ -864,19 +872,23 @@ class Generator {
     ir::ReduceOp op = pick({ir::ReduceOp::add, ir::ReduceOp::add, ir::ReduceOp::add, ir::ReduceOp::max});
     ops_[d.get()] = op;
     std::vector<ir::Var> vars;
-    for (const ir::Axis& ax : {i, j, f}) {
-      std::string n = ax->name;
-      for (char& ch : n) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-      vars.emplace_back(n + std::to_string(counter_++), DType::i64);
-    }
+    for (const ir::Axis& ax : {i, j, f}) vars.push_back(iterator_for(ax));
     ir::Expr v = ir::load(x, {vars[0], vars[2]}) * ir::load(y, {vars[1], vars[2]});
     if (a) v = ir::load(a, {vars[0], vars[1]}) * v;
     ir::Stmt body = ir::reduce(d, {vars[0], vars[1]}, op, v);
     k_.gathered_dot = true;
+    k_.long_fibers = j.get();
     return ir::Stmt(std::make_shared<ir::SparseIterationNode>(
         "it" + std::to_string(counter_++), std::vector<ir::Axis>{i, j, f}, vars,
         std::vector<ir::IterKind>{ir::IterKind::spatial, ir::IterKind::spatial, ir::IterKind::reduction}, ir::Stmt(),
         body, ir::SourceLoc{}));
+  }
+
+  // A fresh iterator over `a`: its name in lower case and a number, "j7".
+  ir::Var iterator_for(const ir::Axis& a) {
+    std::string n = a->name;
+    for (char& ch : n) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    return ir::Var(n + std::to_string(counter_++), DType::i64);
   }
 
   // Whether an iterator over the coordinates of `a` is in scope or among `chosen`.
@@ -954,7 +966,7 @@ class Generator {
     auto can = [&](const ir::Axis& a) { return can_iterate(a, chosen); };
     int want = static_cast<int>(range(1, 3));
     if (assembled_mode_ && nest == 0) {  // the rows first (after another axis, to break the rule)
-      if (break_ == Break::row_not_first) {
+      if (rows_late_) {
         std::vector<ir::Axis> other;
         for (auto& a : k_.axes)
           if (!a->parent && iterable(a) && ir::coordinate_space(a) != ir::coordinate_space(rows_axis_)) other.push_back(a);
@@ -981,9 +993,7 @@ class Generator {
     std::vector<ir::Var> vars;
     const std::size_t depth0 = scope_.size();
     for (auto& a : chosen) {
-      std::string n = a->name;
-      for (char& c : n) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      vars.emplace_back(n + std::to_string(counter_++), DType::i64);
+      vars.push_back(iterator_for(a));
       scope_.push_back({vars.back(), a});
       if (assembled_mode_ && nest == 0 && a == row_first_) row_var_ = vars.back();
     }
@@ -1123,10 +1133,20 @@ class Generator {
     return w->dtype == DType::i64 || chance(0.5) ? l : ir::cast(DType::i64, l);
   }
 
-  // c(i, x) of the assembled output: i the row iterator of the top-level iteration, x an
+  // c(r, x) of the assembled output: r the row iterator of the top-level iteration (scattered:
+  // sometimes another iterator over P's coordinates, or half of one: a computed row), x an
   // iterator over the columns' coordinates (of another space to break the rule).
   bool assembled_indices(std::vector<ir::Expr>& idx) {
     if (!row_var_.defined()) return false;
+    ir::Expr row = row_var_;
+    if (scattered_ && chance(0.6)) {
+      std::vector<const Bound*> rows;
+      for (auto& b : scope_)
+        if (ir::coordinate_space(b.axis) == ir::coordinate_space(rows_axis_) && b.axis->kind != ir::AxisKind::dense_variable)
+          rows.push_back(&b);
+      if (!rows.empty()) row = pick_from(rows)->var;
+      if (chance(0.25)) row = ir::binary(ir::BinOp::div, row, ir::int_imm(2));
+    }
     const Bound* x = coordinate_iterator(assembled_axis_);
     if (break_ == Break::wrong_column && chance(0.7)) {
       std::vector<const Bound*> other;
@@ -1135,7 +1155,7 @@ class Generator {
       if (!other.empty()) x = pick_from(other);
     }
     if (!x) return false;
-    idx = {row_var_, x->var};
+    idx = {row, x->var};
     return true;
   }
 
@@ -1153,7 +1173,7 @@ class Generator {
         all = all && used;
       }
       ir::Expr v = value(3);
-      if (all && !indirect && chance(0.35)) return ir::store(b, idx, v);
+      if (all && !indirect && chance(0.35) && !(scattered_ && b == assembled_buf_)) return ir::store(b, idx, v);
       ir::ReduceOp op = ops_.at(b.get());
       if (op == ir::ReduceOp::mul) v = ir::select(v > ir::make_const(T_, 0), ir::make_const(T_, 1), ir::make_const(T_, -1));
       return ir::reduce(b, idx, op, v);
@@ -1258,6 +1278,8 @@ class Generator {
   std::vector<ir::Axis> merged_;  // union_of / intersection_of axes (merge_mode_)
   enum class Break { none, read, second_output, row_not_first, two_top_level, inout, wrong_column };
   Break break_ = Break::none;
+  bool scattered_ = false;  // assembled mode: c written at scattered rows, one operator
+  bool rows_late_ = false;  // assembled mode: the top-level iteration starts with another axis
   ir::Axis by_coord_axis_;  // R, whose parent is a root dense axis
   ir::Axis rows_axis_, row_first_, columns_of_, assembled_axis_;  // P; P or dense<P>; X; S = assembled<P, X>
   ir::Buffer assembled_buf_;
@@ -1300,8 +1322,10 @@ inline bool close_enough(const RandomKernel& k, std::size_t b, std::size_t q, do
 // New data for k's program, of thousands of rows: the first root axis gets an awkward
 // length around 1000-3000 (times `scale`), the other roots up to 129, sparse fibers up to 8
 // coordinates among up to 3000, so that every parallel schedule splits its loops across
-// threads. The program is unchanged.
-inline void make_large_data(RandomKernel& k, std::uint64_t seed, double scale) {
+// threads. The program is unchanged. Returns false (the data half made) when a buffer would
+// hold more than `max_elements` values — a buffer over two chains of one sparse axis holds
+// positions squared — so that the caller tries a smaller scale.
+inline bool make_large_data(RandomKernel& k, std::uint64_t seed, double scale, std::int64_t max_elements = 4'000'000) {
   std::mt19937_64 rng(seed);
   auto range = [&](std::int64_t lo, std::int64_t hi) { return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng); };
   auto chance = [&](double p) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; };
@@ -1343,8 +1367,10 @@ inline void make_large_data(RandomKernel& k, std::uint64_t seed, double scale) {
         d.indptr.push_back(0);
         for (std::int64_t p = 0; p < parents; ++p) {
           std::set<std::int64_t> fiber;
-          // Some fibers longer than prefetch_gathers' distance (8), so that its prefetches run.
-          std::int64_t n = std::min<std::int64_t>(d.length, chance(0.15) ? 0 : chance(0.1) ? range(9, 40) : range(1, 8));
+          // Some of G's fibers longer than prefetch_gathers' distance (8), so that its prefetches
+          // run; the chance is drawn for G alone, so other axes get the data they always had.
+          const bool long_fiber = a.get() == k.long_fibers && chance(0.3);
+          std::int64_t n = std::min<std::int64_t>(d.length, chance(0.15) ? 0 : long_fiber ? range(9, 40) : range(1, 8));
           while (static_cast<std::int64_t>(fiber.size()) < n) fiber.insert(range(0, d.length - 1));
           d.indices.insert(d.indices.end(), fiber.begin(), fiber.end());
           d.indptr.push_back(static_cast<std::int64_t>(d.indices.size()));
@@ -1369,7 +1395,10 @@ inline void make_large_data(RandomKernel& k, std::uint64_t seed, double scale) {
     k.data[a.get()] = d;
   }
   fit_computed_target(k, range);
+  for (auto& b : k.buffers)
+    if (buffer_elements(k, *b.buffer) > max_elements) return false;
   for (auto& b : k.buffers) fill_buffer(k, b, range, 40);
+  return true;
 }
 
 // Puts the coordinates of every fiber of k's sparse axes out of order (same coordinates and

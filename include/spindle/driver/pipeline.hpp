@@ -14,7 +14,8 @@
 //     (or apply_user_schedule, the loop steps of the user's schedule, when it has any,
 //      then peel_split_tails: split's guards out of the full tiles, and
 //      accumulate_locally: sums into an element invariant in a loop kept in a register)
-//     (or assemble_rows, for one phase of a kernel that assembles a sparse output)
+//     (or assemble_rows / assemble_scattered, for one phase of a kernel that assembles a
+//     sparse output)
 //   simplify
 //   emit_c                           C source with the kernel ABI
 // The CUDA path (lower_for_cuda + schedule_and_emit_cuda) shares every pass up to
@@ -35,6 +36,7 @@
 #include "spindle/ir/printer.hpp"
 #include "spindle/ir/verify.hpp"
 #include "spindle/lower/assemble_rows.hpp"
+#include "spindle/lower/assemble_scattered.hpp"
 #include "spindle/lower/hoist_loop_invariants.hpp"
 #include "spindle/lower/lower_sparse_buffer.hpp"
 #include "spindle/lower/lower_sparse_iter.hpp"
@@ -152,7 +154,8 @@ inline Lowered lower_to_c(const ir::Function& stage1, const PipelineOptions& o) 
   PassRunner run(o, out.passes);
   ir::Function f = lower_unscheduled(stage1, o, run, out);
   if (o.context.assembly.phase != lower::AssemblyContext::none)  // one phase of an assembling kernel
-    f = run.run("assemble_rows", f, lower::assemble_rows);
+    f = o.context.assembly.scattered ? run.run("assemble_scattered", f, lower::assemble_scattered)
+                                     : run.run("assemble_rows", f, lower::assemble_rows);
   else if (o.context.schedule.has_loop_steps()) {
     f = run.run("apply_user_schedule", f, [](const ir::Function& g, const lower::LowerContext& c) {
       return schedule::apply_user_schedule(g, c.schedule, schedule::ScheduleTarget::cpu);
@@ -196,6 +199,10 @@ inline CudaLowered lower_for_cuda(const ir::Function& stage1, const PipelineOpti
   PassRunner run(o, out.passes);
   out.unscheduled = lower_unscheduled(stage1, o, run, out);
   if (o.context.assembly.phase != lower::AssemblyContext::none) {
+    SPINDLE_CHECK(!o.context.assembly.scattered, UserError, "kernel '", stage1.name, "': its assembled output is "
+                  "written at scattered rows (docs/language.md §4.6: not at the first iterator of the top-level "
+                  "iteration), which is assembled on the CPU only; hint: run it with host arguments, or iterate "
+                  "the output's rows first");
     // One phase of an assembling kernel: its row blocks become the generic schedule's one
     // thread per block (no SpMM/SDDMM pattern applies).
     out.unscheduled = run.run("assemble_rows", out.unscheduled, lower::assemble_rows);

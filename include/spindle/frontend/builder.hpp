@@ -86,9 +86,9 @@ class KernelBuilder {
       ir::Axis a = new_axis(axis_name<A>(), A::axis_kind, parent, dtype_v<typename A::index_type>, A::fixed_length,
                             A::fixed_nnz_per_row, coordinates);
       if constexpr (AssembledAxis<A>) {
-        static_assert(std::is_base_of_v<dense_fixed, P> && std::is_void_v<typename detail::dense_of_impl<P>::type>,
-                      "spindle: assembled<P, X>: P must be a root dense_fixed axis (the rows of the assembled "
-                      "output)");
+        static_assert(std::is_base_of_v<dense_fixed, P>,
+                      "spindle: assembled<P, X>: P must be a root dense_fixed axis or dense<A> (the rows of the "
+                      "assembled output)");
         const_cast<ir::AxisNode&>(*a).assembled = true;  // built just above, not shared yet
       }
       axes_.emplace(key, a);

@@ -452,30 +452,66 @@ class IterationInference : public ir::IRMutator {
     }
 
     // A write into an assembled output c[P, C] (C = assembled<P, X>, docs/language.md §4.6):
-    // c(i, x) with i the first iterator of the top-level iteration, over P's coordinates (the
-    // rows are assembled one at a time, in parallel), and x an iterator over X's coordinates;
-    // every write of c in one top-level iteration.
+    // c(r, x) with r over P's coordinates and x over X's: each an iterator of that coordinate
+    // space, or (as in a root slot, §4.1) an indirect or a computed index in a reduction. When
+    // r is the first iterator of the top-level iteration, a dense P, rows are assembled one at
+    // a time, in parallel (lower/assemble_rows.hpp); otherwise the rows are scattered
+    // (lower/assemble_scattered.hpp: the writes are collected per row and combined per element
+    // afterwards), which needs one operator for every write of c. Every write of c in one
+    // top-level iteration.
     void check_assembled_write(const ir::Buffer& buf, const std::vector<ir::Expr>& idx, const char* op) {
       const ir::Axis& rows = buf->axes[0];
       const ir::Axis& cols = buf->axes[1];
+      ir::Axis space = cols->coordinates_of;  // X's coordinate space, a root
+      while (space->dense_of || space->coordinates_of) space = space->dense_of ? space->dense_of : space->coordinates_of;
       std::string where = message("kernel '", kernel_, "': `", op, "` into buffer '", buf->name, "' (assembled over [",
                                   rows->name, ", ", cols->name, "]) at (", ir::IRPrinter().list(idx), ")");
+      const bool reduction = std::string(op) != "=";
       const Binding* r = binding_of(idx[0]);
-      SPINDLE_CHECK(r && r == &scope_.front() && !r->axis->parent && r->axis->kind == ir::AxisKind::dense_fixed &&
-                        r->axis->merge == ir::MergeOp::none && ir::coordinate_space(r->axis) == ir::coordinate_space(rows),
-                    UserError, where, ": the row index must be the first iterator of the top-level iteration, "
-                    "over the coordinates of ", rows->name, " (an assembled output is built one row at a time); "
-                    "hint: make iter<", rows->name, "> the first iterator of the kernel lambda and write c(i, ...)");
+      const bool by_row = r && r == &scope_.front() && !r->axis->parent && r->axis->kind == ir::AxisKind::dense_fixed &&
+                          r->axis->merge == ir::MergeOp::none &&
+                          ir::coordinate_space(r->axis) == ir::coordinate_space(rows);
+      if (!by_row) {
+        if (r)
+          SPINDLE_CHECK(ir::coordinate_space(r->axis) == ir::coordinate_space(rows), UserError, where,
+                        ": the row index is an iterator of ", r->axis->name, ", not over the coordinates of ",
+                        rows->name, "; it could fall outside the output's rows");
+        else if (ir::indirect_index_load(idx[0]))
+          check_indirect(buf, idx[0], rows, where, reduction);
+        else
+          check_computed(buf, idx[0], rows, where, reduction);
+      }
       const Binding* c = binding_of(idx[1]);
-      SPINDLE_CHECK(c && ir::coordinate_space(c->axis) == ir::coordinate_space(cols), UserError, where,
-                    ": the column index must be an iterator over the coordinates of ",
-                    ir::coordinate_space(cols)->name, " (the X of assembled<P, X>); other indices could "
-                    "fall outside the output's columns");
-      auto [it, fresh] = assembled_top_.emplace(buf.get(), r->iteration);
-      SPINDLE_CHECK(fresh || it->second == r->iteration, UserError, where, ": the output is already written in "
+      if (c)
+        SPINDLE_CHECK(ir::coordinate_space(c->axis) == ir::coordinate_space(cols), UserError, where,
+                      ": the column index must be over the coordinates of ", ir::coordinate_space(cols)->name,
+                      " (the X of assembled<P, X>), not an iterator of ", c->axis->name,
+                      "; it could fall outside the output's columns");
+      else if (ir::indirect_index_load(idx[1]))
+        check_indirect(buf, idx[1], space, where, reduction);
+      else
+        check_computed(buf, idx[1], space, where, reduction);
+      AssembledWrites& w = assembled_writes_[buf.get()];
+      w.scattered = w.scattered || !by_row;
+      w.ops.insert(op == std::string("-=") ? "+=" : op);
+      SPINDLE_CHECK(!w.scattered || w.ops.size() == 1, UserError, where, ": '", buf->name, "' is written with ",
+                    *w.ops.begin(), " and with ", *w.ops.rbegin(), "; an assembled output whose rows are scattered "
+                    "(written at a row other than the first iterator of the top-level iteration, or at an indirect "
+                    "or computed index) collects its writes and combines them per element afterwards, so all of "
+                    "them use one operator");
+      const ir::SparseIterationNode* top = scope_.empty() ? nullptr : scope_.front().iteration;
+      SPINDLE_CHECK(top, UserError, where, ": the output is written outside any iteration; an assembled output is "
+                    "written in one iteration (hint: write it inside a for_each, or in the kernel lambda's body)");
+      auto [it, fresh] = assembled_top_.emplace(buf.get(), top);
+      SPINDLE_CHECK(fresh || it->second == top, UserError, where, ": the output is already written in "
                     "another top-level iteration; an assembled output is written in one iteration over its rows "
                     "(hint: put the two loops in for_each blocks inside one iteration over ", rows->name, ")");
     }
+    struct AssembledWrites {
+      bool scattered = false;
+      std::set<std::string> ops;
+    };
+    std::map<const ir::BufferNode*, AssembledWrites> assembled_writes_;
     std::map<const ir::BufferNode*, const ir::SparseIterationNode*> assembled_top_;
 
     // Why slot s of an access does not address a stored element by iterators ("" when it

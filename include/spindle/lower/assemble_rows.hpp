@@ -56,12 +56,7 @@ class AssembleRows : public ir::IRMutator {
   static constexpr std::int64_t kRankedRow = 32;  // the longest row written by ranks (epilogue)
 
   AssembleRows(const ir::Function& f, const AssemblyContext& a) : a_(a) {
-    auto find = [&](const std::string& name) {
-      if (name.empty()) return ir::Buffer();
-      for (auto& fb : f.buffers)
-        if (fb.buffer->name == name) return fb.buffer;
-      throw InternalError(message("assemble_rows: kernel '", f.name, "' has no buffer '", name, "'"));
-    };
+    auto find = [&](const std::string& name) { return assembly_buffer(f, name, "assemble_rows"); };
     output_ = find(a.output);
     bounds_ = find(a.bounds);
     mark_ = find(a.mark);
@@ -83,7 +78,7 @@ class AssembleRows : public ir::IRMutator {
  protected:
   ir::Stmt mutate_For(const ir::ForNode* n, const ir::Stmt& self) override {
     if (row_.defined()) return IRMutator::mutate_For(n, self);  // inside the row loop
-    if (!writes_output(self)) return self;
+    if (!writes_buffer(self, output_.get())) return self;
     SPINDLE_INTERNAL_CHECK(n->for_kind == ir::ForKind::serial, "assemble_rows", "the row loop of '",
                            output_->name, "' is already scheduled");
     row_ = n->var;
@@ -114,22 +109,10 @@ class AssembleRows : public ir::IRMutator {
   }
 
  private:
-  bool writes_output(const ir::Stmt& s) const {
-    struct Find : ir::IRVisitor {
-      const ir::BufferNode* b;
-      bool found = false;
-      void visit_Store(const ir::StoreNode* n) override { found = found || n->buffer.get() == b; }
-      void visit_Reduce(const ir::ReduceNode* n) override { found = found || n->buffer.get() == b; }
-    } f;
-    f.b = output_.get();
-    f.visit(s);
-    return f.found;
-  }
-
   // Is the output's one write directly inside a co-iteration under the row loop, at its
   // coordinate (the append case of the file comment)?
   bool appendable(const ir::Stmt& body) const {
-    struct Scan : ir::IRVisitor {
+    struct Scan : WriteScan {
       const ir::BufferNode* out = nullptr;
       int writes = 0;
       bool ordered = false;
@@ -144,7 +127,7 @@ class AssembleRows : public ir::IRMutator {
         ir::IRVisitor::visit_CoIterate(n);
         merges.pop_back();
       }
-      void write(const ir::BufferNode* b, const std::vector<ir::Expr>& idx) {
+      void write(const ir::BufferNode* b, const std::vector<ir::Expr>& idx) override {
         if (b != out) return;
         ++writes;
         ordered = merges.size() == 1 && merges[0] && idx.size() == 2 && strip(idx[1]).same_as(merges[0]->var);
@@ -152,14 +135,6 @@ class AssembleRows : public ir::IRMutator {
       static ir::Expr strip(const ir::Expr& e) {
         auto* c = e.as<ir::CastNode>();
         return c && c->value.dtype() == DType::i64 ? c->value : e;
-      }
-      void visit_Store(const ir::StoreNode* n) override {
-        write(n->buffer.get(), n->indices);
-        ir::IRVisitor::visit_Store(n);
-      }
-      void visit_Reduce(const ir::ReduceNode* n) override {
-        write(n->buffer.get(), n->indices);
-        ir::IRVisitor::visit_Reduce(n);
       }
     } scan;
     scan.out = output_.get();

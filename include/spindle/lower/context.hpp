@@ -4,21 +4,63 @@
 
 #include <string>
 
+#include "spindle/ir/function.hpp"
+#include "spindle/ir/functor.hpp"
 #include "spindle/schedule/user_schedule.hpp"
+#include "spindle/support/error.hpp"
 
 namespace spindle::lower {
 
 // A kernel that assembles a sparse output (docs/language.md §4.6) is compiled twice from
 // one stage-I function: lower/split_assembly.hpp makes the stage-I function of each phase and
-// names its buffers here; lower/assemble_rows.hpp rewrites the row loop at stage III.
+// names its buffers here; lower/assemble_rows.hpp rewrites the row loop at stage III (or
+// lower/assemble_scattered.hpp the writes, when the rows are scattered).
 struct AssemblyContext {
   enum Phase : unsigned char { none, symbolic, numeric };
   Phase phase = none;
+  // The rows are scattered (lower/split_assembly.hpp, rows_scattered): the phases collect the
+  // writes per row (lower/assemble_scattered.hpp) instead of assembling rows one at a time.
+  bool scattered = false;
   std::string output;                      // the placeholder over [P, dense<X>] the body writes
   std::string bounds, mark, counts;        // both phases
   std::string workspace, list, row_ptr;    // numeric
   std::string out_indices, out_values;     // numeric
 };
+
+// The buffer of f that an AssemblyContext names (null for an empty name); `pass` for the
+// message when f has none of that name.
+inline ir::Buffer assembly_buffer(const ir::Function& f, const std::string& name, const char* pass) {
+  if (name.empty()) return ir::Buffer();
+  for (auto& fb : f.buffers)
+    if (fb.buffer->name == name) return fb.buffer;
+  throw InternalError(message(pass, ": kernel '", f.name, "' has no buffer '", name, "'"));
+}
+
+// Calls write(buffer, indices) for every Store and Reduce, in program order (the assembly
+// passes' scans of an output's writes).
+struct WriteScan : ir::IRVisitor {
+  virtual void write(const ir::BufferNode* b, const std::vector<ir::Expr>& idx) = 0;
+  void visit_Store(const ir::StoreNode* n) override {
+    write(n->buffer.get(), n->indices);
+    ir::IRVisitor::visit_Store(n);
+  }
+  void visit_Reduce(const ir::ReduceNode* n) override {
+    write(n->buffer.get(), n->indices);
+    ir::IRVisitor::visit_Reduce(n);
+  }
+};
+
+// Whether s writes buffer b.
+inline bool writes_buffer(const ir::Stmt& s, const ir::BufferNode* b) {
+  struct Find : WriteScan {
+    const ir::BufferNode* b = nullptr;
+    bool found = false;
+    void write(const ir::BufferNode* x, const std::vector<ir::Expr>&) override { found = found || x == b; }
+  } f;
+  f.b = b;
+  f.visit(s);
+  return f.found;
+}
 
 struct LowerContext {
   std::string kernel;       // for messages

@@ -38,6 +38,40 @@ inline const ir::FuncBuffer* assembled_output(const ir::Function& f) {
   return nullptr;
 }
 
+// Whether some write of f's assembled output c is not at the row of its top-level iteration's
+// first iterator over a dense P (docs/language.md §4.6): the rows are then scattered, and the
+// phases collect the writes (lower/assemble_scattered.hpp) instead of assembling row by row.
+inline bool rows_scattered(const ir::Function& f) {
+  const ir::FuncBuffer* out = assembled_output(f);
+  if (!out) return false;
+  struct Scan : WriteScan {
+    const ir::BufferNode* c = nullptr;
+    const ir::AxisNode* space = nullptr;
+    const ir::SparseIterationNode* top = nullptr;
+    bool scattered = false;
+    void visit_SparseIteration(const ir::SparseIterationNode* n) override {
+      const bool outer = !top;
+      if (outer) top = n;
+      ir::IRVisitor::visit_SparseIteration(n);
+      if (outer) top = nullptr;
+    }
+    void write(const ir::BufferNode* b, const std::vector<ir::Expr>& idx) override {
+      if (b != c) return;
+      bool by_row = top && !top->vars.empty() && idx.size() == 2 && idx[0].same_as(top->vars[0]);
+      if (by_row) {
+        const ir::Axis& r = top->axes[0];
+        by_row = !r->parent && r->kind == ir::AxisKind::dense_fixed && r->merge == ir::MergeOp::none &&
+                 ir::coordinate_space(r) == space;
+      }
+      scattered = scattered || !by_row;
+    }
+  } scan;
+  scan.c = out->buffer.get();
+  scan.space = ir::coordinate_space(out->buffer->axes[0]);
+  scan.visit(f.body);
+  return scan.scattered;
+}
+
 struct AssemblyPhase {
   ir::Function function;  // stage I
   AssemblyContext context;
@@ -119,6 +153,7 @@ inline AssemblyPhase split_assembly(const ir::Function& f, AssemblyContext::Phas
 
   AssemblyContext& ctx = out.context;
   ctx.phase = phase;
+  ctx.scattered = rows_scattered(f);
   const ir::Axis blocks = root_axis("spindle_blocks");
   ctx.bounds = buffer("spindle_block_rows", DType::i64, {root_axis("spindle_blocks_plus_one")}, ir::BufferRole::input);
   // Named after the output: a shape error of the call names them (`C_columns`, `C_rows`).
@@ -126,7 +161,11 @@ inline AssemblyPhase split_assembly(const ir::Function& f, AssemblyContext::Phas
   // more); the touched list a column in the output's index type: half the scratch traffic of
   // 64-bit entries on the common 32-bit case.
   ctx.mark = buffer(c->name + "_columns", DType::i32, {blocks, xs}, ir::BufferRole::inout);
-  ctx.counts = buffer(c->name + "_rows", DType::i64, {rows}, ir::BufferRole::inout);
+  // Scattered rows (lower/assemble_scattered.hpp): a row of counts per block of the outermost
+  // loop, [T, P].
+  ctx.counts = ctx.scattered
+                   ? buffer(c->name + "_rows", DType::i64, {root_axis("spindle_count_blocks"), rows}, ir::BufferRole::inout)
+                   : buffer(c->name + "_rows", DType::i64, {rows}, ir::BufferRole::inout);
   if (phase == AssemblyContext::numeric) {
     ctx.workspace = buffer("spindle_workspace", c->dtype, {blocks, xs}, ir::BufferRole::inout);
     ctx.list = buffer("spindle_touched", cols->index_dtype, {blocks, xs}, ir::BufferRole::inout);
@@ -137,8 +176,9 @@ inline AssemblyPhase split_assembly(const ir::Function& f, AssemblyContext::Phas
   }
 
   // The placeholder the body writes: c over [P, dense<X>], not a call argument.
+  // Named as the output (which this function no longer has): a call error that names the
+  // buffer a write goes to (an indirect index out of range) names the user's.
   ir::BufferNode ph = *c;
-  ph.name = unique(c->name + "_row");
   ph.axes = {rows, xs};
   ph.role = ir::BufferRole::inout;
   const ir::Buffer placeholder = ir::make_buffer(ph);

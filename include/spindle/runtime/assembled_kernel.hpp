@@ -34,7 +34,9 @@ class AssemblyTarget {
   virtual ~AssemblyTarget() = default;
   // Sizes new arrays for `nnz` entries with row offsets `row_ptr` (rows + 1 entries, from 0) and
   // returns where the kernel writes the column indices and the values (nnz entries each, in
-  // the index and value types of the output). Nothing the caller sees changes yet.
+  // the index and value types of the output). Nothing the caller sees changes yet. It may be
+  // called again before commit() (scattered rows: first sized for every write, then, when
+  // writes were combined, for the entries): the last call's arrays are the ones committed.
   virtual void allocate(std::int64_t nnz, const std::vector<std::int64_t>& row_ptr, void*& indices,
                         void*& values) = 0;
   // Every step succeeded: hand the arrays to the caller's container (rows sorted by column).

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
+#include <type_traits>
 #include <utility>
 
 #include "spindle/driver/pipeline.hpp"
@@ -126,13 +128,127 @@ void sort_rows_by_value_type(ThreadPool& pool, DType vt, std::int64_t rows, std:
   }
 }
 
+// The reduction `old op v` as the kernel language defines it (docs/language.md §4.3): integer
+// sums and products wrap around, min and max keep the old value on ties (and NaNs).
+template <class V>
+V combine(ir::ReduceOp op, V old, V v) {
+  switch (op) {
+    case ir::ReduceOp::add:
+      if constexpr (std::is_integral_v<V>)
+        return static_cast<V>(static_cast<std::make_unsigned_t<V>>(old) + static_cast<std::make_unsigned_t<V>>(v));
+      else
+        return old + v;
+    case ir::ReduceOp::mul:
+      if constexpr (std::is_integral_v<V>)
+        return static_cast<V>(static_cast<std::make_unsigned_t<V>>(old) * static_cast<std::make_unsigned_t<V>>(v));
+      else
+        return old * v;
+    case ir::ReduceOp::min: return v < old ? v : old;
+    case ir::ReduceOp::max: return old < v ? v : old;
+  }
+  return old;
+}
+
+template <class V>
+V identity(ir::ReduceOp op) {
+  constexpr bool fp = std::is_floating_point_v<V>;
+  switch (op) {
+    case ir::ReduceOp::add: return V(0);
+    case ir::ReduceOp::mul: return V(1);
+    case ir::ReduceOp::min: return fp ? std::numeric_limits<V>::infinity() : std::numeric_limits<V>::max();
+    case ir::ReduceOp::max: return fp ? -std::numeric_limits<V>::infinity() : std::numeric_limits<V>::lowest();
+  }
+  return V(0);
+}
+
+// Scattered rows (lower/assemble_scattered.hpp): each row's segment [raw_ptr[r], raw_ptr[r +
+// 1]) of (column, value) pairs holds its writes in the order the kernel made them. Sorts each
+// segment by column, stably (segments already strictly ascending are only checked), and folds
+// the values of one column into the segment's next slot: from the identity of `op` in that
+// order, or the last one when `op` is none (assignments). Returns each row's distinct columns.
+template <class I, class V>
+std::vector<std::int64_t> combine_segments(ThreadPool& pool, const std::vector<std::int64_t>& raw_ptr, I* idx, V* val,
+                                           std::optional<ir::ReduceOp> op) {
+  const std::int64_t rows = static_cast<std::int64_t>(raw_ptr.size()) - 1;
+  std::vector<std::int64_t> counts(static_cast<std::size_t>(rows), 0);
+  const std::int64_t grain = std::max<std::int64_t>(256, rows / (4 * std::max(1, pool.num_threads())));
+  pool.parallel_for(rows, grain, [&](std::int64_t b, std::int64_t e) {
+    std::vector<std::pair<I, V>> pairs;
+    for (std::int64_t r = b; r < e; ++r) {
+      const std::int64_t lo = raw_ptr[static_cast<std::size_t>(r)], n = raw_ptr[static_cast<std::size_t>(r) + 1] - lo;
+      I* x = idx + lo;
+      V* v = val + lo;
+      unsigned descents = 0;  // branch-free: a segment is read to its end either way
+      for (std::int64_t q = 1; q < n; ++q) descents |= static_cast<unsigned>(x[q - 1] >= x[q]);
+      const bool ascending = descents == 0;
+      if (ascending && !op) {  // assignments at distinct columns, in order: nothing to do
+        counts[static_cast<std::size_t>(r)] = n;
+        continue;
+      }
+      if (!ascending) {
+        pairs.resize(static_cast<std::size_t>(n));
+        for (std::int64_t q = 0; q < n; ++q) pairs[static_cast<std::size_t>(q)] = {x[q], v[q]};
+        std::stable_sort(pairs.begin(), pairs.end(), [](const auto& a, const auto& c) { return a.first < c.first; });
+        for (std::int64_t q = 0; q < n; ++q) x[q] = pairs[static_cast<std::size_t>(q)].first, v[q] = pairs[static_cast<std::size_t>(q)].second;
+      }
+      std::int64_t out = 0;
+      for (std::int64_t q = 0; q < n; ++q) {
+        const bool fresh = out == 0 || x[out - 1] != x[q];
+        if (fresh) x[out] = x[q], ++out;
+        V& slot = v[out - 1];
+        slot = !op ? v[q] : combine(*op, fresh ? identity<V>(*op) : slot, v[q]);
+      }
+      counts[static_cast<std::size_t>(r)] = out;
+    }
+  });
+  return counts;
+}
+
+// The host steps after the numeric phase of scattered rows, for one index and value type:
+// fold each segment in place (the numeric phase wrote into the target's arrays, sized for
+// every write); when some row had duplicates, the folded prefixes are copied into the
+// target's arrays sized anew.
+template <class I, class V>
+void finish_scattered(ThreadPool& pool, const AssemblyPlan& p, const std::vector<std::int64_t>& raw_ptr, void* raw_idx,
+                      void* raw_val, AssemblyTarget& target) {
+  I* idx = static_cast<I*>(raw_idx);
+  V* val = static_cast<V*>(raw_val);
+  const std::vector<std::int64_t> row_ptr = p.row_offsets(combine_segments(pool, raw_ptr, idx, val, p.op));
+  if (row_ptr.back() == raw_ptr.back()) return;  // no row had two writes of one column
+  const std::int64_t rows = static_cast<std::int64_t>(row_ptr.size()) - 1;
+  std::vector<I> ci(static_cast<std::size_t>(row_ptr.back()));
+  std::vector<V> cv(ci.size());
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const auto k = static_cast<std::size_t>(r);
+    std::copy(idx + raw_ptr[k], idx + raw_ptr[k] + (row_ptr[k + 1] - row_ptr[k]), ci.begin() + row_ptr[k]);
+    std::copy(val + raw_ptr[k], val + raw_ptr[k] + (row_ptr[k + 1] - row_ptr[k]), cv.begin() + row_ptr[k]);
+  }
+  void* out_indices = nullptr;
+  void* out_values = nullptr;
+  target.allocate(row_ptr.back(), row_ptr, out_indices, out_values);
+  std::copy(ci.begin(), ci.end(), static_cast<I*>(out_indices));
+  std::copy(cv.begin(), cv.end(), static_cast<V*>(out_values));
+}
+
+template <class I>
+void finish_scattered_by_value_type(ThreadPool& pool, const AssemblyPlan& p, const std::vector<std::int64_t>& raw_ptr,
+                                    void* raw_idx, void* raw_val, AssemblyTarget& target) {
+  switch (p.value_dtype) {
+    case DType::f32: return finish_scattered<I, float>(pool, p, raw_ptr, raw_idx, raw_val, target);
+    case DType::f64: return finish_scattered<I, double>(pool, p, raw_ptr, raw_idx, raw_val, target);
+    case DType::i32: return finish_scattered<I, std::int32_t>(pool, p, raw_ptr, raw_idx, raw_val, target);
+    case DType::i64: return finish_scattered<I, std::int64_t>(pool, p, raw_ptr, raw_idx, raw_val, target);
+    default: throw InternalError("AssembledKernel: unsupported value type");
+  }
+}
+
 }  // namespace assembly_detail
 
 struct AssembledKernel::Impl {
   Impl(const ir::Function& f, Runtime& r)
       : rt(&r), plan(f), sym(plan.symbolic.function, r, plan.symbolic.context),
         num(plan.numeric.function, r, plan.numeric.context),
-        appended(lower::rows_appended(num.lowered().stage3, plan.numeric.context) &&
+        appended(!plan.scattered && lower::rows_appended(num.lowered().stage3, plan.numeric.context) &&
                  !lower::uses_assembly_scratch(sym.lowered().stage3, plan.symbolic.context)) {}
 
   Runtime* rt;
@@ -142,7 +258,73 @@ struct AssembledKernel::Impl {
   // marker, workspace or column list (assemble_rows' append case): none is allocated, and
   // no row is sorted.
   bool appended;
+
+  void call_scattered(const std::vector<CallArg>& args, AssemblyTarget& target) const;
 };
+
+// Scattered rows (lower/assemble_scattered.hpp): T blocks of the outermost loop count and
+// collect in parallel, each into its own row of counts / cursors; no per-block scratch of
+// assemble_rows (passed with no blocks). The numeric phase collects each row's writes in the
+// target's arrays sized by the symbolic counts (every write; block after block within a row),
+// which the host then folds by column in place (and moves into arrays sized anew only when
+// some row had duplicates).
+inline void AssembledKernel::Impl::call_scattered(const std::vector<CallArg>& args, AssemblyTarget& target) const {
+  const AssemblyPlan& p = plan;
+  const auto [rows, cols] = p.output_extent(args, /*device=*/false);
+  std::vector<CallArg> base = p.inputs(args);
+  const std::int64_t blocks = std::max(1, rt->pool().num_threads());
+  const auto cells = static_cast<std::size_t>(blocks * rows);
+  std::vector<std::int64_t> bounds{0, rows}, counts(cells, 0);
+  std::int32_t no_mark = 0;
+  std::vector<CallArg> a = base;
+  a.push_back(phase_arg(bounds.data(), DType::i64, {2}, false));
+  a.push_back(phase_arg(&no_mark, DType::i32, {0, cols}, true));
+  a.push_back(phase_arg(counts.data(), DType::i64, {blocks, rows}, true));
+  try {
+    sym.call(a);
+  } catch (const ShapeError& e) {
+    throw p.with_shape_hint(e, rows, cols);
+  }
+  // Segments for every write (row_offsets: within the output's index type); the numeric
+  // phase writes straight into the target's arrays, sized for them. Block t's cursor for row
+  // r starts after the writes of the blocks before it.
+  std::vector<std::int64_t> per_row(static_cast<std::size_t>(rows), 0);
+  for (std::int64_t t = 0; t < blocks; ++t)
+    for (std::int64_t r = 0; r < rows; ++r) per_row[static_cast<std::size_t>(r)] += counts[static_cast<std::size_t>(t * rows + r)];
+  const std::vector<std::int64_t> raw_ptr = p.row_offsets(per_row);
+  const std::int64_t raw = raw_ptr.back();
+  void* raw_idx = nullptr;
+  void* raw_val = nullptr;
+  target.allocate(raw, raw_ptr, raw_idx, raw_val);
+  std::vector<std::int64_t> start(cells);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::int64_t at = raw_ptr[static_cast<std::size_t>(r)];
+    for (std::int64_t t = 0; t < blocks; ++t) {
+      const auto k = static_cast<std::size_t>(t * rows + r);
+      start[k] = at;
+      at += counts[k];
+    }
+  }
+  std::vector<std::int64_t> cursor = start;
+  std::int64_t none = 0;
+  a = std::move(base);
+  a.push_back(phase_arg(bounds.data(), DType::i64, {2}, false));
+  a.push_back(phase_arg(&no_mark, DType::i32, {0, cols}, true));
+  a.push_back(phase_arg(cursor.data(), DType::i64, {blocks, rows}, true));
+  a.push_back(phase_arg(&none, p.value_dtype, {0, cols}, true));
+  a.push_back(phase_arg(&none, p.index_dtype, {0, cols}, true));
+  a.push_back(phase_arg(raw_ptr.data(), DType::i64, {rows + 1}, false));
+  a.push_back(phase_arg(raw_idx, p.index_dtype, {raw}, true));
+  a.push_back(phase_arg(raw_val, p.value_dtype, {raw}, true));
+  num.call(a);
+  for (std::size_t k = 0; k < cells; ++k) cursor[k] -= start[k];  // each block's writes per row
+  p.check_same_pattern(counts, cursor);
+  if (p.index_dtype == DType::i32)
+    assembly_detail::finish_scattered_by_value_type<std::int32_t>(rt->pool(), p, raw_ptr, raw_idx, raw_val, target);
+  else
+    assembly_detail::finish_scattered_by_value_type<std::int64_t>(rt->pool(), p, raw_ptr, raw_idx, raw_val, target);
+  target.commit();
+}
 
 SPINDLE_DECL AssembledKernel::AssembledKernel(const ir::Function& stage1, Runtime& rt)
     : impl_(std::make_unique<Impl>(stage1, rt)) {}
@@ -155,15 +337,24 @@ SPINDLE_DECL const CompiledKernel& AssembledKernel::numeric() const { return imp
 
 SPINDLE_DECL std::string AssembledKernel::explain() const {
   const AssemblyPlan& p = impl_->plan;
-  std::string s = message("# assembled output '", p.output, "' [", p.rows_axis, ", columns of ", p.cols_axis,
-                          "]: symbolic phase (distinct columns per row), row offsets by prefix sums, numeric phase ",
-                          impl_->appended ? "(each row appended in column order by a co-iteration: no workspace, no "
-                                            "sort)\n"
-                                          : "(a dense workspace per block of rows), rows sorted by column\n");
+  std::string s =
+      p.scattered
+          ? message("# assembled output '", p.output, "' [", p.rows_axis, ", columns of ", p.cols_axis,
+                    "] written at scattered rows: symbolic phase (writes per row), row segments by prefix sums, "
+                    "numeric phase (each write collected in its row's segment; blocks of the outermost loop in "
+                    "parallel, block after block within a segment), segments sorted by "
+                    "column and their duplicates combined by ", p.op ? ir::reduce_op_name(*p.op) : "= (the last)",
+                    "\n")
+          : message("# assembled output '", p.output, "' [", p.rows_axis, ", columns of ", p.cols_axis,
+                    "]: symbolic phase (distinct columns per row), row offsets by prefix sums, numeric phase ",
+                    impl_->appended ? "(each row appended in column order by a co-iteration: no workspace, no "
+                                      "sort)\n"
+                                    : "(a dense workspace per block of rows), rows sorted by column\n");
   return s + impl_->sym.explain() + impl_->num.explain();
 }
 
 SPINDLE_DECL void AssembledKernel::call(const std::vector<CallArg>& args, AssemblyTarget& target) const {
+  if (impl_->plan.scattered) return impl_->call_scattered(args, target);
   const AssemblyPlan& p = impl_->plan;
   const auto [rows, cols] = p.output_extent(args, /*device=*/false);
   std::vector<CallArg> base = p.inputs(args);

@@ -13,10 +13,12 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "spindle/ir/functor.hpp"
 #include "spindle/lower/split_assembly.hpp"
 #include "spindle/runtime/call_arg.hpp"
 #include "spindle/support/error.hpp"
@@ -27,6 +29,10 @@ struct AssemblyPlan {
   lower::AssemblyPhase symbolic, numeric;
   std::string kernel, output, rows_axis, cols_axis;
   DType value_dtype = DType::f32, index_dtype = DType::i32;
+  // Rows scattered (lower/assemble_scattered.hpp): the numeric phase collects every write, and
+  // the host combines each row's by column with `op` (none: `=`, the last write is kept).
+  bool scattered = false;
+  std::optional<ir::ReduceOp> op;
 
   explicit AssemblyPlan(const ir::Function& stage1)
       : symbolic(lower::split_assembly(stage1, lower::AssemblyContext::symbolic)),
@@ -38,6 +44,25 @@ struct AssemblyPlan {
     index_dtype = out->buffer->axes[1]->index_dtype;
     rows_axis = out->buffer->axes[0]->name;
     cols_axis = ir::coordinate_space(out->buffer->axes[1])->name;
+    scattered = symbolic.context.scattered;
+    op = write_operator(stage1, out->buffer);
+  }
+
+  // The operator of the writes of c (the front end allows one when the rows are scattered):
+  // that of the first reduction, none when the first write is an assignment.
+  static std::optional<ir::ReduceOp> write_operator(const ir::Function& f, const ir::Buffer& c) {
+    struct Find : ir::IRVisitor {
+      const ir::BufferNode* c = nullptr;
+      bool found = false;
+      std::optional<ir::ReduceOp> op;
+      void visit_Store(const ir::StoreNode* n) override { found = found || n->buffer.get() == c; }
+      void visit_Reduce(const ir::ReduceNode* n) override {
+        if (n->buffer.get() == c && !found) found = true, op = n->op;
+      }
+    } find;
+    find.c = c.get();
+    find.visit(f.body);
+    return find.op;
   }
 
   int output_arg() const { return symbolic.output_arg; }

@@ -2,6 +2,7 @@
 // (docs/language.md §4.6, docs/passes/assemble_rows.md), printed at stage III.
 #include <catch2/catch.hpp>
 
+#include <spindle/lower/assemble_scattered.hpp>
 #include <spindle/lower/split_assembly.hpp>
 
 #include "unit/pass_test_util.hpp"
@@ -12,14 +13,16 @@ namespace {
 struct J2 : sp::sparse_variable<I>, sp::coordinates_of<J> {};
 struct Jc : sp::assembled<I, J> {};
 
-// The phase's stage-III function after assemble_rows (and the simplify that follows it).
+// The phase's stage-III function after assemble_rows, or assemble_scattered when the rows are
+// scattered (and the simplify that follows it).
 sp::ir::Function phase(const sp::ir::Function& f, sp::lower::AssemblyContext::Phase p) {
   sp::lower::AssemblyPhase ph = sp::lower::split_assembly(f, p);
   sp::lower::LowerContext c = ctx(ph.function);
   c.assembly = ph.context;
   c.keep_loop_order = true;
   auto s3 = sp::lower::hoist_loop_invariants(stage3(ph.function), c);
-  return sp::lower::simplify(sp::lower::assemble_rows(s3, c), c);
+  return sp::lower::simplify(
+      ph.context.scattered ? sp::lower::assemble_scattered(s3, c) : sp::lower::assemble_rows(s3, c), c);
 }
 }  // namespace
 
@@ -35,13 +38,13 @@ TEST_CASE("split_assembly: the output argument leaves the call, the phase's scra
   CHECK(sym.user_args == 2);
   std::vector<std::string> names;
   for (auto& b : sym.function.buffers) names.push_back(b.buffer->name + ":" + std::to_string(b.origin.arg));
-  CHECK(names == std::vector<std::string>{"a:0", "spindle_block_rows:2", "c_columns:3", "c_rows:4", "c_row:-1"});
+  CHECK(names == std::vector<std::string>{"a:0", "spindle_block_rows:2", "c_columns:3", "c_rows:4", "c:-1"});
   auto num = sp::lower::split_assembly(f, sp::lower::AssemblyContext::numeric);
   names.clear();
   for (auto& b : num.function.buffers) names.push_back(b.buffer->name + ":" + std::to_string(b.origin.arg));
   CHECK(names == std::vector<std::string>{"a:0", "spindle_block_rows:2", "c_columns:3", "c_rows:4",
                                           "spindle_workspace:5", "spindle_touched:6", "spindle_row_ptr:7",
-                                          "c_indices:8", "c_values:9", "c_row:-1"});
+                                          "c_indices:8", "c_values:9", "c:-1"});
   // The scalar parameter keeps its place before the output.
   bool scalar_at_1 = false;
   for (auto& s : num.function.scalars) scalar_at_1 = scalar_at_1 || (s.origin.kind == sp::ir::ParamOrigin::scalar && s.origin.arg == 1);
@@ -167,4 +170,38 @@ TEST_CASE("assemble_rows: an output written once per merged coordinate is counte
   });
   CHECK_FALSE(sp::lower::rows_appended(phase(two, sp::lower::AssemblyContext::numeric), numeric));
   CHECK(sp::lower::uses_assembly_scratch(phase(two, sp::lower::AssemblyContext::symbolic), symbolic));
+}
+
+TEST_CASE("assemble_scattered: rows written elsewhere than at the first iterator are counted, then collected in "
+          "their segments, blocks of the outermost loop in parallel",
+          "[lower][assembly]") {
+  struct Ct : sp::assembled<sp::dense<J>, I> {};
+  auto tr = sp::define_kernel("tr", [](sp::in<float, I, J> a, sp::out<float, sp::dense<J>, Ct> c, sp::iter<I> i,
+                                       sp::iter<J> j) { c(j, i) = a(i, j); });
+  auto copy = sp::define_kernel("copy", [](sp::in<float, I, J> a, sp::out<float, I, Jc> c, sp::iter<I> i,
+                                           sp::iter<J> j) { c(i, j) = a(i, j); });
+  CHECK(sp::lower::rows_scattered(tr));
+  CHECK_FALSE(sp::lower::rows_scattered(copy));
+  CHECK(body(phase(tr, sp::lower::AssemblyContext::symbolic)) == R"(  block tr:
+    for spindle_block in [0, spindle_count_blocks_len) parallel:  # axis spindle_blocks
+      let spindle_lo: i64 = I_len * spindle_block / spindle_count_blocks_len
+      let spindle_hi: i64 = I_len * (spindle_block + 1) / spindle_count_blocks_len
+      for i in [spindle_lo, spindle_lo + spindle_hi - spindle_lo):  # axis I
+        for j in [0, J_indptr[i + 1] - J_indptr[i]):  # axis J
+          let spindle_row: i64 = i64(J_indices[J_indptr[i] + j])
+          b_rows[spindle_block, spindle_row] += 1
+)");
+  CHECK(body(phase(tr, sp::lower::AssemblyContext::numeric)) == R"(  block tr:
+    for spindle_block in [0, spindle_count_blocks_len) parallel:  # axis spindle_blocks
+      let spindle_lo: i64 = I_len * spindle_block / spindle_count_blocks_len
+      let spindle_hi: i64 = I_len * (spindle_block + 1) / spindle_count_blocks_len
+      for i in [spindle_lo, spindle_lo + spindle_hi - spindle_lo):  # axis I
+        for j in [0, J_indptr[i + 1] - J_indptr[i]):  # axis J
+          let spindle_row: i64 = i64(J_indices[J_indptr[i] + j])
+          let spindle_at: i64 = b_rows[spindle_block, spindle_row]
+          if spindle_at < spindle_nnz_len:
+            b_indices[spindle_at] = i32(i)
+            b_values[spindle_at] = a[J_indptr[i] + j]
+          b_rows[spindle_block, spindle_row] = spindle_at + 1
+)");
 }
