@@ -858,4 +858,31 @@ auto coo_to_csr() {
                        sp::iter<E> e) { c(r(e), cl(e)) += v(e); });
 }
 
+// Conversions whose output keeps only some of the elements the kernel visits: the writes are
+// conditional (spindle::when, docs/language.md §4.7), so the pattern is what passes the test.
+//
+// Dense -> CSR: the nonzero elements of a 2-d Tensor D (rows x cols), each row's columns
+// ascending. An element that compares equal to 0 (0 and -0) is dropped; NaN is kept.
+//   Csr<float> C(D.dim(0), D.dim(1));  ops::dense_to_csr<float>()(D, C);
+template <class T, class Index = std::int32_t>
+auto dense_to_csr() {
+  return sp::kernel("dense_to_csr", sp::names{"D", "C"},
+                    [](sp::in<T, I, Jc> d, sp::out<T, I, CJn<Index>> c, sp::iter<I> i, sp::iter<Jc> j) {
+                      sp::when(d(i, j) != 0, [&] { c(i, j) = d(i, j); });
+                    });
+}
+
+// Pruning: the entries of a CSR whose magnitude is above `threshold`, in a new CSR of A's shape
+// (explicit zeros are dropped by threshold 0; NaN entries are dropped: NaN > t is false).
+//   Csr<float> C(A.rows(), A.cols());  ops::prune<float>()(A, 1e-3f, C);
+template <class T, class Index = std::int32_t>
+auto prune() {
+  using J_ = JI<Index>;
+  return sp::kernel("prune", sp::names{"A", "threshold", "C"},
+                    [](sp::in<T, I, J_> a, sp::param<T> threshold, sp::out<T, I, CJ<Index>> c, sp::iter<I> i,
+                       sp::iter<J_> j) {
+                      sp::when(sp::abs(sp::Value<T>(a(i, j))) > threshold, [&] { c(i, j) = a(i, j); });
+                    });
+}
+
 }  // namespace spindle::ops

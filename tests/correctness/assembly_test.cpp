@@ -822,3 +822,67 @@ TEST_CASE("scattered rows: the outer product of sparse vectors, pooled rows (a c
     }
   }
 }
+
+// --- conditional writes into assembled outputs (spindle::when, docs/language.md §4.7) --------
+
+TEST_CASE("conditional writes: dense -> CSR drops zeros, pruning by magnitude, a transpose of the positive entries "
+          "assemble exactly what passes the test, on every shape, engine and thread count, the interpreter and the "
+          "CUDA build agree",
+          "[correctness][assembly][when]") {
+  auto dense_to_csr = sp::ops::dense_to_csr<float>();
+  auto prune = sp::ops::prune<float>();
+  auto positive_transpose = sp::kernel("positive_transpose", sp::names{"A", "C"},
+                                       [](sp::in<float, I, J> a, sp::out<float, sp::dense<J>, CT> c, sp::iter<I> i,
+                                          sp::iter<J> j) { sp::when(a(i, j) > 0, [&] { c(j, i) = a(i, j); }); });
+  std::vector<Shape> shapes = matrix_shapes();
+  shapes.push_back(Shape{"large", 3001, 2999, 7, 0.1});
+  for (const Shape& s : shapes) {
+    INFO(s);
+    auto a = random_csr<float>(s, 61);
+    for (std::size_t q = 0; q < a.values().size(); q += 5) a.values()[q] = 0.0f;  // stored zeros
+    if (!a.values().empty()) a.values()[a.values().size() / 2] = -0.0f;
+    auto d = sp::Tensor<float>::zeros({s.rows, s.cols});
+    std::map<std::pair<std::int64_t, std::int64_t>, double> nonzero, big, positive_t;
+    for (std::int64_t r = 0; r < a.rows(); ++r)
+      for (std::size_t q = 0; q < a.row_indices(r).size(); ++q) {
+        const std::int64_t c = a.row_indices(r)[q];
+        const float v = a.row_values(r)[q];
+        d(r, c) = v;
+        if (v != 0) nonzero[{r, c}] = v;
+        if (std::fabs(v) > 0.5f) big[{r, c}] = v;
+        if (v > 0) positive_t[{c, r}] = v;
+      }
+    for (const auto& engine : spindle::test::cpu_engines())
+      for (int threads : {1, 3}) {
+        INFO("engine " << engine << " threads " << threads);
+        auto& rt = spindle::test::engine_runtime(engine, threads);
+        sp::Csr<float> c = random_csr<float>(Shape{"old", s.rows, s.cols, 2}, 3);  // replaced
+        dense_to_csr.with_runtime(rt)(d, c);
+        check_same(entries(c), nonzero, 0);
+        prune.with_runtime(rt)(a, 0.5f, c);
+        check_same(entries(c), big, 0);
+        sp::Csr<float> t(s.cols, s.rows);
+        positive_transpose.with_runtime(rt)(a, t);
+        check_same(entries(t), positive_t, 0);
+      }
+    if (s.rows * s.cols <= 130 * 130) {
+      check_assembled_on(true, dense_to_csr, [&] { return sp::Csr<float>(s.rows, s.cols); }, d);
+      check_assembled_on(true, prune, [&] { return sp::Csr<float>(s.rows, s.cols); }, a, 0.25f);
+      check_assembled_on(false, positive_transpose, [&] { return sp::Csr<float>(s.cols, s.rows); }, a);
+    }
+  }
+  // A dense matrix of NaNs and infinities: NaN != 0 holds, so NaN is kept; NaN > t does not, so
+  // pruning drops it.
+  auto d = sp::Tensor<float>::zeros({2, 3});
+  d(0, 1) = std::numeric_limits<float>::quiet_NaN();
+  d(1, 2) = -std::numeric_limits<float>::infinity();
+  sp::Csr<float> c(2, 3);
+  dense_to_csr(d, c);
+  REQUIRE(c.nnz() == 2);
+  CHECK(std::isnan(c.values()[0]));
+  CHECK(c.values()[1] == -std::numeric_limits<float>::infinity());
+  sp::Csr<float> p(2, 3);
+  prune(c, 1.0f, p);
+  REQUIRE(p.nnz() == 1);
+  CHECK(p.indices()[0] == 2);
+}

@@ -97,6 +97,7 @@ class Fuzzer {
               << rejected_ << " rejected at definition (UserError), " << skipped_ << " skipped, " << compared_
               << " compared with the interpreter (" << sparse_roots_ << " iterating a root sparse axis, " << merges_
               << " co-iterating (union_of / intersection_of), " << fused_ << " with fused axes (iter<fuse<...>>), "
+              << conditional_ << " with conditional writes (sp::when), "
               << assembled_compared_
               << " assembling a sparse output of " << assembled_generated_ << " generated, " << assembled_rejected_
               << " rejected);";
@@ -304,6 +305,7 @@ class Fuzzer {
       if (fe::iterates_sparse_root(k)) ++sparse_roots_;
       if (fe::iterates_merge(k)) ++merges_;
       if (fe::fuses_axes(k)) ++fused_;
+      if (fe::has_when(k)) ++conditional_;
       if (fe::assembled_buffer(k) >= 0) ++assembled_compared_;
       if (c_.verbose) std::cout << "seed " << k.seed << ": ok (" << o.ms << " ms: " << o.message << ")\n";
       return;
@@ -369,7 +371,7 @@ class Fuzzer {
 
   Config c_;
   long generated_ = 0, compiled_ = 0, batches_ = 0, rejected_ = 0, skipped_ = 0, compared_ = 0, failures_ = 0,
-       cubins_ = 0, last_cubins_ = 0, sparse_roots_ = 0, merges_ = 0, fused_ = 0, assembled_generated_ = 0, assembled_compared_ = 0,
+       cubins_ = 0, last_cubins_ = 0, sparse_roots_ = 0, merges_ = 0, fused_ = 0, conditional_ = 0, assembled_generated_ = 0, assembled_compared_ = 0,
        assembled_rejected_ = 0;
   int last_rc_ = 0;
   std::string last_output_;

@@ -63,7 +63,7 @@ namespace {
 struct Stats {
   long generated = 0, rejected = 0, skipped = 0, compared = 0, failures = 0, large = 0, indirect = 0, computed = 0,
        unsorted = 0, unsorted_large = 0, unsorted_refused = 0, shared = 0, sparse_roots = 0, row_tiles = 0, owned_tiles = 0, partitioned = 0, blocked = 0, gathered = 0, prefetched = 0, assembled = 0,
-       assembled_generated = 0, assembled_rejected = 0, assembled_scattered = 0, assembled_nonempty = 0, by_coordinate = 0, merges = 0,
+       assembled_generated = 0, assembled_rejected = 0, assembled_scattered = 0, assembled_nonempty = 0, by_coordinate = 0, merges = 0, conditional = 0,
        scheduled = 0, schedule_refused = 0, gpu_scheduled = 0, gpu_unlaunchable = 0, gpu_refused = 0;
   std::map<std::string, long> schedule_kept;      // kept random schedule steps by primitive
   std::map<std::string, long> gpu_schedule_kept;  // the same for the random GPU schedules
@@ -385,6 +385,16 @@ bool has_scattered_write(const sp::ir::Function& f, bool computed) {
     }
   } scan;
   scan.computed = computed;
+  scan.visit(f.body);
+  return scan.found;
+}
+
+// Whether the kernel has a conditional statement (spindle::when, docs/language.md §4.7).
+bool has_conditional(const sp::ir::Function& f) {
+  struct Scan : sp::ir::IRVisitor {
+    bool found = false;
+    void visit_IfThenElse(const sp::ir::IfThenElseNode*) override { found = true; }
+  } scan;
   scan.visit(f.body);
   return scan.found;
 }
@@ -1117,6 +1127,7 @@ int main(int argc, char** argv) {
     if (k.assembled >= 0 && !ref.assembled.empty()) ++st.assembled_nonempty;
     if (iterates_fiber_by_coordinate(completed)) ++st.by_coordinate;
     if (iterates_merge(completed)) ++st.merges;
+    if (has_conditional(completed)) ++st.conditional;
     bool row_tiles_counted = false;
     for (auto& e : engines) {
       std::string text;
@@ -1163,7 +1174,7 @@ int main(int argc, char** argv) {
             << st.assembled << " assembled outputs (" << st.assembled_nonempty << " non-empty, "
             << st.assembled_scattered << " at scattered rows; of " << st.assembled_generated
             << " generated, " << st.assembled_rejected << " rejected), " << st.by_coordinate << " fibers by coordinate, " << st.merges
-            << " co-iterating (union_of / intersection_of), " << st.row_tiles
+            << " co-iterating (union_of / intersection_of), " << st.conditional << " with conditional writes, " << st.row_tiles
             << " run with two-dimensional register tiles, " << st.partitioned
             << " scattering one block per thread (ownership), " << st.owned_tiles
             << " of them with tiles or local sums inside the ownership tests), " << st.blocked

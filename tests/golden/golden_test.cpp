@@ -45,6 +45,26 @@ TEST_CASE("golden: every stage of each operator", "[golden]") {
                        lowered_text(ops::csf_reduce<double>().ir(), spindle::Schedule().sparse_fuse("csf_reduce", {"J", "L"})));
 }
 
+namespace {
+struct WI : spindle::dense_fixed {};
+struct WJ : spindle::sparse_variable<WI> {};
+}  // namespace
+
+TEST_CASE("golden: conditional statements (spindle::when) through every stage", "[golden]") {
+  // Positive entries summed, the others' maximum magnitude (an else branch with a local).
+  auto k = spindle::kernel("when_split_rows", spindle::names{"A", "pos", "neg"},
+                           [](spindle::in<float, WI, WJ> a, spindle::out<float, WI> pos, spindle::out<float, WI> neg,
+                              spindle::iter<WI> i, spindle::iter<WJ> j) {
+                             spindle::when(
+                                 a(i, j) > 0, [&] { pos(i) += a(i, j); },
+                                 [&] {
+                                   spindle::local<float> m(0.0f - a(i, j));
+                                   neg(i).max_with(m);
+                                 });
+                           });
+  golden::check_golden("when_split_rows", lowered_text(k.ir()));
+}
+
 TEST_CASE("golden: lowering is deterministic", "[golden]") {
   // Two definitions of the same kernel lower to identical text and the same symbol.
   CHECK(lowered_text(ops::spmm<float>().ir()) == lowered_text(ops::spmm<float>().ir()));

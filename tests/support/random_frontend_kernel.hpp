@@ -167,6 +167,8 @@ struct Stmt {
   std::string local_name;        // LocalDecl: the name string given to local<T> ("" = none)
   bool local_named = false;
   int named_style = 0;           // Named: 0 auto, 1 sp::Value<T>, 2 const auto&
+  ExprP cond;                    // Write/LocalWrite: runs under sp::when(cond, ...) (§4.7), and
+  ExprP else_value;              //   when set, writes else_value (same target, same op) otherwise
 };
 
 struct Local {
@@ -247,6 +249,16 @@ inline bool fuses_axes(const Kernel& k) {
       if (s->kind == Stmt::ForEach &&
           (std::find(s->fused.begin(), s->fused.end(), true) != s->fused.end() || scan(s->body)))
         return true;
+    return false;
+  };
+  return scan(k.body);
+}
+
+// Whether some write of the kernel runs under sp::when (docs/language.md §4.7).
+inline bool has_when(const Kernel& k) {
+  std::function<bool(const std::vector<StmtP>&)> scan = [&](const std::vector<StmtP>& body) {
+    for (auto& s : body)
+      if (s->cond || (s->kind == Stmt::ForEach && scan(s->body))) return true;
     return false;
   };
   return scan(k.body);
@@ -487,6 +499,25 @@ class CppPrinter {
   }
 
   void stmt(std::ostream& os, const Stmt& s) {
+    if (s.cond && (s.kind == Stmt::Write || s.kind == Stmt::LocalWrite)) {  // sp::when (§4.7)
+      line(os) << "sp::when(" << value(*s.cond) << ", [&] {\n";
+      indent_ += 2;
+      Stmt plain = s;
+      plain.cond = nullptr;
+      plain.else_value = nullptr;
+      stmt(os, plain);
+      indent_ -= 2;
+      if (s.else_value) {
+        line(os) << "}, [&] {\n";
+        indent_ += 2;
+        plain.value = s.else_value;
+        plain.via_ref = false;
+        stmt(os, plain);
+        indent_ -= 2;
+      }
+      line(os) << "});\n";
+      return;
+    }
     switch (s.kind) {
       case Stmt::Write:
         if (s.via_ref) {
@@ -851,6 +882,19 @@ class IrBuilder {
   }
 
   ir::Stmt stmt(const Stmt& s, std::vector<ir::Buffer>& allocs) {
+    if (s.cond && (s.kind == Stmt::Write || s.kind == Stmt::LocalWrite)) {  // sp::when (§4.7)
+      Stmt plain = s;
+      plain.cond = nullptr;
+      plain.else_value = nullptr;
+      ir::Expr c = expr(*s.cond);
+      ir::Stmt then_case = stmt(plain, allocs);
+      ir::Stmt else_case;
+      if (s.else_value) {
+        plain.value = s.else_value;
+        else_case = stmt(plain, allocs);
+      }
+      return ir::if_then_else(c, then_case, else_case);
+    }
     switch (s.kind) {
       case Stmt::Write: {
         std::vector<ir::Expr> idx;
@@ -966,7 +1010,9 @@ namespace detail {
 
 class Generator {
  public:
-  explicit Generator(std::uint64_t seed) : rng_(seed), twin_rng_(seed ^ 0x510e527fade682d1ULL) { k_.seed = seed; }
+  explicit Generator(std::uint64_t seed) : rng_(seed), twin_rng_(seed ^ 0x510e527fade682d1ULL), when_rng_(seed ^ 0x2545f4914f6cdd1dULL) {
+    k_.seed = seed;
+  }
 
   Kernel make() {
     k_.ns = "k" + std::to_string(k_.seed);
@@ -1599,7 +1645,7 @@ class Generator {
         continue;
       }
       if (r < 0.35 && !visible_locals_.empty()) {
-        out.push_back(local_write());
+        out.push_back(guarded(local_write()));
         continue;
       }
       if (r < 0.45) {
@@ -1610,7 +1656,7 @@ class Generator {
         out.push_back(local_decl());
         continue;
       }
-      if (auto w = write()) {
+      if (auto w = guarded(write())) {
         out.push_back(w);
         if (auto t = twin(*w)) out.push_back(t);
       }
@@ -1759,6 +1805,21 @@ class Generator {
     // No output can be written here: accumulate into a local if there is one.
     if (!visible_locals_.empty()) return local_write();
     return nullptr;
+  }
+
+  // About one write in five (a Write or LocalWrite) runs under sp::when(cond, ...) (§4.7), a
+  // third of those with an else branch writing another value into the same target. Decided,
+  // and the condition and the value drawn, by a generator of its own, so the other kernels of
+  // a seed stay as they were.
+  StmtP guarded(StmtP w) {
+    if (!w || (w->kind != Stmt::Write && w->kind != Stmt::LocalWrite)) return w;
+    if (std::uniform_real_distribution<double>(0, 1)(when_rng_) >= 0.2) return w;
+    auto s = std::make_shared<Stmt>(*w);
+    std::swap(rng_, when_rng_);
+    s->cond = condition(1);
+    if (chance(0.35)) s->else_value = s->op == WriteOp::mul ? sign_value() : value(2);
+    std::swap(rng_, when_rng_);
+    return s;
   }
 
   // A second update of the element a write just updated, with the same operator and another
@@ -2022,7 +2083,7 @@ class Generator {
     return make(Op::Add, T, {value(d - 1), leaf()});
   }
 
-  std::mt19937_64 rng_, twin_rng_;
+  std::mt19937_64 rng_, twin_rng_, when_rng_;
   Kernel k_;
   std::set<std::string> used_cpp_{"sp", "spindle", "std", "kernel", "k", "c", "define", "registration"};
   int var_counter_ = 0, muls_ = 0;
@@ -2069,7 +2130,10 @@ class Shrinker {
     if (applied) return s;
     auto c = std::make_shared<Stmt>(*s);
     if (s->kind == Stmt::ForEach) c->body = stmts(s->body);
-    else if (phase_ == 1 && s->value) c->value = expr(s->value);
+    else if (phase_ == 1 && s->value) {
+      c->value = expr(s->value);
+      if (s->else_value) c->else_value = expr(s->else_value);
+    }
     return c;
   }
   ExprP expr(const ExprP& e) {

@@ -273,7 +273,7 @@ namespace detail_gen {
 
 class Generator {
  public:
-  explicit Generator(std::uint64_t seed) : rng_(seed) { k_.seed = seed; }
+  explicit Generator(std::uint64_t seed) : rng_(seed), cond_rng_(seed ^ 0x2545f4914f6cdd1dULL) { k_.seed = seed; }
 
   RandomKernel make() {
     k_.function.name = "fuzz" + std::to_string(k_.seed % 100000);
@@ -1020,7 +1020,7 @@ class Generator {
         body.push_back(ir::reduce(pick_from(locals_), {}, ir::ReduceOp::add, value(2)));
         continue;
       }
-      body.push_back(write());
+      body.push_back(conditional(write()));
     }
     for (std::size_t q = 0; q < locals.size(); ++q) locals_.pop_back();
     ir::Stmt b = ir::seq(std::move(body));
@@ -1230,6 +1230,46 @@ class Generator {
     return ir::make_const(T_, static_cast<double>(range(-2, 3)));
   }
 
+  // Conditional writes (docs/language.md §4.7): about one write in five runs under a test,
+  // a third of those with a second write in an else branch. Decided, and the test and the
+  // else branch drawn, by a generator of its own, so that the other kernels of a seed stay
+  // what they were. The test compares values that every engine computes alike: inputs,
+  // parameters, iterators, constants, and locals only where data are exact (a float sum in
+  // another order must not take the other branch).
+  ir::Stmt conditional(ir::Stmt s) {
+    if (!s.defined() || cond_rng_() % 5 != 0) return s;
+    std::swap(rng_, cond_rng_);
+    ir::Expr c = comparison();
+    if (chance(0.2)) c = ir::binary(chance(0.5) ? ir::BinOp::land : ir::BinOp::lor, c, comparison());
+    if (chance(0.1)) c = ir::unary(ir::UnOp::lnot, c);
+    ir::Stmt otherwise = chance(0.33) ? write() : ir::Stmt();
+    std::swap(rng_, cond_rng_);
+    return ir::if_then_else(c, s, otherwise);
+  }
+  ir::Expr comparison() {
+    static constexpr ir::BinOp ops[] = {ir::BinOp::lt, ir::BinOp::le, ir::BinOp::gt,
+                                        ir::BinOp::ge, ir::BinOp::eq, ir::BinOp::ne};
+    ir::Expr a = test_leaf();
+    ir::Expr b = chance(0.5) ? test_leaf() : ir::make_const(T_, static_cast<double>(range(-1, 2)));
+    return ir::binary(ops[range(0, 5)], a, b);
+  }
+  ir::Expr test_leaf() {
+    double r = std::uniform_real_distribution<double>(0, 1)(rng_);
+    if (r < 0.6 && !inputs_.empty()) {
+      ir::Buffer b = pick_from(inputs_);
+      std::vector<ir::Expr> idx;
+      for (std::size_t s = 0; s < b->axes.size(); ++s) idx.push_back(read_index(b->axes[s], idx, s, b));
+      return ir::load(b, idx);
+    }
+    if (r < 0.7 && !scalars_.empty()) return pick_from(scalars_);
+    if (r < 0.8 && k_.exact && !locals_.empty()) return ir::load(pick_from(locals_), {});
+    if (r < 0.9 && !scope_.empty()) {
+      const Bound& it = scope_[static_cast<std::size_t>(range(0, static_cast<std::int64_t>(scope_.size()) - 1))];
+      return ir::cast(T_, it.var);
+    }
+    return ir::make_const(T_, static_cast<double>(range(-2, 3)));
+  }
+
   ir::Expr value(int d) {
     if (d <= 0 || chance(0.3)) return leaf();
     double r = std::uniform_real_distribution<double>(0, 1)(rng_);
@@ -1259,6 +1299,7 @@ class Generator {
   }
 
   std::mt19937_64 rng_;
+  std::mt19937_64 cond_rng_;  // conditional(): its own, so that the other kernels of a seed stay
   RandomKernel k_;
   DType T_ = DType::f32;
   std::vector<ir::Axis> roots_, views_;

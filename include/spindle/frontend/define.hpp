@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "spindle/frontend/buffer.hpp"
+#include "spindle/ir/functor.hpp"
 
 namespace spindle {
 
@@ -174,6 +175,58 @@ void for_each(F&& f, std::source_location loc = std::source_location::current())
   auto frame = b.record([&] { std::apply(f, its); });
   b.emit(b.make_iteration(std::move(name), std::move(iters.axes), std::move(iters.vars), std::move(frame),
                           detail::to_loc(loc), std::move(iters.fused)));
+}
+
+
+namespace detail {
+inline bool contains_iteration(const ir::Stmt& s) {
+  struct Find : ir::IRVisitor {
+    bool found = false;
+    void visit_SparseIteration(const ir::SparseIterationNode*) override { found = true; }
+  } f;
+  f.visit(s);
+  return f.found;
+}
+
+// The statements `f` records, as one statement: its locals (local<T> declared inside) in a
+// block of their own, so each run of the branch gets fresh ones.
+template <class F>
+ir::Stmt record_branch(KernelBuilder& b, F&& f, const ir::SourceLoc& loc) {
+  auto frame = b.record(std::forward<F>(f));
+  for (auto& s : frame.stmts)
+    SPINDLE_CHECK(!contains_iteration(s), UserError, "kernel '", b.kernel_name(),
+                  "': a for_each inside spindle::when (", loc.file, ":", loc.line, "); hint: put the "
+                  "when inside the for_each (for_each<J>([&](iter<J> j) { when(c, [&] { ... }); })), or "
+                  "compute the condition into a local and test it in the loop body");
+  ir::Stmt body = ir::seq(std::move(frame.stmts), loc);
+  if (!frame.allocs.empty()) body = ir::block(b.fresh("when_locals"), std::move(frame.allocs), body, loc);
+  return body;
+}
+}  // namespace detail
+
+// Runs the statements of `then` only where `cond` holds (docs/language.md §4.7), and those of
+// `otherwise` (optional) where it does not:
+//   spindle::when(a(i, j) != 0, [&] { c(i, j) = a(i, j); });        // dense -> CSR
+//   spindle::when(x(i) > 0, [&] { y(i) = x(i); }, [&] { y(i) = 0.01f * x(i); });
+// Writes, reductions and locals may be conditional; a for_each may not (put the when inside it).
+template <class F>
+  requires std::is_invocable_v<F&>
+void when(const Value<bool>& cond, F&& then, std::source_location loc = std::source_location::current()) {
+  auto& b = detail::KernelBuilder::current();
+  const ir::SourceLoc l = detail::to_loc(loc);
+  ir::Stmt t = detail::record_branch(b, std::forward<F>(then), l);
+  b.emit(ir::if_then_else(cond.expr(), std::move(t), ir::Stmt(), l));
+}
+
+template <class F, class G>
+  requires(std::is_invocable_v<F&> && std::is_invocable_v<G&>)
+void when(const Value<bool>& cond, F&& then, G&& otherwise,
+          std::source_location loc = std::source_location::current()) {
+  auto& b = detail::KernelBuilder::current();
+  const ir::SourceLoc l = detail::to_loc(loc);
+  ir::Stmt t = detail::record_branch(b, std::forward<F>(then), l);
+  ir::Stmt e = detail::record_branch(b, std::forward<G>(otherwise), l);
+  b.emit(ir::if_then_else(cond.expr(), std::move(t), std::move(e), l));
 }
 
 }  // namespace spindle
