@@ -205,10 +205,10 @@ inline bool parse_args(int argc, char** argv, Config& c) {
       c.cusparse = false;
     } else if (a == "--op") {
       for (auto& op : split_list(value())) {
-        if (op != "spmm" && op != "spmv" && op != "sddmm" && op != "spgemm" && op != "spadd" && op != "spmul" && op != "transpose" && op != "bsr_spmm" && op != "dbsr_spmm" &&
+        if (op != "spmm" && op != "spmv" && op != "sddmm" && op != "spgemm" && op != "spadd" && op != "spmul" && op != "transpose" && op != "prune" && op != "dense2csr" && op != "bsr_spmm" && op != "dbsr_spmm" &&
             op != "sr_bcrs_spmm" && op != "ell_spmm" && op != "hyb_spmm" && op != "tuned_spmm" && op != "scheduled_spmm" && op != "tuned_spmv" && op != "fused_sddmm" && op != "rgcn_spmm")
           throw std::invalid_argument("--op: unknown operator '" + op +
-                                      "' (spmm, spmv, sddmm, spgemm, spadd, spmul, transpose, bsr_spmm, dbsr_spmm, sr_bcrs_spmm, ell_spmm, hyb_spmm, tuned_spmm, scheduled_spmm, tuned_spmv, fused_sddmm, rgcn_spmm)");
+                                      "' (spmm, spmv, sddmm, spgemm, spadd, spmul, transpose, prune, dense2csr, bsr_spmm, dbsr_spmm, sr_bcrs_spmm, ell_spmm, hyb_spmm, tuned_spmm, scheduled_spmm, tuned_spmv, fused_sddmm, rgcn_spmm)");
         c.ops.push_back(op);
       }
     } else if (a == "--block") {

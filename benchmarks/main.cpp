@@ -14,6 +14,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -47,6 +48,9 @@ struct Kernels {
   decltype(spindle::ops::sparse_multiply<T>()) spmul = spindle::ops::sparse_multiply<T>();
   // Aᵀ by a kernel whose output rows are scattered (lower/assemble_scattered.hpp).
   decltype(spindle::ops::csr_to_csc<T>()) transpose = spindle::ops::csr_to_csc<T>();
+  // The entries with |a| > t, written under spindle::when (docs/language.md §4.7).
+  decltype(spindle::ops::prune<T>()) prune = spindle::ops::prune<T>();
+  decltype(spindle::ops::dense_to_csr<T>()) dense_to_csr = spindle::ops::dense_to_csr<T>();
   decltype(spindle::ops::ell_spmm<T>()) ell_spmm = spindle::ops::ell_spmm<T>();
   spindle::ops::HybSpmm<T> hyb_spmm;
   spindle::ops::RgcnBucketsSpmm<T> rgcn;  // rgcn_spmm: the aggregation over Ell3dBuckets
@@ -346,7 +350,66 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
           c.grb_error = [&] { return relative_error(grb->pattern_result().data(), ce.data(), nnz); };
         }
       }
-      if (sparse_result_op(op)) {
+      // prune: A with values drawn in [-1, 1] (the graphs are patterns of ones), every system
+      // on that copy; C keeps the entries with |a| > 0.5 (about half).
+      std::unique_ptr<spindle::Csr<T>> a_vals;
+      std::unique_ptr<EigenPeer<T>> eigen_vals;
+      std::unique_ptr<GraphBlasPeer<T>> grb_vals;
+      const T threshold = T(0.5);
+      if (op == "prune") {
+        a_vals = std::make_unique<spindle::Csr<T>>(a);
+        std::mt19937_64 draw(seed);
+        std::uniform_real_distribution<double> u(-1.0, 1.0);
+        for (auto& v : a_vals->values()) v = static_cast<T>(u(draw));
+        eigen_vals = std::make_unique<EigenPeer<T>>(*a_vals);
+        csp = std::make_unique<spindle::Csr<T>>(rows, cols, "C");
+        c.spindle = [&] { k.prune(*a_vals, threshold, *csp); };
+        c.eigen = [&] { eigen_vals->prune(threshold); };
+        c.poison = [&] { *csp = spindle::Csr<T>(rows, cols, "C"); };
+        c.reference_done = [&] {
+          cref = csr_result(eigen_vals->sparse_result());
+          sort_rows(cref);
+          c.nnz_out = cref.nnz();
+        };
+        c.spindle_error = [&] { return sparse_result_error(csr_result(*csp), cref, "spindle " + m.info.name + " prune"); };
+        if (grb) {
+          grb_vals = std::make_unique<GraphBlasPeer<T>>(*a_vals);
+          grb_vals->prepare_sparse(cols, rows);
+          c.graphblas = [&] { grb_vals->prune(threshold); };
+          c.grb_error = [&] {
+            return sparse_result_error(grb_vals->sparse_result(), cref, "graphblas " + m.info.name + " prune");
+          };
+        }
+      }
+      // dense2csr: A held as a dense row-major matrix (skipped above 512 MB), C its nonzeros.
+      DenseRM<T> dense_a;
+      if (op == "dense2csr") {
+        const double mb = static_cast<double>(rows) * static_cast<double>(cols) * sizeof(T) / 1e6;
+        if (mb > 512) {
+          std::fprintf(stderr, "[bench] %s dense2csr: skipped, A as a dense matrix would take %.0f MB (> 512)\n",
+                       m.info.name.c_str(), mb);
+          continue;
+        }
+        dense_a = DenseRM<T>::Zero(rows, cols);
+        for (std::int64_t r = 0; r < rows; ++r)
+          for (std::int64_t q = a.indptr()[r]; q < a.indptr()[r + 1]; ++q) dense_a(r, a.indices()[q]) = a.values()[q];
+        csp = std::make_unique<spindle::Csr<T>>(rows, cols, "C");
+        c.spindle = [&] { k.dense_to_csr(spindle::TensorView<const T>(dense_a.data(), {rows, cols}), *csp); };
+        c.eigen = [&] { eigen.dense_to_sparse(dense_a); };
+        c.poison = [&] { *csp = spindle::Csr<T>(rows, cols, "C"); };
+        c.reference_done = [&] {
+          cref = csr_result(eigen.sparse_result());
+          sort_rows(cref);
+          c.nnz_out = cref.nnz();
+        };
+        c.spindle_error = [&] { return sparse_result_error(csr_result(*csp), cref, "spindle " + m.info.name + " dense2csr"); };
+        if (grb) {
+          grb->prepare_dense(dense_a.data());
+          c.graphblas = [&] { grb->dense2csr(); };
+          c.grb_error = [&] { return sparse_result_error(grb->sparse_result(), cref, "graphblas " + m.info.name + " dense2csr"); };
+        }
+      }
+      if (sparse_result_op(op) && op != "prune" && op != "dense2csr") {
         if (op != "spgemm" && op != "transpose" && rows == cols) {
           // A^T, through Eigen (row-major storage of the transpose, sorted rows).
           typename EigenPeer<T>::Sparse at = eigen.matrix().transpose();
@@ -465,6 +528,10 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
                                   (b_own ? "A^T" : "A") + ")"
             : op == "transpose" ? "spindle::ops::csr_to_csc (engine " + report.engine +
                                       ", C = A^T: rows scattered, A's rows in blocks per thread, segments folded by the host)"
+            : op == "dense2csr" ? "spindle::ops::dense_to_csr (engine " + report.engine +
+                                      ", C = the nonzeros of D, written under spindle::when, rows appended; D row-major)"
+            : op == "prune" ? "spindle::ops::prune (engine " + report.engine +
+                                  ", C = the entries of A with |a| > 0.5, written under spindle::when; rows in blocks per thread)"
             : op == "spmul"   ? "spindle::ops::sparse_multiply (engine " + report.engine +
                                   ", intersection of the rows merged and appended in column order; C = A .* B, B = " +
                                   (b_own ? "A^T" : "A") + ")"
@@ -474,6 +541,8 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
             : op == "spadd"  ? std::string("eigen (SparseMatrix<RowMajor> + SparseMatrix, single-threaded)")
             : op == "spmul"  ? std::string("eigen (SparseMatrix<RowMajor>.cwiseProduct(SparseMatrix), single-threaded)")
             : op == "transpose" ? std::string("eigen (SparseMatrix<RowMajor> = A.transpose(), single-threaded)")
+            : op == "prune" ? std::string("eigen (C = A, then C.prune(|v| > 0.5), single-threaded)")
+            : op == "dense2csr" ? std::string("eigen (C = D.sparseView(), row-major, single-threaded)")
                              : std::string("eigen (SparseMatrix<RowMajor> * dense, noalias)")};
         if (c.spindle_csr) {
           c.spindle_csr();
@@ -489,6 +558,8 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
           cont.push_back({"graphblas", c.graphblas, {}});
           errors.push_back(c.grb_error());
           labels.push_back(op == "transpose" ? std::string("graphblas (GrB_transpose, by row, wait)")
+                           : op == "prune" ? std::string("graphblas (GrB_select, a user IndexUnaryOp |x| > 0.5, wait)")
+                           : op == "dense2csr" ? std::string("graphblas (GrB_select VALUENE 0 on a full matrix, wait)")
                            : op == "spadd"   ? std::string("graphblas (GrB_eWiseAdd, PLUS, wait)")
                            : op == "spmul" ? std::string("graphblas (GrB_eWiseMult, TIMES, wait)")
                            : "graphblas (" +
@@ -609,10 +680,14 @@ int run(const Config& cfg) {
         const spindle::runtime::AssembledKernel& ak = op == "spgemm"      ? k.spgemm.compile_assembled()
                                                       : op == "spadd"     ? k.spadd.compile_assembled()
                                                       : op == "transpose" ? k.transpose.compile_assembled()
+                                                      : op == "prune"     ? k.prune.compile_assembled()
+                                                      : op == "dense2csr" ? k.dense_to_csr.compile_assembled()
                                                                           : k.spmul.compile_assembled();
         text = cfg.explain ? (op == "spgemm"      ? k.spgemm.explain()
                               : op == "spadd"     ? k.spadd.explain()
                               : op == "transpose" ? k.transpose.explain()
+                              : op == "prune"     ? k.prune.explain()
+                              : op == "dense2csr" ? k.dense_to_csr.explain()
                                                   : k.spmul.explain())
                            : "";
         for (auto [phase, pk] : {std::pair{".symbolic", &ak.symbolic()}, std::pair{".numeric", &ak.numeric()}})

@@ -87,6 +87,13 @@ class EigenPeer {
   void spadd() { c_ = a_ + b_; }
   void spmul() { c_ = a_.cwiseProduct(b_); }
   void transpose() { c_ = a_.transpose(); }  // row-major from row-major: a real transposition
+  // The entries with |a| > t: a copy of A pruned in place (Eigen's prune keeps what the
+  // predicate accepts, compacting the rows).
+  void dense_to_sparse(const DenseRM<T>& d) { c_ = d.sparseView(); }  // drops the exact zeros
+  void prune(T t) {
+    c_ = a_;
+    c_.prune([t](Eigen::Index, Eigen::Index, const T& v) { return std::abs(v) > t; });
+  }
   const Sparse& sparse_result() const { return c_; }
 
   // out[p] for the p-th stored entry of A (row-major order).

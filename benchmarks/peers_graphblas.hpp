@@ -10,6 +10,9 @@
 //   spgemm GrB_mxm(C, -, -, PLUS_TIMES, A, B)     B imported once like A (CSR, by row)
 //   spadd  GrB_eWiseAdd(C, -, -, PLUS, A, B)      (alpha = beta = 1)
 //   spmul  GrB_eWiseMult(C, -, -, TIMES, A, B)
+//   prune  GrB_select(C, -, -, op, A, t) with a user-defined GrB_IndexUnaryOp |x| > t
+//          (GraphBLAS has no built-in magnitude test; 7.x calls it through a pointer)
+//   dense2csr  GrB_select(C, -, -, GrB_VALUENE, D, 0) with D a full GrB_Matrix (packed once)
 // The thread count is the global GxB_NTHREADS. Without GraphBLAS the peer reports that it
 // is unavailable and the tool runs without it.
 #pragma once
@@ -92,6 +95,10 @@ struct GrbT<float> {
   static GrB_Info tuples(GrB_Index* i, float* x, GrB_Index* n, GrB_Vector v) {
     return GrB_Vector_extractTuples_FP32(i, x, n, v);
   }
+  static GrB_IndexUnaryOp value_ne() { return GrB_VALUENE_FP32; }
+  static GrB_Info select(GrB_Matrix c, GrB_IndexUnaryOp op, GrB_Matrix a, float t) {
+    return GrB_Matrix_select_FP32(c, nullptr, nullptr, op, a, t, nullptr);
+  }
 };
 template <>
 struct GrbT<double> {
@@ -105,6 +112,10 @@ struct GrbT<double> {
   }
   static GrB_Info tuples(GrB_Index* i, GrB_Index* j, double* x, GrB_Index* n, GrB_Matrix a) {
     return GrB_Matrix_extractTuples_FP64(i, j, x, n, a);
+  }
+  static GrB_IndexUnaryOp value_ne() { return GrB_VALUENE_FP64; }
+  static GrB_Info select(GrB_Matrix c, GrB_IndexUnaryOp op, GrB_Matrix a, double t) {
+    return GrB_Matrix_select_FP64(c, nullptr, nullptr, op, a, t, nullptr);
   }
   static GrB_Info tuples(GrB_Index* i, double* x, GrB_Index* n, GrB_Vector v) {
     return GrB_Vector_extractTuples_FP64(i, x, n, v);
@@ -129,6 +140,7 @@ class GraphBlasPeer {
     release();
     GrB_Matrix_free(&b_);
     GrB_Matrix_free(&a_);
+    GrB_IndexUnaryOp_free(&abs_gt_);
   }
 
   // Frees the operands and results of the previous case.
@@ -204,6 +216,26 @@ class GraphBlasPeer {
     grb_check(GrB_Matrix_eWiseMult_BinaryOp(c_, nullptr, nullptr, G::times(), a_, b_, nullptr), "GrB_eWiseMult");
     grb_check(GrB_Matrix_wait(c_, GrB_MATERIALIZE), "wait C");
   }
+  void prepare_dense(const T* d) {
+    release();
+    x_ = full_matrix(d, rows_, cols_);
+    grb_check(GrB_Matrix_new(&c_, G::type(), rows_, cols_), "new C");
+    grb_check(GxB_Matrix_Option_set(c_, GxB_FORMAT, GxB_BY_ROW), "C by row");
+  }
+  void dense2csr() {
+    grb_check(G::select(c_, G::value_ne(), x_, T(0)), "GrB_select VALUENE");
+    grb_check(GrB_Matrix_wait(c_, GrB_MATERIALIZE), "wait C");
+  }
+  void prune(T t) {
+    if (!abs_gt_) {
+      grb_check(GrB_IndexUnaryOp_new(&abs_gt_, reinterpret_cast<GxB_index_unary_function>(&abs_greater), GrB_BOOL,
+                                     G::type(), G::type()),
+                "GrB_IndexUnaryOp_new");
+    }
+    grb_check(G::select(c_, abs_gt_, a_, t), "GrB_select");
+    grb_check(GrB_Matrix_wait(c_, GrB_MATERIALIZE), "wait C");
+  }
+
   // The last spgemm/spadd result in CSR, rows sorted (untimed).
   CsrResult<T> sparse_result() const {
     GrB_Index nr = 0, nc = 0;
@@ -286,6 +318,8 @@ class GraphBlasPeer {
     return t;
   }
 
+  static void abs_greater(bool* z, const T* x, GrB_Index, GrB_Index, const T* y) { *z = std::abs(*x) > *y; }
+  GrB_IndexUnaryOp abs_gt_ = nullptr;
   GrB_Index rows_, cols_;
   const spindle::Csr<T>* a_csr_;
   GrB_Matrix a_ = nullptr, b_ = nullptr, x_ = nullptr, y_ = nullptr, c_ = nullptr;
@@ -318,6 +352,9 @@ class GraphBlasPeer {
   void spgemm() {}
   void spadd() {}
   void spmul() {}
+  void prune(T) {}
+  void prepare_dense(const T*) {}
+  void dense2csr() {}
   CsrResult<T> sparse_result() const { return {}; }
 };
 

@@ -32,9 +32,10 @@
 namespace bench {
 
 // Operators whose result is a sparse matrix the call assembles (no K): C = A A, A + B, A .* B.
-// (transpose: C = Aᵀ as a CSR, the conversion CSR -> CSC.)
+// (transpose: C = Aᵀ as a CSR, the conversion CSR -> CSC; prune: the entries of A with
+// |a| > 0.5, A's values drawn in [-1, 1]; dense2csr: the nonzeros of A held as a dense matrix.)
 inline bool sparse_result_op(const std::string& op) {
-  return op == "spgemm" || op == "spadd" || op == "spmul" || op == "transpose";
+  return op == "spgemm" || op == "spadd" || op == "spmul" || op == "transpose" || op == "prune" || op == "dense2csr";
 }
 
 // y = A x, under the default schedule (spmv) or the one tune_spmv picks (tuned_spmv).

@@ -23,7 +23,9 @@
 //           column at its rank among the row's (the runtime's sort then finds it sorted).
 // Appending (no marker, no workspace, no gather): when the output's only write sits directly in
 // a co-iteration (docs/language.md §3.1: a CoIterate under the row loop, no other loop between)
-// and is indexed by its coordinate, each row's columns come strictly ascending and once each,
+// and is indexed by its coordinate, or directly in a loop whose variable is the column itself
+// (a dense axis: dense -> CSR, `when(d(i, j) != 0, [&] { c(i, j) = d(i, j); })`), each row's
+// columns come strictly ascending and at most once each (under a condition, some not at all),
 // so the symbolic phase only counts (`count += 1`) and the numeric phase writes in place:
 // `at = row_ptr[i] + count; if count < row_ptr[i + 1] - row_ptr[i]: out_indices[at] = x;
 // out_values[at] = identity; out_values[at] op= v` then `count += 1` (the row is born sorted).
@@ -117,20 +119,31 @@ class AssembleRows : public ir::IRMutator {
       int writes = 0;
       bool ordered = false;
       std::vector<const ir::CoIterateNode*> merges;  // null for a For
-      void visit_For(const ir::ForNode* n) override {
-        merges.push_back(nullptr);
-        ir::IRVisitor::visit_For(n);
-        merges.pop_back();
-      }
+      std::vector<const ir::ForNode*> loops;
       void visit_CoIterate(const ir::CoIterateNode* n) override {
         merges.push_back(n);
         ir::IRVisitor::visit_CoIterate(n);
         merges.pop_back();
       }
+      void visit_For(const ir::ForNode* n) override {
+        merges.push_back(nullptr);
+        loops.push_back(n);
+        ir::IRVisitor::visit_For(n);
+        loops.pop_back();
+        merges.pop_back();
+      }
       void write(const ir::BufferNode* b, const std::vector<ir::Expr>& idx) override {
         if (b != out) return;
         ++writes;
-        ordered = merges.size() == 1 && merges[0] && idx.size() == 2 && strip(idx[1]).same_as(merges[0]->var);
+        if (merges.size() != 1 || idx.size() != 2) {
+          ordered = false;
+          return;
+        }
+        const ir::Expr col = strip(idx[1]);
+        // A co-iteration's coordinate, or the variable of a serial loop that is the
+        // coordinate itself (a dense axis: `c(i, j)` over [0, J)), counting up from its start.
+        ordered = merges[0] ? col.same_as(merges[0]->var)
+                            : col.same_as(loops.back()->var) && loops.back()->for_kind == ir::ForKind::serial;
       }
       static ir::Expr strip(const ir::Expr& e) {
         auto* c = e.as<ir::CastNode>();

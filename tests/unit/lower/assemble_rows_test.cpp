@@ -172,6 +172,50 @@ TEST_CASE("assemble_rows: an output written once per merged coordinate is counte
   CHECK(sp::lower::uses_assembly_scratch(phase(two, sp::lower::AssemblyContext::symbolic), symbolic));
 }
 
+TEST_CASE("assemble_rows: an output written at a dense column loop's variable (dense -> CSR under a when) is "
+          "appended, one written at a sparse fiber's coordinates is not",
+          "[lower][assembly][when]") {
+  struct K : sp::dense_fixed {};
+  struct Ck : sp::assembled<I, K> {};
+  auto to_csr = sp::define_kernel("to_csr", [](sp::in<float, I, K> d, sp::out<float, I, Ck> c, sp::iter<I> i,
+                                               sp::iter<K> k) { sp::when(d(i, k) != 0, [&] { c(i, k) = d(i, k); }); });
+  const auto sym = phase(to_csr, sp::lower::AssemblyContext::symbolic);
+  CHECK(body(sym) == R"(  block to_csr:
+    for spindle_block in [0, spindle_blocks_plus_one_len + -1) parallel:  # axis spindle_blocks
+      for i in [spindle_block_rows[spindle_block], spindle_block_rows[spindle_block] + spindle_block_rows[spindle_block + 1] - spindle_block_rows[spindle_block]):  # axis I
+        block spindle_row:
+          alloc spindle_count: local i64[]
+          spindle_count = 0
+          for k in [0, K_len):  # axis K
+            if a[i, k] != 0.0f:
+              spindle_count = spindle_count + 1
+          b_rows[i] = spindle_count
+)");
+  const auto num = phase(to_csr, sp::lower::AssemblyContext::numeric);
+  CHECK(body(num) == R"(  block to_csr:
+    for spindle_block in [0, spindle_blocks_plus_one_len + -1) parallel:  # axis spindle_blocks
+      for i in [spindle_block_rows[spindle_block], spindle_block_rows[spindle_block] + spindle_block_rows[spindle_block + 1] - spindle_block_rows[spindle_block]):  # axis I
+        block spindle_row:
+          alloc spindle_count: local i64[]
+          spindle_count = 0
+          for k in [0, K_len):  # axis K
+            if a[i, k] != 0.0f:
+              let spindle_at: i64 = spindle_row_ptr[i] + spindle_count
+              if spindle_count < spindle_row_ptr[i + 1] - spindle_row_ptr[i]:
+                b_indices[spindle_at] = i32(k)
+                b_values[spindle_at] = a[i, k]
+              spindle_count = spindle_count + 1
+          b_rows[i] = spindle_count
+)");
+  sp::lower::AssemblyContext numeric = sp::lower::split_assembly(to_csr, sp::lower::AssemblyContext::numeric).context;
+  CHECK(sp::lower::rows_appended(num, numeric));
+  // A sparse fiber's coordinates ascend only where the caller's fibers are sorted: the
+  // marker and workspace path, whatever the input.
+  auto copy = sp::define_kernel("copy_pattern", [](sp::in<float, I, J> a, sp::out<float, I, Jc> c, sp::iter<I> i,
+                                                   sp::iter<J> j) { c(i, j) = a(i, j); });
+  CHECK_FALSE(sp::lower::rows_appended(phase(copy, sp::lower::AssemblyContext::numeric), numeric));
+}
+
 TEST_CASE("assemble_scattered: rows written elsewhere than at the first iterator are counted, then collected in "
           "their segments, blocks of the outermost loop in parallel",
           "[lower][assembly]") {
