@@ -1989,3 +1989,44 @@ TEST_CASE("conditional writes: a for_each inside spindle::when is a definition e
                     Catch::Contains("a for_each inside spindle::when") &&
                         Catch::Contains("put the when inside the for_each"));
 }
+
+TEST_CASE("conditional writes: a test that reads a running sum sees every update before it (no register "
+          "accumulator hides it) on every engine, the interpreter and the CUDA build",
+          "[correctness][user][when][cuda]") {
+  auto running = sp::kernel("when_reads_running_sum", sp::names{"A", "y", "z"},
+                            [](sp::in<float, I, J> a, sp::out<float, I> y, sp::out<std::int32_t, I> z, sp::iter<I> i,
+                               sp::iter<J> j) {
+                              y(i) += a(i, j);
+                              sp::when(y(i) > 0.5f, [&] { z(i) += 1; });
+                            });
+  for (const Shape& s : matrix_shapes()) {
+    INFO(s);
+    auto a = random_csr<float>(s, 95);
+    for (auto& v : a.values()) v = std::round(v * 4.0f) / 4.0f;  // sums exact in any order
+    std::vector<float> want_y(static_cast<std::size_t>(s.rows), 0.0f);
+    std::vector<std::int32_t> want_z(static_cast<std::size_t>(s.rows), 0);
+    for (std::int64_t r = 0; r < a.rows(); ++r)
+      for (float v : a.row_values(r)) {
+        want_y[static_cast<std::size_t>(r)] += v;
+        if (want_y[static_cast<std::size_t>(r)] > 0.5f) ++want_z[static_cast<std::size_t>(r)];
+      }
+    auto y = sp::Tensor<float>::zeros({s.rows});
+    auto z = sp::Tensor<std::int32_t>::zeros({s.rows});
+    check_everywhere(
+        running,
+        [&] {
+          return std::vector<sp::runtime::CallArg>{sp::detail::make_call_arg(a), sp::detail::make_call_arg(y),
+                                                   sp::detail::make_call_arg(z)};
+        },
+        [&] {
+          std::fill(y.values().begin(), y.values().end(), 3.0f);
+          std::fill(z.values().begin(), z.values().end(), 3);
+        },
+        [&] {
+          for (std::int64_t r = 0; r < s.rows; ++r) {
+            REQUIRE(y(r) == want_y[static_cast<std::size_t>(r)]);
+            REQUIRE(z(r) == want_z[static_cast<std::size_t>(r)]);
+          }
+        });
+  }
+}
