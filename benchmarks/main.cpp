@@ -350,6 +350,22 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
           c.grb_error = [&] { return relative_error(grb->pattern_result().data(), ce.data(), nnz); };
         }
       }
+      // Sparse results: Spindle writes a Csr `csp` of crows x ccols; the reference is the sorted
+      // result of `ref` (Eigen); the checks compare with it. An empty C of the right shape is the
+      // poison: a call that writes nothing shows as a pattern mismatch.
+      auto check_sparse_result = [&](EigenPeer<T>& ref, std::int64_t crows, std::int64_t ccols) {
+        csp = std::make_unique<spindle::Csr<T>>(crows, ccols, "C");
+        c.poison = [&, crows, ccols] { *csp = spindle::Csr<T>(crows, ccols, "C"); };
+        c.reference_done = [&] {
+          cref = csr_result(ref.sparse_result());
+          sort_rows(cref);  // Eigen's rows come sorted; made sure of, as the reference
+          c.nnz_out = cref.nnz();
+        };
+        c.spindle_error = [&] { return sparse_result_error(csr_result(*csp), cref, "spindle " + m.info.name + " " + op); };
+      };
+      auto check_grb_result = [&](GraphBlasPeer<T>& g) {
+        c.grb_error = [&] { return sparse_result_error(g.sparse_result(), cref, "graphblas " + m.info.name + " " + op); };
+      };
       // prune: A with values drawn in [-1, 1] (the graphs are patterns of ones), every system
       // on that copy; C keeps the entries with |a| > 0.5 (about half).
       std::unique_ptr<spindle::Csr<T>> a_vals;
@@ -362,23 +378,14 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
         std::uniform_real_distribution<double> u(-1.0, 1.0);
         for (auto& v : a_vals->values()) v = static_cast<T>(u(draw));
         eigen_vals = std::make_unique<EigenPeer<T>>(*a_vals);
-        csp = std::make_unique<spindle::Csr<T>>(rows, cols, "C");
+        check_sparse_result(*eigen_vals, rows, cols);
         c.spindle = [&] { k.prune(*a_vals, threshold, *csp); };
         c.eigen = [&] { eigen_vals->prune(threshold); };
-        c.poison = [&] { *csp = spindle::Csr<T>(rows, cols, "C"); };
-        c.reference_done = [&] {
-          cref = csr_result(eigen_vals->sparse_result());
-          sort_rows(cref);
-          c.nnz_out = cref.nnz();
-        };
-        c.spindle_error = [&] { return sparse_result_error(csr_result(*csp), cref, "spindle " + m.info.name + " prune"); };
         if (grb) {
           grb_vals = std::make_unique<GraphBlasPeer<T>>(*a_vals);
           grb_vals->prepare_sparse(cols, rows);
           c.graphblas = [&] { grb_vals->prune(threshold); };
-          c.grb_error = [&] {
-            return sparse_result_error(grb_vals->sparse_result(), cref, "graphblas " + m.info.name + " prune");
-          };
+          check_grb_result(*grb_vals);
         }
       }
       // dense2csr: A held as a dense row-major matrix (skipped above 512 MB), C its nonzeros.
@@ -393,20 +400,13 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
         dense_a = DenseRM<T>::Zero(rows, cols);
         for (std::int64_t r = 0; r < rows; ++r)
           for (std::int64_t q = a.indptr()[r]; q < a.indptr()[r + 1]; ++q) dense_a(r, a.indices()[q]) = a.values()[q];
-        csp = std::make_unique<spindle::Csr<T>>(rows, cols, "C");
+        check_sparse_result(eigen, rows, cols);
         c.spindle = [&] { k.dense_to_csr(spindle::TensorView<const T>(dense_a.data(), {rows, cols}), *csp); };
         c.eigen = [&] { eigen.dense_to_sparse(dense_a); };
-        c.poison = [&] { *csp = spindle::Csr<T>(rows, cols, "C"); };
-        c.reference_done = [&] {
-          cref = csr_result(eigen.sparse_result());
-          sort_rows(cref);
-          c.nnz_out = cref.nnz();
-        };
-        c.spindle_error = [&] { return sparse_result_error(csr_result(*csp), cref, "spindle " + m.info.name + " dense2csr"); };
         if (grb) {
           grb->prepare_dense(dense_a.data());
           c.graphblas = [&] { grb->dense2csr(); };
-          c.grb_error = [&] { return sparse_result_error(grb->sparse_result(), cref, "graphblas " + m.info.name + " dense2csr"); };
+          check_grb_result(*grb);
         }
       }
       if (sparse_result_op(op) && op != "prune" && op != "dense2csr") {
@@ -424,7 +424,7 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
         }
         const bool transposing = op == "transpose";  // C = Aᵀ: no B, C is cols x rows
         const std::int64_t crows = transposing ? cols : rows, bcols = transposing ? rows : b->cols();
-        csp = std::make_unique<spindle::Csr<T>>(crows, bcols, "C");
+        check_sparse_result(eigen, crows, bcols);
         c.b_rows = transposing ? 0 : b->rows();
         c.nnz_b = transposing ? 0 : b->nnz();
         if (op == "spgemm") c.mult_adds = spgemm_mult_adds(a, *b);
@@ -442,14 +442,6 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
           c.spindle = [&] { k.spmul(a, *b, *csp); };
           c.eigen = [&] { eigen.spmul(); };
         }
-        // An empty C of the right shape: a call that writes nothing shows as a pattern mismatch.
-        c.poison = [&, crows, bcols] { *csp = spindle::Csr<T>(crows, bcols, "C"); };
-        c.reference_done = [&] {
-          cref = csr_result(eigen.sparse_result());
-          sort_rows(cref);  // Eigen's rows come sorted; made sure of, as the reference
-          c.nnz_out = cref.nnz();
-        };
-        c.spindle_error = [&] { return sparse_result_error(csr_result(*csp), cref, "spindle " + m.info.name + " " + op); };
         if (grb) {
           if (!transposing) grb->set_b(*b);
           grb->prepare_sparse(bcols, crows);
@@ -461,7 +453,7 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
             c.graphblas = [&] { grb->spadd(); };
           else
             c.graphblas = [&] { grb->spmul(); };
-          c.grb_error = [&] { return sparse_result_error(grb->sparse_result(), cref, "graphblas " + m.info.name + " " + op); };
+          check_grb_result(*grb);
         }
         if (mkl && op != "spmul") {  // MKL has no element-wise product of sparse matrices
           if (!transposing) mkl->set_b(*b);
