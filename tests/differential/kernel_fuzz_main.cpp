@@ -19,7 +19,8 @@
 //                       [--large-every N] [--no-schedules]
 // Every compared kernel whose sparse fibers can be put out of order runs again with them
 // unsorted (check_unsorted): an engine agrees with the interpreter or refuses the call with
-// the binder's "not sorted" FormatError.
+// the binder's "not sorted" FormatError. Every third seed's unsorted fibers also repeat a
+// coordinate (each stored element is visited once: docs/language.md §7).
 // Every compared kernel (every N-th with --large-every N) runs again on inputs of thousands
 // of rows, with 1 and 3 threads (check_large), unless --no-large. A failing kernel is shrunk
 // (on the inputs it failed on); SPINDLE_FUZZ_EXPLAIN=1 also prints the shrunk kernel's explain().
@@ -62,7 +63,7 @@ namespace {
 
 struct Stats {
   long generated = 0, rejected = 0, skipped = 0, compared = 0, failures = 0, large = 0, indirect = 0, computed = 0,
-       unsorted = 0, unsorted_large = 0, unsorted_refused = 0, shared = 0, sparse_roots = 0, row_tiles = 0, owned_tiles = 0, partitioned = 0, blocked = 0, gathered = 0, prefetched = 0, assembled = 0,
+       unsorted = 0, unsorted_large = 0, unsorted_refused = 0, unsorted_repeated = 0, shared = 0, sparse_roots = 0, row_tiles = 0, owned_tiles = 0, partitioned = 0, blocked = 0, gathered = 0, prefetched = 0, assembled = 0,
        assembled_generated = 0, assembled_rejected = 0, assembled_scattered = 0, assembled_nonempty = 0, by_coordinate = 0, merges = 0, conditional = 0,
        scheduled = 0, schedule_refused = 0, gpu_scheduled = 0, gpu_unlaunchable = 0, gpu_refused = 0;
   std::map<std::string, long> schedule_kept;      // kept random schedule steps by primitive
@@ -549,7 +550,8 @@ void check_unsorted(RandomKernel k, const sp::ir::Function& completed, std::uint
                     const std::vector<std::string>& engines,
                     std::map<std::string, std::unique_ptr<sp::runtime::Runtime>>& runtimes, Stats& st,
                     bool large = false) {
-  if (!spindle::test::shuffle_fibers(k, ks * 11 + 5)) return;
+  const bool repeat = ks % 3 == 0;
+  if (!spindle::test::shuffle_fibers(k, ks * 11 + 5, repeat)) return;
   Reference ref;
   try {
     ref = large ? reference(k, k.function, 2'000'000) : reference(k, k.function);
@@ -557,6 +559,7 @@ void check_unsorted(RandomKernel k, const sp::ir::Function& completed, std::uint
     return;  // undefined or over budget on these inputs
   }
   ++(large ? st.unsorted_large : st.unsorted);
+  st.unsorted_repeated += repeat;
   for (auto& e : engines) {
     if (large && e == "cuda" && k.assembled >= 0) continue;
     std::string what = run_engine(k, completed, e, runtimes, ref);
@@ -1179,7 +1182,7 @@ int main(int argc, char** argv) {
             << " scattering one block per thread (ownership), " << st.owned_tiles
             << " of them with tiles or local sums inside the ownership tests), " << st.blocked
             << " reading a long reduction block by block, " << st.gathered << " starting with a gathered dot, " << st.prefetched << " prefetching gathered rows); " << st.unsorted
-            << " also with unsorted fibers, " << st.unsorted_large << " co-iterating ones on large unsorted inputs ("
+            << " also with unsorted fibers (" << st.unsorted_repeated << " repeating a coordinate), " << st.unsorted_large << " co-iterating ones on large unsorted inputs ("
             << st.unsorted_refused << " engine runs refused them: not sorted);";
   std::cout << " " << st.scheduled << " also under a random user schedule (steps kept:";
   for (auto& [op, n] : st.schedule_kept) std::cout << " " << op << " " << n;

@@ -1445,8 +1445,10 @@ inline bool make_large_data(RandomKernel& k, std::uint64_t seed, double scale, s
 // Puts the coordinates of every fiber of k's sparse axes out of order (same coordinates and
 // positions: the values at each position stay, so they now belong to other coordinates —
 // another valid input, which the interpreter reads the same way) and marks those axes
-// unsorted. Returns whether any fiber changed (fibers of fewer than two entries cannot).
-inline bool shuffle_fibers(RandomKernel& k, std::uint64_t seed) {
+// unsorted. `repeat`: the last position of each such fiber then takes the first one's
+// coordinate, so the fiber repeats a coordinate (an unsorted Csr may: docs/language.md §7).
+// Returns whether any fiber changed (fibers of fewer than two entries cannot).
+inline bool shuffle_fibers(RandomKernel& k, std::uint64_t seed, bool repeat = false) {
   std::mt19937_64 rng(seed);
   bool any = false;
   for (auto& a : k.axes) {
@@ -1463,6 +1465,7 @@ inline bool shuffle_fibers(RandomKernel& k, std::uint64_t seed) {
       auto first = d.indices.begin() + lo, last = d.indices.begin() + hi;
       std::shuffle(first, last, rng);
       if (std::is_sorted(first, last)) std::reverse(first, last);  // distinct coordinates: now descending
+      if (repeat) *(last - 1) = *first;
       changed = true;
     }
     if (!changed) continue;

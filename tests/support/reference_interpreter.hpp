@@ -14,7 +14,9 @@
 //  * an iterator's value is its coordinate; a buffer access translates coordinates to the
 //    buffer's own storage, chain by chain (a root axis starts a chain; values are row-major
 //    over chains); a coordinate absent from a sparse fiber or out of a dense extent reads
-//    the buffer's default value (0);
+//    the buffer's default value (0); an index that is the iterator of the buffer's own axis
+//    names the element at the iterator's position (an unsorted fiber may repeat a
+//    coordinate: each stored element is visited, read and written once);
 //  * every `out` buffer starts as the identity of the reduction into it (0 for += and for
 //    buffers that are only assigned); `inout` buffers start with the caller's values;
 //  * locals are scalars with sequential semantics, private to the block that declares them;
@@ -351,7 +353,12 @@ class Interpreter {
   }
 
   // The element index of `coords` in buffer b, or -1 when a coordinate is absent.
-  std::int64_t locate(const ir::BufferNode* b, const std::vector<std::int64_t>& coords) const {
+  // The position of the element at `coords` in b's values, -1 when absent. `at` (optional):
+  // per slot, the position the index's iterator holds when it iterates that very axis
+  // (positions_of), which names the element even where an unsorted fiber repeats the
+  // coordinate (docs/language.md §7); -1 elsewhere.
+  std::int64_t locate(const ir::BufferNode* b, const std::vector<std::int64_t>& coords,
+                      const std::vector<std::int64_t>* at = nullptr) const {
     const BufferData& d = buffers_.at(b);
     std::int64_t flat = 0, chain_pos = 0;
     for (std::size_t s = 0; s < d.levels.size(); ++s) {
@@ -382,6 +389,9 @@ class Interpreter {
             hi = a.indptr[static_cast<std::size_t>(chain_pos) + 1];
           }
           std::int64_t found = -1;
+          if (const std::int64_t p = at ? (*at)[s] : -1;
+              p >= lo && p < hi && a.indices[static_cast<std::size_t>(p)] == c)
+            found = p;
           for (std::int64_t q = lo; q < hi && found < 0; ++q)
             if (a.indices[static_cast<std::size_t>(q)] == c) found = q;
           if (found < 0) return -1;
@@ -393,6 +403,22 @@ class Interpreter {
       if (chain_ends) flat = flat * level_positions(d.levels, s, a) + chain_pos;
     }
     return flat;
+  }
+
+  // Per index of an access to b: the position of the iterator it is, when that iterator
+  // iterates b's own axis at that slot (an element visited in stored order is read and
+  // written at its position); -1 for any other index.
+  std::vector<std::int64_t> positions_of(const ir::BufferNode* b, const std::vector<ir::Expr>& idx) const {
+    std::vector<std::int64_t> at(idx.size(), -1);
+    for (std::size_t s = 0; s < idx.size() && s < b->axes.size(); ++s) {
+      const ir::VarNode* v = idx[s].as<ir::VarNode>();
+      for (auto it = scope_.rbegin(); v && it != scope_.rend(); ++it)
+        if (it->var == v) {
+          if (it->axis == b->axes[s].get()) at[s] = it->pos;
+          break;
+        }
+    }
+    return at;
   }
 
   // --- expressions -------------------------------------------------------------------
@@ -465,7 +491,8 @@ class Interpreter {
         }
         std::vector<std::int64_t> coords;
         for (auto& x : n->indices) coords.push_back(eval(x).i);
-        std::int64_t k = locate(n->buffer.get(), coords);
+        const std::vector<std::int64_t> at = positions_of(n->buffer.get(), n->indices);
+        std::int64_t k = locate(n->buffer.get(), coords, &at);
         if (k < 0) {
           RV v;
           v.t = n->buffer->dtype;
@@ -779,7 +806,8 @@ class Interpreter {
       if (is_float(b->dtype)) track(track_of, op, old, v, value);
       return;
     }
-    std::int64_t k = locate(b.get(), coords);
+    const std::vector<std::int64_t> at = positions_of(b.get(), idx);
+    std::int64_t k = locate(b.get(), coords, &at);
     if (k < 0) {
       std::string c;
       for (auto x : coords) c += (c.empty() ? "" : ", ") + std::to_string(x);
