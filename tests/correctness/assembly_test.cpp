@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <random>
 #include <tuple>
 
@@ -885,4 +886,72 @@ TEST_CASE("conditional writes: dense -> CSR drops zeros, pruning by magnitude, a
   prune(c, 1.0f, p);
   REQUIRE(p.nnz() == 1);
   CHECK(p.indices()[0] == 2);
+}
+
+TEST_CASE("writes at an input fiber's coordinates append each row when the input's fibers are sorted and fall back to "
+          "the marker when a fiber is unsorted or repeats a column, on every engine and thread count",
+          "[correctness][assembly][when]") {
+  // prune and a scaled pattern copy write c(i, j) = f(a(i, j)) in the loop over row i of A:
+  // a sorted A takes the append path (no workspace, no sort), an A with a shuffled row or a
+  // repeated column the marker path; the result is the same assembly either way (a repeated
+  // column keeps the last write that ran, docs/language.md §4.6).
+  auto prune = sp::ops::prune<double>();
+  auto copy = sp::kernel("scaled_copy", sp::names{"A", "C"},
+                         [](sp::in<double, I, J> a, sp::out<double, I, CJ> c, sp::iter<I> i, sp::iter<J> j) {
+                           c(i, j) = 2.0 * a(i, j);
+                         });
+  const std::string path = "each row appended in column order when every input's fibers are sorted";
+  CHECK_THAT(prune.explain(), Catch::Contains(path));
+  CHECK_THAT(copy.explain(), Catch::Contains(path));
+  std::vector<Shape> shapes = matrix_shapes();
+  shapes.push_back(Shape{"large", 2003, 1999, 9, 0.1});
+  std::mt19937_64 rng(11);
+  for (const Shape& s : shapes) {
+    const auto sorted = random_csr<double>(s, 17);
+    for (int variant : {0, 1, 2}) {  // sorted, shuffled rows, shuffled rows with repeated columns
+      std::vector<std::int32_t> indptr(sorted.indptr().begin(), sorted.indptr().end());
+      std::vector<std::int32_t> idx(sorted.indices().begin(), sorted.indices().end());
+      std::vector<double> val(sorted.values().begin(), sorted.values().end());
+      if (variant >= 1)
+        for (std::int64_t r = 0; r < s.rows; ++r) {
+          const std::size_t lo = static_cast<std::size_t>(indptr[static_cast<std::size_t>(r)]),
+                            hi = static_cast<std::size_t>(indptr[static_cast<std::size_t>(r) + 1]);
+          if (variant == 2 && hi - lo >= 2) idx[hi - 1] = idx[lo];  // a repeated column
+          std::vector<std::size_t> order(hi - lo);
+          std::iota(order.begin(), order.end(), lo);
+          std::shuffle(order.begin(), order.end(), rng);
+          std::vector<std::int32_t> ci;
+          std::vector<double> cv;
+          for (std::size_t q : order) ci.push_back(idx[q]), cv.push_back(val[q]);
+          std::copy(ci.begin(), ci.end(), idx.begin() + static_cast<std::ptrdiff_t>(lo));
+          std::copy(cv.begin(), cv.end(), val.begin() + static_cast<std::ptrdiff_t>(lo));
+        }
+      const sp::Csr<double> a(s.rows, s.cols, indptr, idx, val);
+      INFO(s << " variant " << variant);
+      if (variant == 0) CHECK(a.sorted());
+      // The references: positions in stored order, the last write of a column kept.
+      std::map<std::pair<std::int64_t, std::int64_t>, double> big, twice;
+      for (std::int64_t r = 0; r < s.rows; ++r)
+        for (std::int32_t q = indptr[static_cast<std::size_t>(r)]; q < indptr[static_cast<std::size_t>(r) + 1]; ++q) {
+          const double v = val[static_cast<std::size_t>(q)];
+          const std::pair<std::int64_t, std::int64_t> at{r, idx[static_cast<std::size_t>(q)]};
+          if (std::fabs(v) > 0.5) big[at] = v;
+          twice[at] = 2.0 * v;
+        }
+      for (const auto& engine : spindle::test::cpu_engines())
+        for (int threads : {1, 3}) {
+          INFO("engine " << engine << " threads " << threads);
+          auto& rt = spindle::test::engine_runtime(engine, threads);
+          sp::Csr<double> c = random_csr<double>(Shape{"old", s.rows, s.cols, 2}, 3);  // replaced
+          prune.with_runtime(rt)(a, 0.5, c);
+          check_same(entries(c), big, 0);
+          copy.with_runtime(rt)(a, c);
+          check_same(entries(c), twice, 0);
+        }
+      if (s.rows * s.cols <= 130 * 130) {
+        check_assembled_on(true, prune, [&] { return sp::Csr<double>(s.rows, s.cols); }, a, 0.25);
+        check_assembled_on(true, copy, [&] { return sp::Csr<double>(s.rows, s.cols); }, a);
+      }
+    }
+  }
 }

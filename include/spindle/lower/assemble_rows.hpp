@@ -32,6 +32,15 @@
 // The block loop then runs over the bounds (T = their extent - 1): no phase touches a scratch
 // array (uses_assembly_scratch), so the runtime passes them with no rows, allocates nothing
 // for them, and sorts no row.
+// Either path (the host runtime's phases, AssemblyContext::sorted_fiber_rows): when the only
+// write sits directly in a serial loop over the positions of one fiber of an input, at the
+// coordinate stored there (`c(i, j) = a(i, j)` under a condition: prune, a pattern copy), the
+// columns come strictly ascending exactly when that fiber's are, which the runtime knows per
+// call (LevelView::sorted) and the kernel cannot. The block loop then holds both: `if
+// append_selected(mark): <rows appended> else <rows with the marker>` (the second copy's
+// loop and let variables renamed); the runtime selects appending by passing the scratch
+// arrays with no blocks, and does so only when every compressed level of the inputs is
+// sorted.
 // The marker starts at -1 (set by the runtime), so a row's first write of a column always
 // counts; rows are visited once per phase, so the two phases see the same pattern, which the
 // runtime checks by comparing the counts.
@@ -40,9 +49,11 @@
 // Post: stage III; the placeholder is gone; the row blocks are the only parallel loop.
 #pragma once
 
+#include <map>
 #include <set>
 #include <string>
 
+#include "spindle/ir/equal.hpp"
 #include "spindle/ir/function.hpp"
 #include "spindle/ir/functor.hpp"
 #include "spindle/ir/ops.hpp"
@@ -50,6 +61,14 @@
 #include "spindle/support/error.hpp"
 
 namespace spindle::lower {
+
+// The test that takes the append path of a row loop that has both (AssembleRows' either
+// path): the scratch arrays (their first extent: `mark`'s) passed with no blocks. The host
+// runtime does that only when every compressed level of the call's inputs holds its fibers
+// strictly ascending (runtime/assembled_kernel_impl.hpp).
+inline ir::Expr append_selected(const ir::Buffer& mark) {
+  return ir::binary(ir::BinOp::eq, mark->shape[0], ir::int_imm(0, mark->shape[0].dtype()));
+}
 
 namespace detail {
 
@@ -68,6 +87,10 @@ class AssembleRows : public ir::IRMutator {
     row_ptr_ = find(a.row_ptr);
     out_indices_ = find(a.out_indices);
     out_values_ = find(a.out_values);
+    for (const ir::FuncBuffer& b : f.buffers) {
+      if (b.origin.kind == ir::ParamOrigin::indices) indices_of_[b.buffer.get()] = b.origin.axis.get();
+      if (b.origin.kind == ir::ParamOrigin::indptr) indptr_of_[b.buffer.get()] = b.origin.axis.get();
+    }
   }
 
   ir::Function run(const ir::Function& f) {
@@ -83,22 +106,24 @@ class AssembleRows : public ir::IRMutator {
     if (!writes_buffer(self, output_.get())) return self;
     SPINDLE_INTERNAL_CHECK(n->for_kind == ir::ForKind::serial, "assemble_rows", "the row loop of '",
                            output_->name, "' is already scheduled");
-    row_ = n->var;
-    append_ = appendable(n->body);
     block_ = ir::Var("spindle_block", DType::i64);
-    count_ = ir::local_buffer("spindle_count", DType::i64);
-    ir::Stmt body = mutate(n->body);
-    std::vector<ir::Stmt> row{ir::store(count_, {}, ir::int_imm(0), n->loc), body, epilogue(n->loc)};
-    ir::Stmt per_row = ir::block("spindle_row", {count_}, ir::seq(std::move(row), n->loc), n->loc);
-    ir::Expr lo = ir::load(bounds_, {block_}), hi = ir::load(bounds_, {ir::Expr(block_) + 1});
-    ir::Stmt rows = ir::for_loop(n->var, n->min + lo, hi - lo, ir::ForKind::serial, n->iter_kind, n->axis, per_row, n->loc);
-    // The blocks: the marker's first extent, or (appending: the scratch arrays are never
-    // touched, and the runtime passes them empty) one less than the block bounds'.
-    const ir::Expr nblocks = append_ ? bounds_->shape[0] - ir::int_imm(1) : mark_->shape[0];
-    ir::Stmt blocks = ir::for_loop(block_, ir::int_imm(0), nblocks, ir::ForKind::parallel, ir::IterKind::spatial,
-                                   "spindle_blocks", rows, n->loc);
-    row_ = ir::Var();
-    return blocks;
+    const Path path = choose_path(n->body);
+    ir::Stmt body;
+    if (path == Path::either) {
+      // Both paths, the marker path's bindings renamed (no variable is bound twice): the
+      // runtime takes the append path by passing the scratch arrays with no blocks.
+      ir::Stmt appended = rows(n, n->var, n->body, true);
+      ir::Var i(n->var.name(), n->var.dtype());
+      ir::Stmt marked = rows(n, i, FreshBindings(n->var, i).mutate(n->body), false);
+      body = ir::if_then_else(append_selected(mark_), appended, marked, n->loc);
+    } else {
+      body = rows(n, n->var, n->body, path == Path::append);
+    }
+    // The blocks: the marker's first extent, or (appending, or either path: then the scratch
+    // arrays may be passed empty) one less than the block bounds'.
+    const ir::Expr nblocks = path == Path::marker ? mark_->shape[0] : bounds_->shape[0] - ir::int_imm(1);
+    return ir::for_loop(block_, ir::int_imm(0), nblocks, ir::ForKind::parallel, ir::IterKind::spatial,
+                        "spindle_blocks", body, n->loc);
   }
 
   ir::Stmt mutate_Reduce(const ir::ReduceNode* n, const ir::Stmt& self) override {
@@ -111,16 +136,57 @@ class AssembleRows : public ir::IRMutator {
   }
 
  private:
-  // Is the output's one write directly inside a co-iteration under the row loop, at its
-  // coordinate (the append case of the file comment)?
-  bool appendable(const ir::Stmt& body) const {
+  // marker: the general path; append: the row's columns come strictly ascending (the append
+  // case of the file comment); either: they do when the input fiber written at is sorted.
+  enum class Path { marker, append, either };
+
+  // Rebinds every variable a loop or a let of a statement binds (and `row` to `by`): the
+  // second copy of a row body.
+  struct FreshBindings : ir::Substituter {
+    FreshBindings(const ir::Var& row, const ir::Var& by) { add(row, by); }
+    ir::Stmt mutate_For(const ir::ForNode* n, const ir::Stmt&) override {
+      ir::Expr min = mutate(n->min), extent = mutate(n->extent);
+      ir::Var v(n->var.name(), n->var.dtype());
+      add(n->var, v);
+      return ir::for_loop(v, min, extent, n->for_kind, n->iter_kind, n->axis, mutate(n->body), n->loc);
+    }
+    ir::Stmt mutate_LetStmt(const ir::LetStmtNode* n, const ir::Stmt&) override {
+      ir::Expr value = mutate(n->value);
+      ir::Var v(n->var.name(), n->var.dtype());
+      add(n->var, v);
+      return ir::let_stmt(v, value, mutate(n->body), n->loc);
+    }
+  };
+
+  // The rows [bounds[blk], bounds[blk + 1]) of loop n, as `row`, with `body` (n's body, in
+  // terms of `row`) rewritten for the marker or the append path.
+  ir::Stmt rows(const ir::ForNode* n, const ir::Var& row, const ir::Stmt& body, bool append) {
+    row_ = row;
+    append_ = append;
+    count_ = ir::local_buffer("spindle_count", DType::i64);
+    ir::Stmt rewritten = mutate(body);
+    std::vector<ir::Stmt> s{ir::store(count_, {}, ir::int_imm(0), n->loc), rewritten, epilogue(n->loc)};
+    ir::Stmt per_row = ir::block("spindle_row", {count_}, ir::seq(std::move(s), n->loc), n->loc);
+    ir::Expr lo = ir::load(bounds_, {block_}), hi = ir::load(bounds_, {ir::Expr(block_) + 1});
+    ir::Stmt out = ir::for_loop(row, n->min + lo, hi - lo, ir::ForKind::serial, n->iter_kind, n->axis, per_row, n->loc);
+    row_ = ir::Var();
+    return out;
+  }
+
+  // Which path the row body takes: append when the output's one write is directly inside a
+  // co-iteration under the row loop, at its coordinate, or directly inside a serial loop
+  // whose variable is the column; either (sorted_fiber_rows only) when it is directly inside a
+  // serial loop over the positions of one fiber, at the coordinate stored there.
+  Path choose_path(const ir::Stmt& body) const {
     struct Scan : WriteScan {
       const ir::BufferNode* out = nullptr;
+      const AssembleRows* self = nullptr;
       int writes = 0;
-      bool ordered = false;
+      bool ordered = false, fiber = false, merging = false;
       std::vector<const ir::CoIterateNode*> merges;  // null for a For
       std::vector<const ir::ForNode*> loops;
       void visit_CoIterate(const ir::CoIterateNode* n) override {
+        merging = true;
         merges.push_back(n);
         ir::IRVisitor::visit_CoIterate(n);
         merges.pop_back();
@@ -135,15 +201,19 @@ class AssembleRows : public ir::IRMutator {
       void write(const ir::BufferNode* b, const std::vector<ir::Expr>& idx) override {
         if (b != out) return;
         ++writes;
-        if (merges.size() != 1 || idx.size() != 2) {
-          ordered = false;
-          return;
-        }
+        ordered = fiber = false;
+        if (merges.size() != 1 || idx.size() != 2) return;
         const ir::Expr col = strip(idx[1]);
         // A co-iteration's coordinate, or the variable of a serial loop that is the
         // coordinate itself (a dense axis: `c(i, j)` over [0, J)), counting up from its start.
-        ordered = merges[0] ? col.same_as(merges[0]->var)
-                            : col.same_as(loops.back()->var) && loops.back()->for_kind == ir::ForKind::serial;
+        if (merges[0]) {
+          ordered = col.same_as(merges[0]->var);
+          return;
+        }
+        const ir::ForNode* loop = loops.back();
+        if (loop->for_kind != ir::ForKind::serial) return;
+        ordered = col.same_as(loop->var);
+        fiber = !ordered && self->fiber_coordinate(col, *loop);
       }
       static ir::Expr strip(const ir::Expr& e) {
         auto* c = e.as<ir::CastNode>();
@@ -151,8 +221,34 @@ class AssembleRows : public ir::IRMutator {
       }
     } scan;
     scan.out = output_.get();
+    scan.self = this;
     scan.visit(body);
-    return scan.writes == 1 && scan.ordered;
+    if (scan.writes != 1) return Path::marker;
+    if (scan.ordered) return Path::append;
+    return scan.fiber && a_.sorted_fiber_rows && !scan.merging ? Path::either : Path::marker;
+  }
+
+  // Is `col` the coordinate that loop runs over: indices[indptr[e] + p] in
+  // `for p in [0, indptr[e + 1] - indptr[e])`, indices and indptr of one compressed axis?
+  bool fiber_coordinate(const ir::Expr& col, const ir::ForNode& loop) const {
+    auto* widened = col.as<ir::CastNode>();  // i64(indices[...]): a wider integer holds it
+    auto* ld = (widened ? widened->value : col).as<ir::LoadNode>();
+    if (widened && (!is_int(widened->dtype) || dtype_bytes(widened->dtype) < dtype_bytes(widened->value.dtype())))
+      return false;
+    if (!ld || ld->indices.size() != 1 || !is_zero(loop.min)) return false;
+    auto axis = indices_of_.find(ld->buffer.get());
+    auto* at = ld->indices[0].as<ir::BinaryNode>();
+    if (axis == indices_of_.end() || !at || at->op != ir::BinOp::add || !at->b.same_as(loop.var)) return false;
+    auto* base = at->a.as<ir::LoadNode>();
+    if (!base || base->indices.size() != 1) return false;
+    auto ptr = indptr_of_.find(base->buffer.get());
+    if (ptr == indptr_of_.end() || ptr->second != axis->second) return false;
+    const ir::Expr e = base->indices[0];
+    return ir::equal(loop.extent, ir::load(base->buffer, {e + ir::int_imm(1, e.dtype())}) - at->a);
+  }
+  static bool is_zero(const ir::Expr& e) {
+    auto* c = e.as<ir::IntImmNode>();
+    return c && c->value == 0;
   }
 
   // The append case: count, and in the numeric phase store at the row's next position.
@@ -254,12 +350,30 @@ class AssembleRows : public ir::IRMutator {
 
   const AssemblyContext& a_;
   ir::Buffer output_, bounds_, mark_, counts_, ws_, list_, row_ptr_, out_indices_, out_values_;
+  std::map<const ir::BufferNode*, const ir::AxisNode*> indices_of_, indptr_of_;  // the axis they store
   ir::Var row_, block_;
   ir::Buffer count_;
   bool append_ = false;
 };
 
 }  // namespace detail
+
+// Whether phase `f` (stage III, assemble_rows run) has a row loop with both paths.
+inline bool appends_when_selected(const ir::Function& f, const AssemblyContext& a) {
+  if (a.mark.empty()) return false;
+  const ir::Expr test = append_selected(assembly_buffer(f, a.mark, "appends_when_selected"));
+  struct Find : ir::IRVisitor {
+    ir::Expr test;
+    bool found = false;
+    void visit_IfThenElse(const ir::IfThenElseNode* n) override {
+      found = found || ir::equal(n->cond, test);
+      ir::IRVisitor::visit_IfThenElse(n);
+    }
+  } find;
+  find.test = test;
+  find.visit(f.body);
+  return find.found;
+}
 
 // Whether the lowered phase `f` (scheduled stage III, assemble_rows run) reads or writes one
 // of the per-block scratch arrays: the column marker (both phases), the workspace and the

@@ -21,6 +21,10 @@ struct AssemblyContext {
   // The rows are scattered (lower/split_assembly.hpp, rows_scattered): the phases collect the
   // writes per row (lower/assemble_scattered.hpp) instead of assembling rows one at a time.
   bool scattered = false;
+  // The host runtime's phases (not CUDA's): a row whose only write sits at the coordinates of
+  // one fiber of an input, in the loop over that fiber's positions (prune, a pattern copy),
+  // gets both the marker path and the append path, chosen per call (lower/assemble_rows.hpp).
+  bool sorted_fiber_rows = false;
   std::string output;                      // the placeholder over [P, dense<X>] the body writes
   std::string bounds, mark, counts;        // both phases
   std::string workspace, list, row_ptr;    // numeric

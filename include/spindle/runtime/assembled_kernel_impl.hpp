@@ -246,10 +246,32 @@ void finish_scattered_by_value_type(ThreadPool& pool, const AssemblyPlan& p, con
 
 struct AssembledKernel::Impl {
   Impl(const ir::Function& f, Runtime& r)
-      : rt(&r), plan(f), sym(plan.symbolic.function, r, plan.symbolic.context),
+      : rt(&r), plan(host_plan(f)), sym(plan.symbolic.function, r, plan.symbolic.context),
         num(plan.numeric.function, r, plan.numeric.context),
         appended(!plan.scattered && lower::rows_appended(num.lowered().stage3, plan.numeric.context) &&
-                 !lower::uses_assembly_scratch(sym.lowered().stage3, plan.symbolic.context)) {}
+                 !lower::uses_assembly_scratch(sym.lowered().stage3, plan.symbolic.context)),
+        append_when_sorted(!plan.scattered && !appended &&
+                           lower::appends_when_selected(sym.lowered().stage3, plan.symbolic.context) &&
+                           lower::appends_when_selected(num.lowered().stage3, plan.numeric.context)) {}
+
+  // The phases of assemble_rows for this runtime: rows written at an input fiber's
+  // coordinates get both paths (AssemblyContext::sorted_fiber_rows).
+  static AssemblyPlan host_plan(const ir::Function& f) {
+    AssemblyPlan p(f);
+    p.symbolic.context.sorted_fiber_rows = p.numeric.context.sorted_fiber_rows = true;
+    return p;
+  }
+
+  // Whether every compressed level of every input of the call holds its fibers strictly
+  // ascending (the containers know it: LevelView::sorted).
+  bool inputs_sorted(const std::vector<CallArg>& args) const {
+    for (std::size_t k = 0; k < args.size(); ++k) {
+      if (static_cast<int>(k) == plan.output_arg() || args[k].is_scalar) continue;
+      for (const LevelView& l : args[k].view.levels)
+        if (!l.sorted) return false;
+    }
+    return true;
+  }
 
   Runtime* rt;
   AssemblyPlan plan;
@@ -258,6 +280,9 @@ struct AssembledKernel::Impl {
   // marker, workspace or column list (assemble_rows' append case): none is allocated, and
   // no row is sorted.
   bool appended;
+  // Both phases have the append path and the marker path (assemble_rows' either path): a
+  // call whose inputs are sorted (inputs_sorted) takes the append path, as `appended`.
+  bool append_when_sorted;
 
   void call_scattered(const std::vector<CallArg>& args, AssemblyTarget& target) const;
 };
@@ -347,9 +372,11 @@ SPINDLE_DECL std::string AssembledKernel::explain() const {
                     "\n")
           : message("# assembled output '", p.output, "' [", p.rows_axis, ", columns of ", p.cols_axis,
                     "]: symbolic phase (distinct columns per row), row offsets by prefix sums, numeric phase ",
-                    impl_->appended ? "(each row appended in column order by a co-iteration: no workspace, no "
-                                      "sort)\n"
-                                    : "(a dense workspace per block of rows), rows sorted by column\n");
+                    impl_->appended ? "(each row appended in column order: no workspace, no sort)\n"
+                    : impl_->append_when_sorted
+                        ? "(each row appended in column order when every input's fibers are sorted: no workspace, "
+                          "no sort; else a dense workspace per block of rows and rows sorted by column)\n"
+                        : "(a dense workspace per block of rows), rows sorted by column\n");
   return s + impl_->sym.explain() + impl_->num.explain();
 }
 
@@ -365,8 +392,10 @@ SPINDLE_DECL void AssembledKernel::call(const std::vector<CallArg>& args, Assemb
   // Per-block scratch: a column marker, a workspace and a column list of `cols` slots each
   // (8-byte slots for the last two). An appended assembly uses none (both phases proved by
   // lower::uses_assembly_scratch never to touch them; their block loop runs over the bounds):
-  // they are passed with no blocks.
-  const std::int64_t scratch_blocks = impl_->appended ? 0 : blocks;
+  // they are passed with no blocks. So are they to phases with both paths when the inputs
+  // are sorted: no blocks selects the append path (lower::append_selected).
+  const bool append = impl_->appended || (impl_->append_when_sorted && impl_->inputs_sorted(args));
+  const std::int64_t scratch_blocks = append ? 0 : blocks;
   const std::size_t scratch = static_cast<std::size_t>(scratch_blocks) * static_cast<std::size_t>(cols);
   std::vector<std::int32_t> mark(scratch, -1);
   std::vector<std::int64_t> counts(static_cast<std::size_t>(rows), 0);
@@ -403,7 +432,7 @@ SPINDLE_DECL void AssembledKernel::call(const std::vector<CallArg>& args, Assemb
   impl_->num.call(a);
   p.check_same_pattern(counts, counts2);
 
-  if (impl_->appended) {
+  if (append) {
     target.commit();
     return;
   }

@@ -15,8 +15,9 @@ struct Jc : sp::assembled<I, J> {};
 
 // The phase's stage-III function after assemble_rows, or assemble_scattered when the rows are
 // scattered (and the simplify that follows it).
-sp::ir::Function phase(const sp::ir::Function& f, sp::lower::AssemblyContext::Phase p) {
+sp::ir::Function phase(const sp::ir::Function& f, sp::lower::AssemblyContext::Phase p, bool sorted_fiber_rows = false) {
   sp::lower::AssemblyPhase ph = sp::lower::split_assembly(f, p);
+  ph.context.sorted_fiber_rows = sorted_fiber_rows;
   sp::lower::LowerContext c = ctx(ph.function);
   c.assembly = ph.context;
   c.keep_loop_order = true;
@@ -214,6 +215,53 @@ TEST_CASE("assemble_rows: an output written at a dense column loop's variable (d
   auto copy = sp::define_kernel("copy_pattern", [](sp::in<float, I, J> a, sp::out<float, I, Jc> c, sp::iter<I> i,
                                                    sp::iter<J> j) { c(i, j) = a(i, j); });
   CHECK_FALSE(sp::lower::rows_appended(phase(copy, sp::lower::AssemblyContext::numeric), numeric));
+  CHECK_FALSE(sp::lower::appends_when_selected(phase(copy, sp::lower::AssemblyContext::numeric), numeric));
+}
+
+TEST_CASE("assemble_rows: with sorted_fiber_rows, an output written at one input fiber's coordinates gets the append "
+          "path and the marker path, selected by scratch arrays with no blocks",
+          "[lower][assembly][when]") {
+  auto copy = sp::define_kernel("copy_pattern", [](sp::in<float, I, J> a, sp::out<float, I, Jc> c, sp::iter<I> i,
+                                                   sp::iter<J> j) { c(i, j) = a(i, j); });
+  const auto sym = phase(copy, sp::lower::AssemblyContext::symbolic, true);
+  CHECK(body(sym) == R"(  block copy_pattern:
+    for spindle_block in [0, spindle_blocks_plus_one_len + -1) parallel:  # axis spindle_blocks
+      if spindle_blocks_len == 0:
+        for i in [spindle_block_rows[spindle_block], spindle_block_rows[spindle_block] + spindle_block_rows[spindle_block + 1] - spindle_block_rows[spindle_block]):  # axis I
+          block spindle_row:
+            alloc spindle_count: local i64[]
+            spindle_count = 0
+            for j in [0, J_indptr[i + 1] - J_indptr[i]):  # axis J
+              spindle_count = spindle_count + 1
+            b_rows[i] = spindle_count
+      else:
+        for i in [spindle_block_rows[spindle_block], spindle_block_rows[spindle_block] + spindle_block_rows[spindle_block + 1] - spindle_block_rows[spindle_block]):  # axis I
+          block spindle_row:
+            alloc spindle_count: local i64[]
+            spindle_count = 0
+            for j in [0, J_indptr[i + 1] - J_indptr[i]):  # axis J
+              let spindle_col: i64 = i64(J_indices[J_indptr[i] + j])
+              let spindle_fresh: bool = b_columns[spindle_block, spindle_col] != i32(i)
+              b_columns[spindle_block, spindle_col] = i32(i)
+              spindle_count = spindle_count + i64(spindle_fresh)
+            b_rows[i] = spindle_count
+)");
+  sp::lower::AssemblyPhase ph = sp::lower::split_assembly(copy, sp::lower::AssemblyContext::numeric);
+  const auto num = phase(copy, sp::lower::AssemblyContext::numeric, true);
+  CHECK(sp::lower::appends_when_selected(num, ph.context));
+  CHECK_FALSE(sp::lower::rows_appended(num, ph.context));  // the marker path reads the scratch arrays
+  // The append path writes in place, the marker path through the workspace.
+  const std::string text = body(num);
+  CHECK_THAT(text, Catch::Contains("b_indices[spindle_at] = i32(i64(J_indices[J_indptr[i] + j]))"));
+  CHECK_THAT(text, Catch::Contains("spindle_workspace[spindle_block, spindle_col] = a[J_indptr[i] + j]"));
+  // A write under a second loop (the product's k loop) has no append path.
+  struct K : sp::dense_fixed {};
+  auto twice = sp::define_kernel("row_sums_into_pattern", [](sp::in<float, I, J> a, sp::in<float, I, K> x,
+                                                              sp::out<float, I, Jc> c, sp::iter<I> i, sp::iter<J> j) {
+    sp::for_each<K>([&](sp::iter<K> k) { c(i, j) += a(i, j) * x(i, k); });
+  });
+  sp::lower::AssemblyPhase tp = sp::lower::split_assembly(twice, sp::lower::AssemblyContext::numeric);
+  CHECK_FALSE(sp::lower::appends_when_selected(phase(twice, sp::lower::AssemblyContext::numeric, true), tp.context));
 }
 
 TEST_CASE("assemble_scattered: rows written elsewhere than at the first iterator are counted, then collected in "
