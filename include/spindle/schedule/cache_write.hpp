@@ -129,13 +129,32 @@ inline ir::Stmt cache_write(const ir::Stmt& body, const std::string& loop, const
   std::set<const ir::ExprNode*> non_tile;
   for (auto* v : path_vars)
     if (!tile_vars.count(v)) non_tile.insert(v);
+  // A guard that reads a buffer L's body writes (a local the body computes, `when(t > 0, ...)`)
+  // varies inside L like an inner loop variable: evaluated where the element is loaded and
+  // written back it would see another value (or a local out of scope).
+  std::set<const ir::BufferNode*> written_in_L = all.allocated;
+  for (auto* st : all.stores) written_in_L.insert(st->buffer.get());
+  for (auto* r : all.reduces) written_in_L.insert(r->buffer.get());
+  auto reads_written = [&](const ir::Expr& e) {
+    struct Reads : ir::IRVisitor {
+      const std::set<const ir::BufferNode*>* written = nullptr;
+      bool found = false;
+      void visit_Load(const ir::LoadNode* n) override {
+        found = found || written->count(n->buffer.get());
+        ir::IRVisitor::visit_Load(n);
+      }
+    } r;
+    r.written = &written_in_L;
+    r.visit(e);
+    return r.found;
+  };
   std::vector<ir::Expr> guards;
   for (std::size_t p = 0; p + 1 < path.size(); ++p) {
     auto* c = path[p].as<ir::IfThenElseNode>();
     if (!c) continue;
     ir::Expr cond = c->then_case.same_as(path[p + 1]) ? c->cond : ir::unary(ir::UnOp::lnot, c->cond);
     bool on_tile = detail::uses_any(cond, tile_vars);
-    bool inner = detail::uses_any(cond, non_tile);
+    bool inner = detail::uses_any(cond, non_tile) || reads_written(cond);
     SPINDLE_CHECK(!(on_tile && inner), UserError, "cache_write: the guard '", ir::to_string(cond),
                   "' around the reduction into '", buffer,
                   "' mixes the tile loops with other loops, so the elements to load and write back are unknown; "

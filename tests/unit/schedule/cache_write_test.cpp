@@ -188,3 +188,24 @@ TEST_CASE("cache_write: a folded init keeps its place after the locals it reads"
   CHECK(t_at < init_at);
   CHECK(compare(f, g, standard_sizes()) < 1e-5);
 }
+
+TEST_CASE("cache_write: a guard that reads a local of the loop body stays around the reduction",
+          "[schedule][cache_write][exec]") {
+  // Found by the kernel fuzzer (seed 20261269783781, a GPU schedule): the guard `t >= 0.5`
+  // of `when(t >= 0.5, ...)`, t a local computed inside the cached loop, was taken for a
+  // guard on the element and hoisted around the register's load and write-back, where t is
+  // out of scope (or, for a buffer written inside the loop, holds another value).
+  using namespace pass_test;
+  auto f = stage3(sp::define_kernel("guarded_by_local", [](sp::in<float, I, K> x, sp::inout<float, K> c,
+                                                           sp::iter<K> k, sp::iter<I> i) {
+    sp::local<float> t(x(i, k) * 2.0f, "t");
+    sp::when(t >= 0.5f, [&] { c(k) += t; });
+  }, std::source_location::current(), {"x", "c"}));
+  auto g = sch::cache_write(f, "k", "c");
+  const std::string text = body(g);
+  INFO(text);
+  CHECK(text.find("if t >= 0.5f:\n") != std::string::npos);
+  CHECK(text.find("c_local = c[k]") != std::string::npos);
+  CHECK(text.find("if t >= 0.5f:\n            c_local = c[k]") == std::string::npos);
+  CHECK(compare(f, g, standard_sizes()) < 1e-5);
+}
