@@ -28,6 +28,7 @@ struct Config {
   int rmat_scale = -1;                // < 0: no R-MAT graph
   int edge_factor = 16;
   std::uint64_t seed = 1;
+  bool random_values = false;  // --values random
   std::vector<int> feats;
   std::vector<int> threads;
   int reps = 0;  // 0: adaptive (min_reps and min_time per system and case)
@@ -106,6 +107,8 @@ usage: spindle-bench [options]
                        data folder, with .mtx.gz appended (e.g. gnn/pubmed)  [bundled cora]
   --rmat SCALE         add a Graph500 R-MAT graph with 2^SCALE vertices
   --edge-factor N      R-MAT edges per vertex before duplicates are removed   [16]
+  --values file|random the matrices' values: as the files give them (the graphs: all 1, which
+                       GraphBLAS stores "iso" and never moves), or drawn in [-1, 1] (--seed) [file]
   --seed N             seed of the R-MAT graph and the dense operands        [1]
   --feat LIST          feature sizes K for spmm and sddmm     [32,128; cuda: 32,128,512]
   --threads LIST       thread counts (every system runs with the same count) [1,2,4..hardware]
@@ -238,6 +241,10 @@ inline bool parse_args(int argc, char** argv, Config& c) {
       rmat_or_matrix = true;
     } else if (a == "--edge-factor") {
       c.edge_factor = static_cast<int>(parse_int(a, value(), 1, 1024));
+    } else if (a == "--values") {
+      const std::string v = value();
+      if (v != "file" && v != "random") throw std::invalid_argument("--values: file or random");
+      c.random_values = v == "random";
     } else if (a == "--seed") {
       c.seed = static_cast<std::uint64_t>(parse_int(a, value(), 0, 1L << 62));
     } else if (a == "--feat") {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -52,6 +53,16 @@ std::vector<Loaded<T>> load_matrices(const Config& cfg) {
       m.info.name += "-kron" + std::to_string(cfg.kron_block);
       m.info.rows = m.a.rows(), m.info.cols = m.a.cols(), m.info.nnz = m.a.nnz();
       m.info.source += " (A + I) kron dense " + std::to_string(cfg.kron_block) + "x" + std::to_string(cfg.kron_block);
+    }
+  // --values random: every stored value drawn uniformly in [-1, 1] (a weighted graph). The
+  // graphs are patterns whose values are all 1, which SuiteSparse:GraphBLAS stores as one
+  // value (an "iso" matrix) and then never reads or moves per entry.
+  if (cfg.random_values)
+    for (auto& m : out) {
+      std::mt19937_64 draw(cfg.seed + 101);
+      std::uniform_real_distribution<double> u(-1.0, 1.0);
+      for (auto& v : m.a.values()) v = static_cast<T>(u(draw));
+      m.info.source += " (values drawn in [-1, 1])";
     }
   // The input features that format and composition choices read (spindle/inspect).
   for (auto& m : out) m.info.features = spindle::inspect::graph_features(m.a);

@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <numeric>
 #include <random>
@@ -820,6 +821,61 @@ TEST_CASE("scattered rows: the outer product of sparse vectors, pooled rows (a c
       CHECK(std::equal(c.indptr().begin(), c.indptr().end(), want.indptr().begin(), want.indptr().end()));
       CHECK(std::equal(c.indices().begin(), c.indices().end(), want.indices().begin(), want.indices().end()));
       CHECK(std::equal(c.values().begin(), c.values().end(), want.values().begin(), want.values().end()));
+    }
+  }
+}
+
+TEST_CASE("scattered rows: segments that come in column order are kept as collected (values folded from the "
+          "identity), one descent anywhere in any row sends every row through the sort, on every engine",
+          "[correctness][assembly][scattered]") {
+  // COO entries in row-major order without duplicates give segments that ascend: the host's
+  // flat check (segments_ascending) keeps them. A single pair swapped inside one row, a
+  // repeated column, or rows of one or no entries around the swap must still be sorted and
+  // folded: the check counts descents at segment starts separately and takes them off.
+  std::mt19937_64 rng(77);
+  for (const Shape& s : matrix_shapes()) {
+    auto a = random_csr<double>(s, 61);
+    std::vector<std::int32_t> r;
+    std::vector<std::int64_t> c;
+    std::vector<double> v;
+    for (std::int64_t i = 0; i < a.rows(); ++i)
+      for (std::int64_t q = a.indptr()[i]; q < a.indptr()[i + 1]; ++q)
+        r.push_back(static_cast<std::int32_t>(i)), c.push_back(a.indices()[q]),
+            v.push_back(q % 5 == 0 ? -0.0 : static_cast<double>(static_cast<int>(rng() % 9)) - 4.0);
+    for (int variant = 0; variant < 3; ++variant) {
+      auto rv = r;
+      auto cv = c;
+      auto vv = v;
+      if (variant == 1) {  // one pair inside a row of two or more swapped
+        for (std::size_t q = 1; q < rv.size(); ++q)
+          if (rv[q] == rv[q - 1] && rng() % 2 == 0) {
+            std::swap(cv[q], cv[q - 1]);
+            break;
+          }
+      } else if (variant == 2 && !rv.empty()) {  // a repeated column at the end of a row
+        const std::size_t q = rng() % rv.size();
+        rv.insert(rv.begin() + static_cast<std::ptrdiff_t>(q) + 1, rv[q]);
+        cv.insert(cv.begin() + static_cast<std::ptrdiff_t>(q) + 1, cv[q]);
+        vv.insert(vv.begin() + static_cast<std::ptrdiff_t>(q) + 1, 2.5);
+      }
+      const auto n = static_cast<std::int64_t>(rv.size());
+      auto row = sp::Tensor<std::int32_t>::from(rv, {n});
+      auto col = sp::Tensor<std::int64_t>::from(cv, {n});
+      auto val = sp::Tensor<double>::from(vv, {n});
+      std::map<std::pair<std::int64_t, std::int64_t>, double> want;
+      for (std::int64_t q = 0; q < n; ++q) want[{rv[static_cast<std::size_t>(q)], cv[static_cast<std::size_t>(q)]}] += vv[static_cast<std::size_t>(q)];
+      for (const auto& engine : spindle::test::cpu_engines())
+        for (int threads : {1, 3}) {
+          INFO(s << " variant " << variant << " engine " << engine << " threads " << threads);
+          sp::Csr<double> d(s.rows, s.cols);
+          coo_kernel().with_runtime(spindle::test::engine_runtime(engine, threads))(row, col, val, d);
+          check_same(entries(d), want, 0);
+          for (std::int64_t i = 0; i < d.rows(); ++i)  // sorted, no repeated column
+            for (std::int64_t q = d.indptr()[i] + 1; q < d.indptr()[i + 1]; ++q) CHECK(d.indices()[q - 1] < d.indices()[q]);
+          for (double x : d.values())
+            if (x == 0) CHECK(!std::signbit(x));  // -0.0 folded from the identity 0 is +0.0
+        }
+      check_assembled_on(false, coo_kernel(), [&s] { return sp::Csr<double>(s.rows, s.cols); }, row, col, val);
     }
   }
 }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -161,6 +162,32 @@ V identity(ir::ReduceOp op) {
   return V(0);
 }
 
+// Whether every segment [raw_ptr[r], raw_ptr[r + 1]) of idx is strictly ascending, without a
+// loop per row (whose exit mispredicts once per row: the transpose of a graph has rows of a
+// few entries). Over a range of rows, the descents idx[q - 1] >= idx[q] are counted flat over
+// its positions (a sum that vectorises), then those at the first position of a non-empty row
+// (where idx[q - 1] belongs to the row before) are taken off; the segments ascend when none
+// is left. Ranges of rows run in parallel.
+template <class I>
+bool segments_ascending(ThreadPool& pool, const std::vector<std::int64_t>& raw_ptr, const I* idx) {
+  const std::int64_t rows = static_cast<std::int64_t>(raw_ptr.size()) - 1, n = raw_ptr.back();
+  if (n < 2) return true;
+  std::atomic<bool> descent{false};
+  const std::int64_t grain = std::max<std::int64_t>(1024, rows / (4 * std::max(1, pool.num_threads())));
+  pool.parallel_for(rows, grain, [&](std::int64_t rb, std::int64_t re) {
+    const std::int64_t lo = raw_ptr[static_cast<std::size_t>(rb)], hi = raw_ptr[static_cast<std::size_t>(re)];
+    std::int64_t all = 0, starts = 0;
+    for (std::int64_t q = lo + 1; q < hi; ++q) all += idx[q - 1] >= idx[q];
+    for (std::int64_t r = rb + 1; r < re; ++r) {
+      const std::int64_t q = raw_ptr[static_cast<std::size_t>(r)];
+      const std::int64_t at = std::min(std::max<std::int64_t>(q, 1), n - 1);  // a safe read when q is not counted
+      starts += (q > lo) & (q < raw_ptr[static_cast<std::size_t>(r) + 1]) & (idx[at - 1] >= idx[at]);
+    }
+    if (all != starts) descent.store(true, std::memory_order_relaxed);
+  });
+  return !descent.load();
+}
+
 // Scattered rows (lower/assemble_scattered.hpp): each row's segment [raw_ptr[r], raw_ptr[r +
 // 1]) of (column, value) pairs holds its writes in the order the kernel made them. Sorts each
 // segment by column, stably (segments already strictly ascending are only checked), and folds
@@ -205,6 +232,8 @@ std::vector<std::int64_t> combine_segments(ThreadPool& pool, const std::vector<s
 }
 
 // The host steps after the numeric phase of scattered rows, for one index and value type:
+// when every segment already ascends (segments_ascending: a transpose, a conversion of sorted
+// entries) the arrays are final (values folded from the identity for an operator); otherwise
 // fold each segment in place (the numeric phase wrote into the target's arrays, sized for
 // every write); when some row had duplicates, the folded prefixes are copied into the
 // target's arrays sized anew.
@@ -213,6 +242,17 @@ void finish_scattered(ThreadPool& pool, const AssemblyPlan& p, const std::vector
                       void* raw_val, AssemblyTarget& target) {
   I* idx = static_cast<I*>(raw_idx);
   V* val = static_cast<V*>(raw_val);
+  if (segments_ascending(pool, raw_ptr, idx)) {  // every row's columns once, in order (a transpose)
+    if (p.op) {  // each value folded from the identity alone
+      const std::int64_t n = raw_ptr.back();
+      pool.parallel_for(n, std::max<std::int64_t>(4096, n / (4 * std::max(1, pool.num_threads()))),
+                        [&](std::int64_t b, std::int64_t e) {
+                          const V id = identity<V>(*p.op);
+                          for (std::int64_t q = b; q < e; ++q) val[q] = combine(*p.op, id, val[q]);
+                        });
+    }
+    return;  // the arrays are final
+  }
   const std::vector<std::int64_t> row_ptr = p.row_offsets(combine_segments(pool, raw_ptr, idx, val, p.op));
   if (row_ptr.back() == raw_ptr.back()) return;  // no row had two writes of one column
   const std::int64_t rows = static_cast<std::int64_t>(row_ptr.size()) - 1;
