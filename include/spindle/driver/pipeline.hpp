@@ -15,7 +15,8 @@
 //      then peel_split_tails: split's guards out of the full tiles, and
 //      accumulate_locally: sums into an element invariant in a loop kept in a register)
 //     (or assemble_rows / assemble_scattered, for one phase of a kernel that assembles a
-//     sparse output)
+//     sparse output; after assemble_scattered, flatten_position_loops: a loop over fibers
+//     whose body reads only the positions becomes one loop over the positions)
 //   simplify
 //   emit_c                           C source with the kernel ABI
 // The CUDA path (lower_for_cuda + schedule_and_emit_cuda) shares every pass up to
@@ -37,6 +38,7 @@
 #include "spindle/ir/verify.hpp"
 #include "spindle/lower/assemble_rows.hpp"
 #include "spindle/lower/assemble_scattered.hpp"
+#include "spindle/lower/flatten_position_loops.hpp"
 #include "spindle/lower/hoist_loop_invariants.hpp"
 #include "spindle/lower/lower_sparse_buffer.hpp"
 #include "spindle/lower/lower_sparse_iter.hpp"
@@ -154,8 +156,10 @@ inline Lowered lower_to_c(const ir::Function& stage1, const PipelineOptions& o) 
   PassRunner run(o, out.passes);
   ir::Function f = lower_unscheduled(stage1, o, run, out);
   if (o.context.assembly.phase != lower::AssemblyContext::none)  // one phase of an assembling kernel
-    f = o.context.assembly.scattered ? run.run("assemble_scattered", f, lower::assemble_scattered)
-                                     : run.run("assemble_rows", f, lower::assemble_rows);
+    f = o.context.assembly.scattered
+            ? run.run("flatten_position_loops", run.run("assemble_scattered", f, lower::assemble_scattered),
+                      lower::flatten_position_loops)
+            : run.run("assemble_rows", f, lower::assemble_rows);
   else if (o.context.schedule.has_loop_steps()) {
     f = run.run("apply_user_schedule", f, [](const ir::Function& g, const lower::LowerContext& c) {
       return schedule::apply_user_schedule(g, c.schedule, schedule::ScheduleTarget::cpu);

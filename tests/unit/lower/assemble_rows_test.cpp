@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <spindle/lower/assemble_scattered.hpp>
+#include <spindle/lower/flatten_position_loops.hpp>
 #include <spindle/lower/split_assembly.hpp>
 
 #include "unit/pass_test_util.hpp"
@@ -296,4 +297,44 @@ TEST_CASE("assemble_scattered: rows written elsewhere than at the first iterator
             b_values[spindle_at] = a[J_indptr[i] + j]
           b_rows[spindle_block, spindle_row] = spindle_at + 1
 )");
+}
+
+TEST_CASE("flatten_position_loops: a loop over fibers whose body reads only the positions becomes one loop over the "
+          "positions, and a body that reads the row keeps its nest",
+          "[lower][assembly]") {
+  struct Ct : sp::assembled<sp::dense<J>, I> {};
+  auto tr = sp::define_kernel("tr", [](sp::in<float, I, J> a, sp::out<float, sp::dense<J>, Ct> c, sp::iter<I> i,
+                                       sp::iter<J> j) { c(j, i) = a(i, j); });
+  auto flat = [&](sp::lower::AssemblyContext::Phase p) {
+    const auto f = phase(tr, p);
+    return sp::lower::simplify(sp::lower::flatten_position_loops(f, ctx(f)), ctx(f));
+  };
+  // The symbolic phase counts each position's row: the rows' loop goes, the blocks stay
+  // blocks of rows (the numeric phase's counts must agree with them).
+  CHECK(body(flat(sp::lower::AssemblyContext::symbolic)) == R"(  block tr:
+    for spindle_block in [0, spindle_count_blocks_len) parallel:  # axis spindle_blocks
+      let spindle_lo: i64 = I_len * spindle_block / spindle_count_blocks_len
+      let spindle_hi: i64 = I_len * (spindle_block + 1) / spindle_count_blocks_len
+      let spindle_pos_lo: i64 = i64(J_indptr[spindle_lo])
+      let spindle_pos_hi: i64 = i64(J_indptr[spindle_lo + (spindle_hi - spindle_lo)])
+      for spindle_pos in [spindle_pos_lo, spindle_pos_lo + spindle_pos_hi - spindle_pos_lo):  # axis J
+        let spindle_row: i64 = i64(J_indices[spindle_pos])
+        b_rows[spindle_block, spindle_row] += 1
+)");
+  // The numeric phase stores i: unchanged.
+  CHECK(body(flat(sp::lower::AssemblyContext::numeric)) == body(phase(tr, sp::lower::AssemblyContext::numeric)));
+  // A row-first kernel over an assembled output reads i (its row): unchanged; an SpMV-like
+  // loop nest outside any assembly reads i too.
+  auto copy = sp::define_kernel("copy", [](sp::in<float, I, J> a, sp::out<float, I, Jc> c, sp::iter<I> i,
+                                           sp::iter<J> j) { c(i, j) = a(i, j); });
+  const auto cs = phase(copy, sp::lower::AssemblyContext::symbolic);
+  CHECK(body(sp::lower::flatten_position_loops(cs, ctx(cs))) == body(cs));
+  // Column sums (h(j) += a(i, j): the column and the value are read at the position, the row
+  // never) flatten too.
+  auto colsum = sp::define_kernel("colsum", [](sp::in<float, I, J> a, sp::out<float, sp::dense<J>> h, sp::iter<I> i,
+                                               sp::iter<J> j) { h(j) += a(i, j); });
+  const auto t3 = sp::lower::hoist_loop_invariants(stage3(colsum), ctx(colsum));
+  const std::string flat_sums = body(sp::lower::flatten_position_loops(t3, ctx(t3)));
+  CHECK(flat_sums.find("for spindle_pos in") != std::string::npos);
+  CHECK(flat_sums.find("for i in") == std::string::npos);
 }
