@@ -12,6 +12,8 @@
 //                         [--engines orc,system,cuda] [--threads 1,3] [--sizes small,edge,large]
 //                         [--no-shrink] [--print SEED] [--verbose]
 // Kernel n of a run has seed S * 1000003 + n. Exit status 0 when nothing failed.
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -78,6 +80,16 @@ class Fuzzer {
 
   int main() {
     fs::create_directories(c_.work);
+    // Two campaigns in one work directory overwrite each other's batch program ("Text file
+    // busy", or a batch that exits 0 with its results missing): reported as kernel failures.
+    // The first holds a lock on the directory for its lifetime; the second stops here.
+    const std::string lock = (c_.work / "lock").string();
+    const int lock_fd = ::open(lock.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+    if (lock_fd < 0 || ::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+      std::fprintf(stderr, "spindle-frontend-fuzz: the work directory %s is in use by another campaign (lock %s); "
+                   "pass --work DIR to run a second one\n", c_.work.c_str(), lock.c_str());
+      return 2;
+    }
     if (c_.prefix.empty()) install();
     configure();
     auto start = std::chrono::steady_clock::now();
