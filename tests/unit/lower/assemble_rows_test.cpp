@@ -189,8 +189,7 @@ TEST_CASE("assemble_rows: an output written at a dense column loop's variable (d
           alloc spindle_count: local i64[]
           spindle_count = 0
           for k in [0, K_len):  # axis K
-            if a[i, k] != 0.0f:
-              spindle_count = spindle_count + 1
+            spindle_count = spindle_count + i64(a[i, k] != 0.0f)
           b_rows[i] = spindle_count
 )");
   const auto num = phase(to_csr, sp::lower::AssemblyContext::numeric);
@@ -201,14 +200,31 @@ TEST_CASE("assemble_rows: an output written at a dense column loop's variable (d
           alloc spindle_count: local i64[]
           spindle_count = 0
           for k in [0, K_len):  # axis K
-            if a[i, k] != 0.0f:
-              let spindle_at: i64 = spindle_row_ptr[i] + spindle_count
-              if spindle_count < spindle_row_ptr[i + 1] - spindle_row_ptr[i]:
-                b_indices[spindle_at] = i32(k)
-                b_values[spindle_at] = a[i, k]
-              spindle_count = spindle_count + 1
+            let spindle_at: i64 = spindle_row_ptr[i] + spindle_count
+            if spindle_count < spindle_row_ptr[i + 1] - spindle_row_ptr[i]:
+              b_indices[spindle_at] = i32(k)
+              b_values[spindle_at] = a[i, k]
+            spindle_count = spindle_count + i64(a[i, k] != 0.0f)
           b_rows[i] = spindle_count
 )");
+  // The test is not a branch (the slot at the count is written whatever it gave, the count
+  // grows by its 0 or 1) only where the column and the value may be read when it fails: here
+  // they read what the test reads. A value that divides integers, or reads an element the
+  // test does not, keeps the branch in the numeric phase (the count stays branch-free).
+  struct Ci : sp::assembled<I, K> {};
+  auto divide = sp::define_kernel("divide", [](sp::in<std::int32_t, I, K> d, sp::in<std::int32_t, I, K> e,
+                                               sp::out<std::int32_t, I, Ci> c, sp::iter<I> i, sp::iter<K> k) {
+    sp::when(e(i, k) != 0, [&] { c(i, k) = d(i, k) / e(i, k); });
+  });
+  auto other = sp::define_kernel("other", [](sp::in<float, I, K> d, sp::in<float, K> w, sp::out<float, I, Ck> c,
+                                             sp::iter<I> i, sp::iter<K> k) {
+    sp::when(d(i, k) != 0, [&] { c(i, k) = w(k); });
+  });
+  for (const auto* f : {&divide, &other}) {
+    const std::string n = body(phase(*f, sp::lower::AssemblyContext::numeric));
+    CHECK_THAT(n, Catch::Contains("spindle_count = spindle_count + 1"));
+    CHECK_THAT(body(phase(*f, sp::lower::AssemblyContext::symbolic)), Catch::Contains("spindle_count + i64("));
+  }
   sp::lower::AssemblyContext numeric = sp::lower::split_assembly(to_csr, sp::lower::AssemblyContext::numeric).context;
   CHECK(sp::lower::rows_appended(num, numeric));
   // A sparse fiber's coordinates ascend only where the caller's fibers are sorted: the
