@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "differential/frontend_fuzz_registry.hpp"
+#include "spindle/lower/split_assembly.hpp"
 #include "support/emulated_cuda_call.hpp"
 #include "support/typed_bytes.hpp"
 #include "support/random_frontend_kernel.hpp"
@@ -326,7 +327,21 @@ class Runner {
           auto te = std::chrono::steady_clock::now();
           try {
             auto args = data.args();
-            if (e == "cuda" && data.assembled >= 0) {
+            if (e == "cuda" && data.assembled >= 0 && spindle::lower::rows_scattered(def.stage1)) {
+              // Scattered rows are assembled on the CPU only (§4.6): the CUDA build must refuse, saying so.
+              const spindle::test::BufferData& out = data.buffers[static_cast<std::size_t>(data.assembled)];
+              ErasedCsrTarget target(out.buffer->axes[1]->index_dtype, out.buffer->dtype);
+              try {
+                spindle::test::run_assembled_cuda_build(def.stage1, args, target, &nvrtc_, &emulators, 20 * 64);
+                d = "the CUDA build of a kernel whose rows are scattered did not refuse it";
+              } catch (const spindle::UserError& ex) {
+                if (std::string(ex.what()).find("written at scattered rows") == std::string::npos) d = std::string("threw: ") + ex.what();
+              }
+              time_[name] += ms_since(te);
+              ++runs_[unsorted_ok ? name + "-unsorted" : name];
+              if (!d.empty()) return name + "\t" + d;
+              continue;
+            } else if (e == "cuda" && data.assembled >= 0) {
               // The GPU steps of an assembling kernel (the GPU when present, else the
               // emulator, with a scratch budget that makes rows share workers).
               const spindle::test::BufferData& out = data.buffers[static_cast<std::size_t>(data.assembled)];

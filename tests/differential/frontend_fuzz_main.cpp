@@ -10,8 +10,10 @@
 //   spindle-frontend-fuzz [--seed S] [--count N | --seconds T] [--batch B] [--jobs J]
 //                         [--work DIR] [--prefix PREFIX | --install-from BUILD_DIR]
 //                         [--engines orc,system,cuda] [--threads 1,3] [--sizes small,edge,large]
-//                         [--no-shrink] [--print SEED] [--verbose]
-// Kernel n of a run has seed S * 1000003 + n. Exit status 0 when nothing failed.
+//                         [--kind all|assembled|scattered] [--no-shrink] [--print SEED] [--verbose]
+// Kernel n of a run has seed S * 1000003 + n. Exit status 0 when nothing failed. --kind keeps
+// only the kernels that assemble a sparse output, or only those writing it at scattered rows
+// (a focused campaign: the others are skipped, --count counts the kept ones).
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/wait.h>
@@ -46,6 +48,7 @@ struct Config {
   std::string engines = "orc,system,cuda", threads = "1,3", sizes = "small,edge,large";
   bool shrink = true, verbose = false;
   double shrink_seconds = 900;
+  std::string kind = "all";
 };
 
 std::string quote(const std::string& s) {
@@ -94,11 +97,16 @@ class Fuzzer {
     configure();
     auto start = std::chrono::steady_clock::now();
     auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+    std::uint64_t q = 0;  // the next kernel's number
     for (long n = 0; c_.count == 0 || n < c_.count; n += c_.batch) {
       if (c_.seconds > 0 && elapsed() > c_.seconds) break;
       std::vector<fe::Kernel> kernels;
-      long end = c_.count == 0 ? n + c_.batch : std::min<long>(n + c_.batch, c_.count);
-      for (long q = n; q < end; ++q) kernels.push_back(fe::generate(c_.seed * 1000003ull + static_cast<std::uint64_t>(q)));
+      const long want = c_.count == 0 ? c_.batch : std::min<long>(c_.batch, c_.count - n);
+      while (static_cast<long>(kernels.size()) < want) {
+        fe::Kernel k = fe::generate(c_.seed * 1000003ull + q++);
+        if (c_.kind == "all" || (c_.kind == "scattered" ? fe::writes_scattered_rows(k) : fe::assembled_buffer(k) >= 0))
+          kernels.push_back(std::move(k));
+      }
       batch(kernels);
       std::cout << "spindle-frontend-fuzz: " << generated_ << " kernels, " << compared_ << " compared (" << assembled_compared_
               << " assembled), " << rejected_
@@ -111,8 +119,8 @@ class Fuzzer {
               << " co-iterating (union_of / intersection_of), " << fused_ << " with fused axes (iter<fuse<...>>), "
               << conditional_ << " with conditional writes (sp::when), "
               << assembled_compared_
-              << " assembling a sparse output of " << assembled_generated_ << " generated, " << assembled_rejected_
-              << " rejected);";
+              << " assembling a sparse output (" << scattered_compared_ << " at scattered rows) of " << assembled_generated_
+              << " generated, " << assembled_rejected_ << " rejected);";
     for (auto& [e, k] : runs_) std::cout << " " << e << " " << k << " runs;";
     std::cout << " " << cubins_ << " CUDA modules compiled by NVRTC; " << failures_ << " failures; " << elapsed()
               << " s\n";
@@ -319,6 +327,7 @@ class Fuzzer {
       if (fe::fuses_axes(k)) ++fused_;
       if (fe::has_when(k)) ++conditional_;
       if (fe::assembled_buffer(k) >= 0) ++assembled_compared_;
+      if (fe::writes_scattered_rows(k)) ++scattered_compared_;
       if (c_.verbose) std::cout << "seed " << k.seed << ": ok (" << o.ms << " ms: " << o.message << ")\n";
       return;
     }
@@ -384,7 +393,7 @@ class Fuzzer {
   Config c_;
   long generated_ = 0, compiled_ = 0, batches_ = 0, rejected_ = 0, skipped_ = 0, compared_ = 0, failures_ = 0,
        cubins_ = 0, last_cubins_ = 0, sparse_roots_ = 0, merges_ = 0, fused_ = 0, conditional_ = 0, assembled_generated_ = 0, assembled_compared_ = 0,
-       assembled_rejected_ = 0;
+       assembled_rejected_ = 0, scattered_compared_ = 0;
   int last_rc_ = 0;
   std::string last_output_;
   double compile_seconds_ = 0;
@@ -421,13 +430,19 @@ int main(int argc, char** argv) {
     else if (s == "--shrink-seconds") c.shrink_seconds = std::stod(next());
     else if (s == "--verbose") c.verbose = true;
     else if (s == "--print") print = std::stol(next());
+    else if (s == "--kind") c.kind = next();
     else {
       std::fprintf(stderr,
                    "usage: spindle-frontend-fuzz [--seed S] [--count N | --seconds T] [--batch B] [--jobs J] [--work DIR]\n"
                    "       [--prefix PREFIX | --install-from BUILD_DIR] [--engines orc,system,cuda] [--threads 1,3]\n"
-                   "       [--sizes small,edge,large] [--no-shrink] [--shrink-seconds T] [--print SEED] [--verbose]\n");
+                   "       [--sizes small,edge,large] [--kind all|assembled|scattered] [--no-shrink] [--shrink-seconds T]\n"
+                   "       [--print SEED] [--verbose]\n");
       return 2;
     }
+  }
+  if (c.kind != "all" && c.kind != "assembled" && c.kind != "scattered") {
+    std::fprintf(stderr, "--kind: all, assembled or scattered, not '%s'\n", c.kind.c_str());
+    return 2;
   }
   if (print >= 0) {
     std::cout << fe::cpp_source(fe::generate(static_cast<std::uint64_t>(print)));

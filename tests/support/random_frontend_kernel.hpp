@@ -26,6 +26,10 @@
 // root, or the columns K of b[dense<J>, K] iterated at the coordinate of an iterator of J
 // (§3, the SpGEMM pattern). The call passes a Csr<T[, Index]> (Call::csr) holding an old
 // pattern that the kernel replaces; the harness compares it with Interpreter::assembled.
+// About one of those in three (decided by a generator of its own) writes c at scattered rows
+// (§4.6, lower/assemble_scattered.hpp): it also reads a[P, Jt], Jt declared coordinates_of<P>
+// (a square pattern), and most writes take the row from an iterator of Jt (`c(jt, x)`; with X
+// = P sometimes, `c(jt, i) = a(i, jt)` is the transpose); every write of c uses one operator.
 //
 // Adjacent iterators of one iteration over a parent and its child, whose iterator kinds will
 // be equal, are sometimes one iter<fuse<...>> (§3.2), unpacked in one of four ways (decided
@@ -270,6 +274,26 @@ inline int assembled_buffer(const Kernel& k) {
     for (int a : k.buffers[b].axes)
       if (k.axes[static_cast<std::size_t>(a)].assembled) return static_cast<int>(b);
   return -1;
+}
+
+// Whether some write of the assembled output takes its row from an iterator other than the
+// lambda's first (docs/language.md §4.6: the rows are then scattered).
+inline bool writes_scattered_rows(const Kernel& k) {
+  const int c = assembled_buffer(k);
+  int first = -1;
+  for (auto& p : k.lambda)
+    if (p.kind == LambdaParam::iter) {
+      first = p.id;
+      break;
+    }
+  std::function<bool(const std::vector<StmtP>&)> scan = [&](const std::vector<StmtP>& body) {
+    for (auto& s : body) {
+      if (s->kind == Stmt::Write && s->target == c && !s->iters.empty() && s->iters[0] != first) return true;
+      if (s->kind == Stmt::ForEach && scan(s->body)) return true;
+    }
+    return false;
+  };
+  return c >= 0 && scan(k.body);
 }
 
 // The axis whose coordinates axis a has: X for dense<X> and coordinates_of<X>, recursively.
@@ -1021,7 +1045,11 @@ class Generator {
     k_.exact = !(is_float(k_.T) && chance(0.2));
     // About one kernel in six assembles a sparse output (docs/language.md §4.6), decided by a
     // generator of its own so that the other kernels of a seed stay as they were.
-    if (std::mt19937_64(k_.seed ^ 0x3c6ef372fe94f82bULL)() % 6 == 0) return make_assembled();
+    // One in three of those writes it at scattered rows (also decided on its own).
+    if (std::mt19937_64(k_.seed ^ 0x3c6ef372fe94f82bULL)() % 6 == 0) {
+      scattered_ = std::mt19937_64(k_.seed ^ 0xbb67ae8584caa73bULL)() % 3 == 0;
+      return make_assembled();
+    }
     make_axes();
     make_merged_axes();
     make_arguments();
@@ -1145,10 +1173,12 @@ class Generator {
       return static_cast<int>(k_.axes.size()) - 1;
     };
     const int P = axis(ir::AxisKind::dense_fixed, -1);
-    const int variant = static_cast<int>(range(0, 2));
+    const int variant = scattered_ && chance(0.4) ? 3 : static_cast<int>(range(0, 2));
     int X = -1;
     std::vector<std::vector<int>> ins;
-    if (variant == 2) {  // dense columns
+    if (variant == 3) {  // columns over the rows' own coordinates (with Jt below: a transpose)
+      X = P;
+    } else if (variant == 2) {  // dense columns
       X = axis(ir::AxisKind::dense_fixed, -1);
       ins.push_back({P, X});
       if (chance(0.4)) ins.push_back({X});
@@ -1167,6 +1197,11 @@ class Generator {
       const int J2 = axis(ir::AxisKind::sparse_variable, P);
       k_.axes[static_cast<std::size_t>(J2)].coordinates_of = X;
       ins.push_back({P, J2});
+    }
+    if (scattered_) {  // a square pattern a[P, Jt]: its iterators give rows to scatter to
+      const int Jt = axis(ir::AxisKind::sparse_variable, P);
+      k_.axes[static_cast<std::size_t>(Jt)].coordinates_of = P;
+      ins.push_back({P, Jt});
     }
     if (k_.axes[static_cast<std::size_t>(X)].kind != ir::AxisKind::dense_fixed && chance(0.3)) ins.push_back({view(X)});
     Axis c;
@@ -1190,7 +1225,9 @@ class Generator {
     assembled_buf_ = add_buffer(ir::BufferRole::output, k_.T, false, {P, C});
     k_.buffers[static_cast<std::size_t>(assembled_buf_)].const_ref = false;
     outputs_.push_back(assembled_buf_);
-    ops_[assembled_buf_] = pick({WriteOp::add, WriteOp::add, WriteOp::add, WriteOp::sub, WriteOp::max, WriteOp::min, WriteOp::mul});
+    ops_[assembled_buf_] = scattered_ && chance(0.25)
+                               ? WriteOp::assign  // every write `=`: each element its last assignment
+                               : pick({WriteOp::add, WriteOp::add, WriteOp::add, WriteOp::sub, WriteOp::max, WriteOp::min, WriteOp::mul});
     in_buffers_.erase(C);  // never iterated
     // The lambda's iterators: i over P first, then up to two more.
     Iterator row;
@@ -1732,9 +1769,9 @@ class Generator {
   int iterator_for_slot(const Buffer& b, std::size_t slot) {
     const int a = b.axes[slot];
     const Axis& ax = k_.axes[static_cast<std::size_t>(a)];
-    // The columns of an assembled output: any iterator over X's coordinates (§4.6).
-    const bool exact = (!ax.assembled && (ax.parent >= 0 || is_sparse_root(ax))) ||
-                       (slot + 1 < b.axes.size() && k_.axes[static_cast<std::size_t>(b.axes[slot + 1])].parent >= 0);
+    // The rows and columns of an assembled output: any iterator over P's, X's coordinates (§4.6).
+    const Axis* next = slot + 1 < b.axes.size() ? &k_.axes[static_cast<std::size_t>(b.axes[slot + 1])] : nullptr;
+    const bool exact = (!ax.assembled && (ax.parent >= 0 || is_sparse_root(ax))) || (next && next->parent >= 0 && !next->assembled);
     std::vector<int> c, shared;
     for (int it : scope_) {
       int x = k_.iterators[static_cast<std::size_t>(it)].axis;
@@ -1775,10 +1812,14 @@ class Generator {
       bool all = true;
       for (int it : scope_) all = all && std::count(idx.begin(), idx.end(), it) > 0;
       WriteOp op = ops_.at(b);
+      // Scattered rows: every write of c uses c's one operator (`-=` counts as `+=`), and `=`
+      // needs every enclosing iterator in its indices (§4.2).
+      const bool one_op = scattered_ && b == assembled_buf_;
+      if (one_op && op == WriteOp::assign && !all) continue;
       if (buf.role == ir::BufferRole::inout && chance(0.15))
         op = pick({WriteOp::add, WriteOp::sub, WriteOp::mul, WriteOp::max, WriteOp::min});
       if (op == WriteOp::sub && chance(0.5)) op = WriteOp::add;
-      if (all && computed_slot < 0 && chance(0.35)) op = WriteOp::assign;
+      if (all && computed_slot < 0 && !one_op && chance(0.35)) op = WriteOp::assign;
       if (computed_slot >= 0) {  // a reduction (§4.1); the index avoids T's own iterators
         if (op == WriteOp::assign || op == WriteOp::mul) op = WriteOp::add;
         s->computed_slot = computed_slot;
@@ -2093,6 +2134,7 @@ class Generator {
   std::vector<int> scope_;  // iterators in scope
   int target_axis_ = -1;    // the computed-write target axis T, if any
   int assembled_buf_ = -1;  // the assembled output c, in an assembled kernel
+  bool scattered_ = false;  // assembled kernel: c written at scattered rows, one operator
   std::vector<int> visible_locals_, visible_named_;
 };
 
