@@ -58,6 +58,7 @@
 #include "spindle/ir/functor.hpp"
 #include "spindle/ir/ops.hpp"
 #include "spindle/lower/context.hpp"
+#include "spindle/lower/fiber_loop.hpp"
 #include "spindle/support/error.hpp"
 
 namespace spindle::lower {
@@ -259,20 +260,15 @@ class AssembleRows : public ir::IRMutator {
     auto* ld = (widened ? widened->value : col).as<ir::LoadNode>();
     if (widened && (!is_int(widened->dtype) || dtype_bytes(widened->dtype) < dtype_bytes(widened->value.dtype())))
       return false;
-    if (!ld || ld->indices.size() != 1 || !is_zero(loop.min)) return false;
+    if (!ld || ld->indices.size() != 1) return false;
     auto axis = indices_of_.find(ld->buffer.get());
     auto* at = ld->indices[0].as<ir::BinaryNode>();
     if (axis == indices_of_.end() || !at || at->op != ir::BinOp::add || !at->b.same_as(loop.var)) return false;
-    auto* base = at->a.as<ir::LoadNode>();
-    if (!base || base->indices.size() != 1) return false;
-    auto ptr = indptr_of_.find(base->buffer.get());
-    if (ptr == indptr_of_.end() || ptr->second != axis->second) return false;
-    const ir::Expr e = base->indices[0];
-    return ir::equal(loop.extent, ir::load(base->buffer, {e + ir::int_imm(1, e.dtype())}) - at->a);
-  }
-  static bool is_zero(const ir::Expr& e) {
-    auto* c = e.as<ir::IntImmNode>();
-    return c && c->value == 0;
+    const ir::Expr start = fiber_loop_start(loop, [&](const ir::BufferNode* b) {
+      auto ptr = indptr_of_.find(b);
+      return ptr != indptr_of_.end() && ptr->second == axis->second;
+    });
+    return start.defined() && ir::equal(at->a, start);
   }
 
   // Whether the expressions `exprs` (a conditional write's column and value) may be evaluated

@@ -18,7 +18,7 @@
 // Pre: stage III. Post: stage III; no loop or let variable removed from scope that remains used.
 #pragma once
 
-#include <map>
+#include <set>
 #include <string>
 
 #include "spindle/ir/equal.hpp"
@@ -26,6 +26,7 @@
 #include "spindle/ir/functor.hpp"
 #include "spindle/ir/ops.hpp"
 #include "spindle/lower/context.hpp"
+#include "spindle/lower/fiber_loop.hpp"
 
 namespace spindle::lower {
 
@@ -35,7 +36,7 @@ class FlattenPositionLoops : public ir::IRMutator {
  public:
   explicit FlattenPositionLoops(const ir::Function& f) {
     for (const ir::FuncBuffer& b : f.buffers)
-      if (b.origin.kind == ir::ParamOrigin::indptr) indptr_.insert({b.buffer.get(), b.buffer});
+      if (b.origin.kind == ir::ParamOrigin::indptr) indptr_.insert(b.buffer.get());
   }
 
  protected:
@@ -44,21 +45,15 @@ class FlattenPositionLoops : public ir::IRMutator {
     auto* outer = out.as<ir::ForNode>();
     auto* inner = outer ? outer->body.as<ir::ForNode>() : nullptr;
     if (!inner || outer->for_kind != ir::ForKind::serial || inner->for_kind != ir::ForKind::serial) return out;
-    auto* zero = inner->min.as<ir::IntImmNode>();
-    if (!zero || zero->value != 0) return out;
-    // The inner extent P[i + 1] - P[i] for an indptr P.
-    auto* diff = inner->extent.as<ir::BinaryNode>();
-    auto* start = diff && diff->op == ir::BinOp::sub ? diff->b.as<ir::LoadNode>() : nullptr;
-    if (!start || start->indices.size() != 1 || !start->indices[0].same_as(outer->var) ||
-        !indptr_.count(start->buffer.get()))
-      return out;
-    const ir::Expr i = outer->var;
-    if (!ir::equal(diff->a, ir::load(start->buffer, {i + ir::int_imm(1, i.dtype())}))) return out;
+    // The inner loop runs over the fiber [P[i], P[i + 1]) of an indptr P.
+    const ir::Expr base = fiber_loop_start(*inner, [&](const ir::BufferNode* b) { return indptr_.count(b) > 0; });
+    auto* start = base.defined() ? base.as<ir::LoadNode>() : nullptr;
+    if (!start || !start->indices[0].same_as(outer->var)) return out;
     const ir::Var q("spindle_pos", DType::i64);
-    Positions sub(diff->b, inner->var, q);
+    Positions sub(base, inner->var, q);
     const ir::Stmt body = sub.mutate(inner->body);
     if (ir::uses_var(body, outer->var.get()) || ir::uses_var(body, inner->var.get())) return out;
-    const ir::Buffer ptr = indptr_.at(start->buffer.get());
+    const ir::Buffer ptr = start->buffer;
     const ir::Var lo("spindle_pos_lo", DType::i64), hi("spindle_pos_hi", DType::i64);
     const ir::IterKind kind = outer->iter_kind == ir::IterKind::reduction || inner->iter_kind == ir::IterKind::reduction
                                   ? ir::IterKind::reduction
@@ -82,7 +77,7 @@ class FlattenPositionLoops : public ir::IRMutator {
     ir::Var j, q;
   };
 
-  std::map<const ir::BufferNode*, ir::Buffer> indptr_;
+  std::set<const ir::BufferNode*> indptr_;
 };
 
 }  // namespace detail
