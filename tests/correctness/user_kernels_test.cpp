@@ -1753,11 +1753,19 @@ TEST_CASE("co-iteration: an operand whose parent is not iterated, a write into a
           "[correctness][user][coiteration]") {
   using coiter::I, coiter::J, coiter::J2, coiter::J3, coiter::K, coiter::U, coiter::X, coiter::U3, coiter::X3, coiter::V,
       coiter::V2, coiter::row_map, coiter::at;
-  auto no_parent = sp::kernel("union_no_parent", [](sp::in<float, I, J> a, sp::in<float, I, J2> b,
-                                                     sp::out<float, sp::dense<J>> c, sp::iter<U> j) {
-    c(j) += a(0, j) + b(0, j);
-  });
-  CHECK_THROWS_WITH(no_parent.compile(), Catch::Contains("without the parent I of J"));
+  CHECK_THROWS_WITH(sp::kernel("union_no_parent", [](sp::in<float, I, J> a, sp::in<float, I, J2> b,
+                                                      sp::out<float, sp::dense<J>> c, sp::iter<U> j) {
+                      c(j) += a(0, j) + b(0, j);
+                    }),
+                    Catch::Contains("without the parent I of J"));
+  // The parent iterated in the same iteration but after the merge (fuzz seed 20261290783925:
+  // accepted at definition, then lowered as if I came first, which the language's order does
+  // not give).
+  CHECK_THROWS_WITH(sp::kernel("union_parent_after", [](sp::in<float, I, J> a, sp::in<float, I, J2> b,
+                                                         sp::out<float, sp::dense<J>> c, sp::iter<U> j, sp::iter<I> i) {
+                      c(j) += a(i, j) + b(i, j);
+                    }),
+                    Catch::Contains("without the parent I of J"));
   CHECK_THROWS_WITH(sp::kernel("union_into_operand", [](sp::in<float, I, J> a, sp::in<float, I, J2> b,
                                                          sp::out<float, I, J> c, sp::iter<I> i, sp::iter<U> j) {
                       c(i, j) = a(i, j) + b(i, j);

@@ -232,6 +232,12 @@ class IterationInference : public ir::IRMutator {
           SPINDLE_CHECK(bound(a->parent.get()) || bound_by_coordinate(*a), UserError, "kernel '", kernel_, "': iteration '", n->name,
                         "' iterates axis ", a->name, " without its parent ", a->parent->name, "; hint: iterate ",
                         a->parent->name, " before ", a->name, " (in the same iteration or an enclosing one)");
+        // A merge (language §3.1): every operand's parent before it, as for the operand itself.
+        for (auto& o : a->merge_operands)
+          SPINDLE_CHECK(!o->parent || bound(o->parent.get()) || bound_by_coordinate(*o), UserError, "kernel '", kernel_,
+                        "': iteration '", n->name, "' iterates ", a->name, " (", ir::merge_op_name(a->merge),
+                        " of the fibers of ", o->name, ", ...) without the parent ", o->parent->name, " of ", o->name,
+                        "; hint: iterate ", o->parent->name, " before it (in the same iteration or an enclosing one)");
         // The iterator whose position names the fiber this one runs over: the parent's, or
         // (§3, a root dense parent not iterated yet) the innermost one over its coordinates.
         const ir::VarNode* under = nullptr;
