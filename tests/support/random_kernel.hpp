@@ -70,6 +70,35 @@ struct AxisArrays {
   }
 };
 
+// Merge operands over one pattern (docs/language.md §3.1; the common-prefix loop of
+// codegen/c_family.hpp): when `a` is a later operand of a union_of / intersection_of in `axes`
+// whose first operand `data` already holds, with as many fibers and the same length, about
+// half the time its fibers take the first operand's coordinates (each fiber with chance 3/4,
+// the rest keep theirs: prefixes in common, then a merge). Draws from `rng` only.
+inline void share_merge_fibers(const std::vector<ir::Axis>& axes, const std::map<const ir::AxisNode*, AxisArrays>& data,
+                               const ir::Axis& a, AxisArrays& d, std::mt19937_64& rng) {
+  if (a->kind != ir::AxisKind::sparse_variable) return;
+  for (auto& u : axes) {
+    if (u->merge == ir::MergeOp::none) continue;
+    const auto& ops = u->merge_operands;
+    if (std::find(ops.begin() + 1, ops.end(), a) == ops.end() || ops[0]->kind != ir::AxisKind::sparse_variable) continue;
+    auto f = data.find(ops[0].get());
+    if (f == data.end() || f->second.length != d.length || f->second.indptr.size() != d.indptr.size()) continue;
+    if (rng() % 2) return;
+    const AxisArrays& first = f->second;
+    std::vector<std::int64_t> indptr{0}, indices;
+    for (std::size_t p = 0; p + 1 < d.indptr.size(); ++p) {
+      const AxisArrays& from = rng() % 4 ? first : d;
+      indices.insert(indices.end(), from.indices.begin() + from.indptr[p], from.indices.begin() + from.indptr[p + 1]);
+      indptr.push_back(static_cast<std::int64_t>(indices.size()));
+    }
+    d.indptr = std::move(indptr);
+    d.indices = std::move(indices);
+    d.positions = d.indptr.back();
+    return;
+  }
+}
+
 struct BufferData {
   ir::Buffer buffer;
   std::vector<double> initial;  // values in position order
@@ -273,7 +302,10 @@ namespace detail_gen {
 
 class Generator {
  public:
-  explicit Generator(std::uint64_t seed) : rng_(seed), cond_rng_(seed ^ 0x2545f4914f6cdd1dULL) { k_.seed = seed; }
+  explicit Generator(std::uint64_t seed)
+      : rng_(seed), cond_rng_(seed ^ 0x2545f4914f6cdd1dULL), share_rng_(seed ^ 0x9b05688c2b3e6c1fULL) {
+    k_.seed = seed;
+  }
 
   RandomKernel make() {
     k_.function.name = "fuzz" + std::to_string(k_.seed % 100000);
@@ -610,6 +642,7 @@ class Generator {
           d.indptr.push_back(static_cast<std::int64_t>(d.indices.size()));
         }
         d.positions = d.indptr.back();
+        share_merge_fibers(k_.axes, k_.data, a, d, share_rng_);
         break;
       }
       case ir::AxisKind::sparse_fixed: {
@@ -1300,6 +1333,7 @@ class Generator {
 
   std::mt19937_64 rng_;
   std::mt19937_64 cond_rng_;  // conditional(): its own, so that the other kernels of a seed stay
+  std::mt19937_64 share_rng_;  // share_merge_fibers: merge operands over one pattern
   RandomKernel k_;
   DType T_ = DType::f32;
   std::vector<ir::Axis> roots_, views_;
@@ -1367,7 +1401,7 @@ inline bool close_enough(const RandomKernel& k, std::size_t b, std::size_t q, do
 // hold more than `max_elements` values — a buffer over two chains of one sparse axis holds
 // positions squared — so that the caller tries a smaller scale.
 inline bool make_large_data(RandomKernel& k, std::uint64_t seed, double scale, std::int64_t max_elements = 4'000'000) {
-  std::mt19937_64 rng(seed);
+  std::mt19937_64 rng(seed), share_rng(seed ^ 0x9b05688c2b3e6c1fULL);
   auto range = [&](std::int64_t lo, std::int64_t hi) { return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng); };
   auto chance = [&](double p) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; };
   auto big = [&](std::int64_t v) { return std::max<std::int64_t>(1, static_cast<std::int64_t>(static_cast<double>(v) * scale)); };
@@ -1417,6 +1451,7 @@ inline bool make_large_data(RandomKernel& k, std::uint64_t seed, double scale, s
           d.indptr.push_back(static_cast<std::int64_t>(d.indices.size()));
         }
         d.positions = d.indptr.back();
+        share_merge_fibers(k.axes, k.data, a, d, share_rng);
         break;
       case ir::AxisKind::sparse_fixed: {
         auto* fixed = a->nnz_per_row.as<ir::IntImmNode>();

@@ -282,6 +282,12 @@ class CFamilyPrinter : public ir::StrictExprFunctor<std::string>, public ir::Str
   // while every operand has positions left (its keys load unconditionally); a union then
   // finishes the operands that remain in a second loop whose exhausted operands read as
   // INT64_MAX (TACO's sub-lattices, folded into one).
+  // Before the merge, a loop takes the fibers' common prefix: while every operand has a
+  // position left and all hold the same key at the same position, the body runs with every
+  // operand present and all advance — the steps the merge would take there, in the same order,
+  // but without its chain of compare, select and advance from one key load to the next (the
+  // exit is one predictable test): fibers over one pattern (A + A^T of a symmetric matrix, two
+  // arrays over one graph) never reach the merge. The merge goes on from where it stops.
   void on_CoIterate(const ir::CoIterateNode* n) override {
     const bool uni = n->op == ir::MergeOp::union_;
     std::vector<std::string> pos, ext;
@@ -292,6 +298,20 @@ class CFamilyPrinter : public ir::StrictExprFunctor<std::string>, public ir::Str
       ext.push_back(fresh(o.pos.name() + "_end"));
       line() << "long long " << pos.back() << " = 0;\n";
       line() << "const long long " << ext.back() << " = " << expr(o.extent) << ";\n";
+    }
+    if (pos.size() >= 2) {
+      std::string cond;
+      for (std::size_t q = 0; q < pos.size(); ++q) cond += (q ? " && " : "") + pos[q] + " < " + ext[q];
+      const std::string first = "(long long)" + expr(n->operands[0].key, 10);
+      for (std::size_t q = 1; q < pos.size(); ++q) cond += " && " + first + " == (long long)" + expr(n->operands[q].key, 10);
+      line() << "while (" << cond << ") { /* the common prefix */\n";
+      ++indent_;
+      line() << "const long long " << name(n->var) << " = " << first << ";\n";
+      for (std::size_t q = 0; q < pos.size(); ++q) line() << "const int " << name(n->operands[q].present) << " = 1;\n";
+      dispatch(n->body);
+      for (std::size_t q = 0; q < pos.size(); ++q) line() << pos[q] << " += 1;\n";
+      --indent_;
+      line() << "}\n";
     }
     auto loop = [&](bool all_active) {
       std::string cond;
