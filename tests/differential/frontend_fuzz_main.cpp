@@ -10,10 +10,11 @@
 //   spindle-frontend-fuzz [--seed S] [--count N | --seconds T] [--batch B] [--jobs J]
 //                         [--work DIR] [--prefix PREFIX | --install-from BUILD_DIR]
 //                         [--engines orc,system,cuda] [--threads 1,3] [--sizes small,edge,large]
-//                         [--kind all|assembled|scattered] [--no-shrink] [--print SEED] [--verbose]
+//                         [--kind all|assembled|scattered|merge] [--no-shrink] [--print SEED] [--verbose]
 // Kernel n of a run has seed S * 1000003 + n. Exit status 0 when nothing failed. --kind keeps
-// only the kernels that assemble a sparse output, or only those writing it at scattered rows
-// (a focused campaign: the others are skipped, --count counts the kept ones).
+// only the kernels that assemble a sparse output, only those writing it at scattered rows, or
+// only those that co-iterate (union_of / intersection_of) (a focused campaign: the others are
+// skipped, --count counts the kept ones).
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/wait.h>
@@ -104,8 +105,7 @@ class Fuzzer {
       const long want = c_.count == 0 ? c_.batch : std::min<long>(c_.batch, c_.count - n);
       while (static_cast<long>(kernels.size()) < want) {
         fe::Kernel k = fe::generate(c_.seed * 1000003ull + q++);
-        if (c_.kind == "all" || (c_.kind == "scattered" ? fe::writes_scattered_rows(k) : fe::assembled_buffer(k) >= 0))
-          kernels.push_back(std::move(k));
+        if (keep(k)) kernels.push_back(std::move(k));
       }
       batch(kernels);
       std::cout << "spindle-frontend-fuzz: " << generated_ << " kernels, " << compared_ << " compared (" << assembled_compared_
@@ -236,6 +236,13 @@ class Fuzzer {
       res[seed + (steps == "-" ? "" : ":" + steps)] = o;
     }
     return res;
+  }
+
+  bool keep(const fe::Kernel& k) const {
+    if (c_.kind == "scattered") return fe::writes_scattered_rows(k);
+    if (c_.kind == "assembled") return fe::assembled_buffer(k) >= 0;
+    if (c_.kind == "merge") return fe::iterates_merge(k);
+    return true;
   }
 
   static std::string id(const fe::Kernel& k) {
@@ -435,13 +442,13 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: spindle-frontend-fuzz [--seed S] [--count N | --seconds T] [--batch B] [--jobs J] [--work DIR]\n"
                    "       [--prefix PREFIX | --install-from BUILD_DIR] [--engines orc,system,cuda] [--threads 1,3]\n"
-                   "       [--sizes small,edge,large] [--kind all|assembled|scattered] [--no-shrink] [--shrink-seconds T]\n"
+                   "       [--sizes small,edge,large] [--kind all|assembled|scattered|merge] [--no-shrink] [--shrink-seconds T]\n"
                    "       [--print SEED] [--verbose]\n");
       return 2;
     }
   }
-  if (c.kind != "all" && c.kind != "assembled" && c.kind != "scattered") {
-    std::fprintf(stderr, "--kind: all, assembled or scattered, not '%s'\n", c.kind.c_str());
+  if (c.kind != "all" && c.kind != "assembled" && c.kind != "scattered" && c.kind != "merge") {
+    std::fprintf(stderr, "--kind: all, assembled, scattered or merge, not '%s'\n", c.kind.c_str());
     return 2;
   }
   if (print >= 0) {

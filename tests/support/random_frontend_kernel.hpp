@@ -2292,7 +2292,7 @@ inline const char* size_name(Size s) { return s == Size::small ? "small" : s == 
 // `function` is the expected IR). `scale` < 1 shrinks the large sizes (see the harness).
 inline RandomKernel make_data(const Kernel& k, const IrBuilder::Result& ir, Size size, std::uint64_t seed,
                               double scale = 1.0) {
-  std::mt19937_64 rng(seed);
+  std::mt19937_64 rng(seed), share_rng(seed ^ 0x9b05688c2b3e6c1fULL);
   auto range = [&](std::int64_t lo, std::int64_t hi) { return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng); };
   auto chance = [&](double p) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; };
   RandomKernel r;
@@ -2364,6 +2364,7 @@ inline RandomKernel make_data(const Kernel& k, const IrBuilder::Result& ir, Size
           d.indptr.push_back(static_cast<std::int64_t>(d.indices.size()));
         }
         d.positions = d.indptr.back();
+        share_merge_fibers(ir.axes, r.data, ir.axes[a], d, share_rng);  // merge operands over one pattern
         break;
       }
       case ir::AxisKind::sparse_fixed: {
