@@ -16,7 +16,9 @@
 //
 //   spindle-kernel-fuzz [--seed S] [--count N (0 = until --seconds)] [--seconds T]
 //                       [--engines orc,system,cuda] [--verbose] [--print SEED] [--first N] [--no-large]
-//                       [--large-every N] [--no-schedules]
+//                       [--large-every N] [--no-schedules] [--kind all|assembled|scattered|merge]
+// --kind keeps only the kernels that assemble a sparse output, write it at scattered rows, or
+// co-iterate (a focused campaign: the others are skipped and not counted).
 // Every compared kernel whose sparse fibers can be put out of order runs again with them
 // unsorted (check_unsorted): an engine agrees with the interpreter or refuses the call with
 // the binder's "not sorted" FormatError. Every third seed's unsorted fibers also repeat a
@@ -1018,6 +1020,7 @@ int main(int argc, char** argv) {
   bool verbose = false, large = true, schedules = true;
   long large_every = 1;
   long print = -1;
+  std::string kind = "all";
   long first = 0;  // index of the first kernel of the batch (to rerun one: --first N --count 1)
   std::vector<std::string> engines{"orc", "system", "cuda"};
   for (int a = 1; a < argc; ++a) {
@@ -1038,14 +1041,19 @@ int main(int argc, char** argv) {
     else if (s == "--large-every") large_every = std::max(1L, std::stol(next()));
     else if (s == "--print") print = std::stol(next());
     else if (s == "--first") first = std::stol(next());
+    else if (s == "--kind") kind = next();
     else if (s == "--engines") {
       engines.clear();
       std::stringstream ss(next());
       for (std::string e; std::getline(ss, e, ',');) engines.push_back(e);
     } else {
-      std::fprintf(stderr, "usage: spindle-kernel-fuzz [--seed S] [--count N] [--seconds T] [--engines orc,system,cuda] [--verbose] [--print SEED] [--first N] [--no-large] [--large-every N] [--no-schedules]\n");
+      std::fprintf(stderr, "usage: spindle-kernel-fuzz [--seed S] [--count N] [--seconds T] [--engines orc,system,cuda] [--verbose] [--print SEED] [--first N] [--no-large] [--large-every N] [--no-schedules] [--kind all|assembled|scattered|merge]\n");
       return 2;
     }
+  }
+  if (kind != "all" && kind != "assembled" && kind != "scattered" && kind != "merge") {
+    std::fprintf(stderr, "--kind: all, assembled, scattered or merge, not '%s'\n", kind.c_str());
+    return 2;
   }
   if (print >= 0) {
     RandomKernel k = spindle::test::generate_kernel(static_cast<std::uint64_t>(print));
@@ -1079,6 +1087,10 @@ int main(int argc, char** argv) {
       ~Timed() { into.emplace_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), seed); }
     } timed{st.times, ks};
     RandomKernel k = spindle::test::generate_kernel(ks);
+    if ((kind == "assembled" && k.assembled < 0) ||
+        (kind == "scattered" && (k.assembled < 0 || !sp::lower::rows_scattered(k.function))) ||
+        (kind == "merge" && !iterates_merge(k.function)))
+      continue;
     ++st.generated;
     if (k.assembled >= 0) ++st.assembled_generated;
     if (verbose) std::cout << "seed " << ks << "..." << std::endl;
