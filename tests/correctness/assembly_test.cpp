@@ -1010,6 +1010,28 @@ TEST_CASE("conditional writes: dense -> CSR drops zeros, pruning by magnitude, a
   CHECK(p.indices()[0] == 2);
 }
 
+TEST_CASE("conditional writes: a test the loops do not change (hoisted out of the row blocks) assembles on every "
+          "engine and the CUDA build (kernel-fuzz seed 20261294783827: the CUDA build threw on the CPU-parallel blocks)",
+          "[correctness][assembly][when]") {
+  auto copy_if = sp::kernel("copy_if", sp::names{"A", "t", "C"},
+                            [](sp::in<float, I, J> a, sp::param<float> t, sp::out<float, I, CJ> c, sp::iter<I> i,
+                               sp::iter<J> j) { sp::when(t > 0.5f, [&] { c(i, j) = a(i, j) * t; }); });
+  auto copy_else = sp::kernel("copy_else", sp::names{"A", "t", "C"},
+                              [](sp::in<float, I, J> a, sp::param<float> t, sp::out<float, I, CJ> c, sp::iter<I> i,
+                                 sp::iter<J> j) {
+                                sp::when(t > 0.5f, [&] { c(i, j) = a(i, j) * t; }, [&] { c(i, j) = a(i, j) - t; });
+                              });
+  for (const Shape& s : matrix_shapes()) {
+    INFO(s);
+    const auto a = random_csr<float>(s, 61);
+    for (float t : {1.0f, 0.0f}) {
+      INFO("t = " << t);
+      check_assembled(copy_if, [&] { return sp::Csr<float>(s.rows, s.cols); }, a, t);
+      check_assembled(copy_else, [&] { return sp::Csr<float>(s.rows, s.cols); }, a, t);
+    }
+  }
+}
+
 TEST_CASE("writes at an input fiber's coordinates append each row when the input's fibers are sorted and fall back to "
           "the marker when a fiber is unsorted or repeats a column, on every engine and thread count",
           "[correctness][assembly][when]") {

@@ -721,6 +721,16 @@ class GenericLaunches {
     if (auto* f = s.as<ir::ForNode>())
       return {f->iter_kind == ir::IterKind::reduction && reads_own_reduction(f->body) ? single_thread(s)
                                                                                        : per_iteration(f)};
+    // A test around loops (a `when` whose test they do not change, hoisted out of them by
+    // hoist_loop_invariants; around an assembling kernel's row blocks, a CPU-parallel loop
+    // that must become launches): the test moves inside each loop of either branch, so the
+    // loops become launches, when no branch writes a buffer the test reads (every iteration
+    // then gets the same answer).
+    if (auto* c = s.as<ir::IfThenElseNode>(); c && !writes_what_test_reads(*c)) {
+      for (auto& u : units(under_test(c->then_case, c->cond))) out.push_back(u);
+      for (auto& u : units(under_test(c->else_case, ir::unary(ir::UnOp::lnot, c->cond)))) out.push_back(u);
+      return out;
+    }
     return {single_thread(s)};
   }
 
@@ -743,6 +753,39 @@ class GenericLaunches {
     targets.visit(body);
     for (const ir::Buffer& r : targets.reduced)
       if (schedule::detail::loads_buffer(body, r)) return true;
+    return false;
+  }
+
+  // s with `cond` moved inside its top-level loops (through blocks without allocations,
+  // sequences and lets): `for i { if (cond) body }`; any other statement under `if (cond)`.
+  static ir::Stmt under_test(const ir::Stmt& s, const ir::Expr& cond) {
+    if (!s.defined()) return s;
+    if (auto* b = s.as<ir::BlockNode>(); b && b->allocs.empty()) return under_test(b->body, cond);
+    if (auto* q = s.as<ir::SeqNode>()) {
+      std::vector<ir::Stmt> parts;
+      for (auto& c : q->stmts) parts.push_back(under_test(c, cond));
+      return ir::seq(std::move(parts), q->loc);
+    }
+    if (auto* l = s.as<ir::LetStmtNode>()) return ir::let_stmt(l->var, l->value, under_test(l->body, cond), l->loc);
+    if (auto* f = s.as<ir::ForNode>())
+      return ir::for_loop(f->var, f->min, f->extent, f->for_kind, f->iter_kind, f->axis,
+                          ir::if_then_else(cond, f->body, ir::Stmt(), f->loc), f->loc);
+    return ir::if_then_else(cond, s, ir::Stmt(), s.loc());
+  }
+
+  static bool writes_what_test_reads(const ir::IfThenElseNode& c) {
+    struct Reads : ir::IRVisitor {
+      std::vector<const ir::BufferNode*> loaded;
+      void visit_Load(const ir::LoadNode* n) override {
+        loaded.push_back(n->buffer.get());
+        ir::IRVisitor::visit_Load(n);
+      }
+    } reads;
+    reads.visit(c.cond);
+    for (const ir::BufferNode* b : reads.loaded)
+      if ((c.then_case.defined() && lower::writes_buffer(c.then_case, b)) ||
+          (c.else_case.defined() && lower::writes_buffer(c.else_case, b)))
+        return true;
     return false;
   }
 
