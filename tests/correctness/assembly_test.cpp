@@ -647,6 +647,33 @@ sp::Csr<T> sharing_pattern(const sp::Csr<T>& a, const sp::Csr<T>& b, std::uint64
 
 }  // namespace
 
+namespace {
+
+// The union kernel's sum of (a, b) and the intersection kernel's product of (ad, bd) on every
+// CPU engine with 1 and 3 threads against the plain references (and `more(rt)` there), then
+// both through the CUDA build.
+template <class Add, class Mul, class More>
+void check_union_and_intersection(const Add& add, const Mul& mul, const Shape& s, const sp::Csr<float>& a,
+                                  const sp::Csr<float>& b, const sp::Csr<double>& ad, const sp::Csr<double>& bd,
+                                  More more) {
+  for (const auto& engine : spindle::test::cpu_engines())
+    for (int threads : {1, 3}) {
+      INFO("engine " << engine << " threads " << threads);
+      auto& rt = spindle::test::engine_runtime(engine, threads);
+      sp::Csr<float> c(s.rows, s.cols);
+      add.with_runtime(rt)(a, b, c);
+      check_same(entries(c), add_reference(a, b, 2, -1), tolerance<float>());
+      sp::Csr<double> d(s.rows, s.cols);
+      mul.with_runtime(rt)(ad, bd, d);
+      check_same(entries(d), multiply_reference(ad, bd), tolerance<double>());
+      more(rt);
+    }
+  check_assembled(add, [&] { return sp::Csr<float>(s.rows, s.cols); }, a, b);
+  check_assembled(mul, [&] { return sp::Csr<double>(s.rows, s.cols); }, ad, bd);
+}
+
+}  // namespace
+
 TEST_CASE("co-iteration into assembled outputs: the sparse add on the union and the element-wise product on the "
           "intersection have exactly those patterns, on every shape, engine, thread count and the CUDA build",
           "[correctness][assembly][coiteration]") {
@@ -656,19 +683,7 @@ TEST_CASE("co-iteration into assembled outputs: the sparse add on the union and 
     INFO(s);
     const auto a = random_csr<float>(s, 41), b = random_csr<float>(s, 42);
     const auto ad = random_csr<double>(s, 43), bd = random_csr<double>(s, 44);
-    for (const auto& engine : spindle::test::cpu_engines())
-      for (int threads : {1, 3}) {
-        INFO("engine " << engine << " threads " << threads);
-        auto& rt = spindle::test::engine_runtime(engine, threads);
-        sp::Csr<float> c(s.rows, s.cols);
-        add.with_runtime(rt)(a, b, c);
-        check_same(entries(c), add_reference(a, b, 2, -1), tolerance<float>());
-        sp::Csr<double> d(s.rows, s.cols);
-        mul.with_runtime(rt)(ad, bd, d);
-        check_same(entries(d), multiply_reference(ad, bd), tolerance<double>());
-      }
-    check_assembled(add, [&] { return sp::Csr<float>(s.rows, s.cols); }, a, b);
-    check_assembled(mul, [&] { return sp::Csr<double>(s.rows, s.cols); }, ad, bd);
+    check_union_and_intersection(add, mul, s, a, b, ad, bd, [](auto&) {});
   }
 }
 
@@ -683,26 +698,16 @@ TEST_CASE("co-iteration over operands that share rows, prefixes of rows or nothi
     const auto b = sharing_pattern(a, other, 53);
     const auto ad = random_csr<double>(s, 54), otherd = random_csr<double>(s, 55);
     const auto bd = sharing_pattern(ad, otherd, 56);
-    for (const auto& engine : spindle::test::cpu_engines())
-      for (int threads : {1, 3}) {
-        INFO("engine " << engine << " threads " << threads);
-        auto& rt = spindle::test::engine_runtime(engine, threads);
-        sp::Csr<float> c(s.rows, s.cols);
-        add.with_runtime(rt)(a, b, c);
-        check_same(entries(c), add_reference(a, b, 2, -1), tolerance<float>());
-        add.with_runtime(rt)(a, a, c);  // one pattern: every row is the common prefix
-        check_same(entries(c), add_reference(a, a, 2, -1), tolerance<float>());
-        sp::Csr<double> d(s.rows, s.cols);
-        mul.with_runtime(rt)(ad, bd, d);
-        check_same(entries(d), multiply_reference(ad, bd), tolerance<double>());
-        sp::Csr<double> e(s.rows, s.cols);
-        sp::ops::sparse_add<double>().with_runtime(rt)(ad, bd, 1.5, -0.5, e);
-        check_same(entries(e), add_reference(ad, bd, 1.5, -0.5), tolerance<double>());
-        sp::ops::sparse_multiply<double>().with_runtime(rt)(bd, ad, e);
-        check_same(entries(e), multiply_reference(bd, ad), tolerance<double>());
-      }
-    check_assembled(add, [&] { return sp::Csr<float>(s.rows, s.cols); }, a, b);
-    check_assembled(mul, [&] { return sp::Csr<double>(s.rows, s.cols); }, ad, bd);
+    check_union_and_intersection(add, mul, s, a, b, ad, bd, [&](auto& rt) {
+      sp::Csr<float> c(s.rows, s.cols);
+      add.with_runtime(rt)(a, a, c);  // one pattern: every row is the common prefix
+      check_same(entries(c), add_reference(a, a, 2, -1), tolerance<float>());
+      sp::Csr<double> e(s.rows, s.cols);
+      sp::ops::sparse_add<double>().with_runtime(rt)(ad, bd, 1.5, -0.5, e);
+      check_same(entries(e), add_reference(ad, bd, 1.5, -0.5), tolerance<double>());
+      sp::ops::sparse_multiply<double>().with_runtime(rt)(bd, ad, e);
+      check_same(entries(e), multiply_reference(bd, ad), tolerance<double>());
+    });
   }
 }
 
