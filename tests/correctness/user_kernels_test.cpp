@@ -1998,6 +1998,54 @@ TEST_CASE("conditional writes: a for_each inside spindle::when is a definition e
                         Catch::Contains("put the when inside the for_each"));
 }
 
+TEST_CASE("conditional writes: tests the loops do not change, around loops and around a write outside them, run "
+          "on every engine, the interpreter and the CUDA build (frontend-fuzz seed 20261267783696: the generic GPU "
+          "schedule recursed without end on a test around a plain write)",
+          "[correctness][user][when][cuda]") {
+  // The when around the row sums is hoisted out of the loops (t is a parameter), and the
+  // write of z(0) outside every loop runs under the bounds test `0 < I_len`: the GPU schedule
+  // sees `if (t > 0.5) for i ...` and `if (0 < I_len) z[0] += t`.
+  auto sums = sp::kernel("when_around_loops", sp::names{"A", "t", "y", "z"},
+                         [](sp::in<float, I, J> a, sp::param<float> t, sp::out<float, I> y, sp::out<float, I> z) {
+                           sp::for_each<I, J>([&](sp::iter<I> i, sp::iter<J> j) {
+                             sp::when(t > 0.5f, [&] { y(i) += a(i, j); });
+                           });
+                           z(0) += t;
+                         });
+  for (const Shape& s : matrix_shapes()) {
+    if (s.rows == 0) continue;  // z(0) must exist (an index outside is a ShapeError)
+    INFO(s);
+    auto a = random_csr<float>(s, 96);
+    for (auto& v : a.values()) v = std::round(v * 4.0f) / 4.0f;  // sums exact in any order
+    for (float t : {1.0f, 0.0f}) {
+      INFO("t = " << t);
+      std::vector<float> want_y(static_cast<std::size_t>(s.rows), 0.0f);
+      const float want_z0 = t;
+      if (t > 0.5f)
+        for (std::int64_t r = 0; r < a.rows(); ++r)
+          for (float v : a.row_values(r)) want_y[static_cast<std::size_t>(r)] += v;
+      auto y = sp::Tensor<float>::zeros({s.rows});
+      auto z = sp::Tensor<float>::zeros({s.rows});
+      check_everywhere(
+          sums,
+          [&] {
+            return std::vector<sp::runtime::CallArg>{sp::detail::make_call_arg(a), sp::detail::make_call_arg(t),
+                                                     sp::detail::make_call_arg(y), sp::detail::make_call_arg(z)};
+          },
+          [&] {
+            std::fill(y.values().begin(), y.values().end(), 3.0f);
+            std::fill(z.values().begin(), z.values().end(), 3.0f);
+          },
+          [&] {
+            for (std::int64_t r = 0; r < s.rows; ++r) {
+              REQUIRE(y(r) == want_y[static_cast<std::size_t>(r)]);
+              REQUIRE(z(r) == (r == 0 ? want_z0 : 0.0f));
+            }
+          });
+    }
+  }
+}
+
 TEST_CASE("conditional writes: a test that reads a running sum sees every update before it (no register "
           "accumulator hides it) on every engine, the interpreter and the CUDA build",
           "[correctness][user][when][cuda]") {

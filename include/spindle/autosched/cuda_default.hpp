@@ -726,11 +726,7 @@ class GenericLaunches {
     // that must become launches): the test moves inside each loop of either branch, so the
     // loops become launches, when no branch writes a buffer the test reads (every iteration
     // then gets the same answer).
-    if (auto* c = s.as<ir::IfThenElseNode>(); c && !writes_what_test_reads(*c)) {
-      for (auto& u : units(under_test(c->then_case, c->cond))) out.push_back(u);
-      for (auto& u : units(under_test(c->else_case, ir::unary(ir::UnOp::lnot, c->cond)))) out.push_back(u);
-      return out;
-    }
+    if (auto* c = s.as<ir::IfThenElseNode>(); c && !writes_what_test_reads(*c)) return branch_units(*c, ir::Expr());
     return {single_thread(s)};
   }
 
@@ -756,21 +752,38 @@ class GenericLaunches {
     return false;
   }
 
-  // s with `cond` moved inside its top-level loops (through blocks without allocations,
-  // sequences and lets): `for i { if (cond) body }`; any other statement under `if (cond)`.
-  static ir::Stmt under_test(const ir::Stmt& s, const ir::Expr& cond) {
-    if (!s.defined()) return s;
-    if (auto* b = s.as<ir::BlockNode>(); b && b->allocs.empty()) return under_test(b->body, cond);
+  // The units of both branches of c, each under its test (and `outer`, the tests of the
+  // branches around c, when defined): the then branch's, then the else branch's.
+  std::vector<ir::Stmt> branch_units(const ir::IfThenElseNode& c, const ir::Expr& outer) {
+    auto both = [&](const ir::Expr& test) { return outer.defined() ? ir::binary(ir::BinOp::land, outer, test) : test; };
+    std::vector<ir::Stmt> out = units_under(c.then_case, both(c.cond));
+    for (auto& u : units_under(c.else_case, both(ir::unary(ir::UnOp::lnot, c.cond)))) out.push_back(u);
+    return out;
+  }
+
+  // The units of s run under `cond`, which moves inside each top-level loop (through blocks
+  // without allocations, sequences, lets and tests that may move likewise): `for i { if
+  // (cond) body }` becomes a launch like any loop; any other statement runs on one thread
+  // under `if (cond)`. (Each unit is made here, not by units() on a rewritten statement: a
+  // statement under a test would be a test again.)
+  std::vector<ir::Stmt> units_under(const ir::Stmt& s, const ir::Expr& cond) {
+    std::vector<ir::Stmt> out;
+    if (!s.defined()) return out;
+    if (auto* b = s.as<ir::BlockNode>(); b && b->allocs.empty()) return units_under(b->body, cond);
     if (auto* q = s.as<ir::SeqNode>()) {
-      std::vector<ir::Stmt> parts;
-      for (auto& c : q->stmts) parts.push_back(under_test(c, cond));
-      return ir::seq(std::move(parts), q->loc);
+      for (auto& c : q->stmts)
+        for (auto& u : units_under(c, cond)) out.push_back(u);
+      return out;
     }
-    if (auto* l = s.as<ir::LetStmtNode>()) return ir::let_stmt(l->var, l->value, under_test(l->body, cond), l->loc);
+    if (auto* l = s.as<ir::LetStmtNode>()) {
+      for (auto& u : units_under(l->body, cond)) out.push_back(ir::let_stmt(l->var, l->value, u, l->loc));
+      return out;
+    }
     if (auto* f = s.as<ir::ForNode>())
-      return ir::for_loop(f->var, f->min, f->extent, f->for_kind, f->iter_kind, f->axis,
-                          ir::if_then_else(cond, f->body, ir::Stmt(), f->loc), f->loc);
-    return ir::if_then_else(cond, s, ir::Stmt(), s.loc());
+      return units(ir::for_loop(f->var, f->min, f->extent, f->for_kind, f->iter_kind, f->axis,
+                                ir::if_then_else(cond, f->body, ir::Stmt(), f->loc), f->loc));
+    if (auto* c = s.as<ir::IfThenElseNode>(); c && !writes_what_test_reads(*c)) return branch_units(*c, cond);
+    return {single_thread(ir::if_then_else(cond, s, ir::Stmt(), s.loc()))};
   }
 
   static bool writes_what_test_reads(const ir::IfThenElseNode& c) {
