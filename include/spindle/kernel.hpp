@@ -157,6 +157,14 @@ void allocate_assembled(std::string_view what, std::int64_t nnz, Vectors&... arr
   }
 }
 
+// Keeps the first nnz entries of arrays sized for an upper bound (AssemblyTarget::shrink); a
+// bound that overshot by more than a quarter gives its memory back (a copy of the entries).
+template <class... Vectors>
+void shrink_assembled(std::int64_t nnz, Vectors&... arrays) {
+  const auto n = static_cast<std::size_t>(nnz);
+  ((arrays.resize(n), arrays.capacity() - n > n / 4 ? arrays.shrink_to_fit() : void()), ...);
+}
+
 // Receives an assembled output's arrays and hands them to the caller's Csr when the call
 // succeeded (the Csr is untouched before).
 template <class T, class Index>
@@ -169,6 +177,11 @@ class CsrAssembly final : public runtime::AssemblyTarget {
     allocate_assembled("Csr", nnz, indices_, values_);
     indices = indices_.data();
     values = values_.data();
+  }
+  bool shrink(std::int64_t nnz, const std::vector<std::int64_t>& row_ptr) override {
+    for (std::size_t r = 0; r < row_ptr.size(); ++r) indptr_[r] = static_cast<Index>(row_ptr[r]);
+    shrink_assembled(nnz, indices_, values_);
+    return true;
   }
   void commit() override {
     out_ = Csr<T, Index>::from_assembly(AssemblyToken{}, out_.rows(), out_.cols(), std::move(indptr_),
@@ -192,6 +205,11 @@ class DcsrAssembly final : public runtime::AssemblyTarget {
     allocate_assembled("Dcsr", nnz, indices_, values_);
     indices = indices_.data();
     values = values_.data();
+  }
+  bool shrink(std::int64_t nnz, const std::vector<std::int64_t>& row_ptr) override {
+    row_ptr_ = row_ptr;
+    shrink_assembled(nnz, indices_, values_);
+    return true;
   }
   void commit() override {
     std::vector<Index> ids, ptr{0};

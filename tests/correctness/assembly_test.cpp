@@ -711,6 +711,59 @@ TEST_CASE("co-iteration over operands that share rows, prefixes of rows or nothi
   }
 }
 
+TEST_CASE("bounded rows: a merge's rows are counted by the fibers' lengths, then appended block after block and "
+          "moved together; rows that keep fewer entries than their bound give the exact pattern on every engine, "
+          "thread count and target",
+          "[correctness][assembly][coiteration]") {
+  using U = sp::union_of<J, J2>;
+  // A union whose write is conditional: most rows keep fewer entries than their bound.
+  auto kept = sp::kernel("kept_difference", sp::names{"A", "B", "C"},
+                         [](sp::in<float, I, J> a, sp::in<float, I, J2> b, sp::out<float, I, CJ> c, sp::iter<I> i,
+                            sp::iter<U> j) {
+                           sp::when(a(i, j) - b(i, j) > 0.25f, [&] { c(i, j) = a(i, j) - b(i, j); });
+                         });
+  auto mul = inter_mul_kernel();
+  CHECK_THAT(kept.explain(), Catch::Contains("an upper bound of each row's entries") &&
+                                 Catch::Contains("spindle_merge_bound") && Catch::Contains("spindle_cursor"));
+  CHECK_THAT(mul.explain(), Catch::Contains("the least for an intersection"));
+  for (const Shape& s : matrix_shapes()) {
+    INFO(s);
+    const auto a = random_csr<float>(s, 61), other = random_csr<float>(s, 62);
+    const auto b = sharing_pattern(a, other, 63);
+    std::map<std::pair<std::int64_t, std::int64_t>, double> want;  // in float, as the kernel
+    const auto ea = entries(a), eb = entries(b);
+    for (const auto& [at, v] : add_reference(a, b, 1, -1)) {
+      const float d = static_cast<float>(ea.count(at) ? ea.at(at) : 0) - static_cast<float>(eb.count(at) ? eb.at(at) : 0);
+      if (d > 0.25f) want[at] = d;
+    }
+    for (const auto& engine : spindle::test::cpu_engines())
+      for (int threads : {1, 2, 3}) {
+        INFO("engine " << engine << " threads " << threads);
+        auto& rt = spindle::test::engine_runtime(engine, threads);
+        sp::Csr<float> c(s.rows, s.cols);
+        kept.with_runtime(rt)(a, b, c);
+        check_same(entries(c), want, 1e-6);
+        sp::Dcsr<float> d(s.rows, s.cols);
+        kept.with_runtime(rt)(a, b, d);
+        check_same(entries(d.to_csr()), want, 1e-6);
+        // A target that cannot shrink in place: allocated anew at the exact size and filled.
+        sp::Csr<float> e(s.rows, s.cols);
+        std::vector<sp::runtime::CallArg> args{sp::detail::make_call_arg(a), sp::detail::make_call_arg(b),
+                                               sp::detail::make_call_arg(e)};
+        HostCsrTarget<float, std::int32_t> target(e);
+        kept.with_runtime(rt).compile_assembled().call(args, target);
+        check_same(entries(e), want, 1e-6);
+        // The intersection of rows that share prefixes: at most the shorter row each.
+        const auto bd = sharing_pattern(random_csr<double>(s, 64), random_csr<double>(s, 65), 66);
+        const auto ad = random_csr<double>(s, 67);
+        sp::Csr<double> m(s.rows, s.cols);
+        mul.with_runtime(rt)(ad, bd, m);
+        check_same(entries(m), multiply_reference(ad, bd), tolerance<double>());
+      }
+    check_assembled(kept, [&] { return sp::Csr<float>(s.rows, s.cols); }, a, b);
+  }
+}
+
 // --- Scattered rows (docs/language.md §4.6): the output written at a row other than the first
 // iterator of the top-level iteration — conversions and scatters as kernels.
 

@@ -26,6 +26,9 @@
 // root, or the columns K of b[dense<J>, K] iterated at the coordinate of an iterator of J
 // (§3, the SpGEMM pattern). The call passes a Csr<T[, Index]> (Call::csr) holding an old
 // pattern that the kernel replaces; the harness compares it with Interpreter::assembled.
+// When X is a child J of P and a second pattern J2 over J's coordinates is read, half of them
+// (a generator of their own) also get union_of / intersection_of J and J2, an iterator for c's
+// column slot (a sparse add or product row by row: the append path, bounded on the host).
 // About one of those in three (decided by a generator of its own) writes c at scattered rows
 // (§4.6, lower/assemble_scattered.hpp): it also reads a[P, Jt], Jt declared coordinates_of<P>
 // (a square pattern), and most writes take the row from an iterator of Jt (`c(jt, x)`; with X
@@ -1193,10 +1196,23 @@ class Generator {
         X = J;
       }
     }
+    int merged = -1;
     if (chance(0.3)) {  // another pattern over X's coordinates
       const int J2 = axis(ir::AxisKind::sparse_variable, P);
       k_.axes[static_cast<std::size_t>(J2)].coordinates_of = X;
       ins.push_back({P, J2});
+      // Half the time (a generator of its own) also their union or intersection (§3.1) when X
+      // is a child of P: rows written per merged coordinate, the append path (bounded rows
+      // on the host: lower/assemble_rows.hpp).
+      std::mt19937_64 g(k_.seed ^ 0x510e527fade682d1ULL);
+      if (variant == 0 && k_.axes[static_cast<std::size_t>(X)].kind == ir::AxisKind::sparse_variable && g() % 2 == 0) {
+        Axis v;
+        v.dense_of = g() % 2 ? X : J2;
+        v.merge = g() % 2 ? ir::MergeOp::union_ : ir::MergeOp::intersection;
+        v.merge_operands = v.dense_of == X ? std::vector<int>{X, J2} : std::vector<int>{J2, X};
+        k_.axes.push_back(v);
+        merged = static_cast<int>(k_.axes.size()) - 1;
+      }
     }
     if (scattered_) {  // a square pattern a[P, Jt]: its iterators give rows to scatter to
       const int Jt = axis(ir::AxisKind::sparse_variable, P);
@@ -1214,6 +1230,7 @@ class Generator {
     k_.axes.push_back(c);
     const int C = static_cast<int>(k_.axes.size()) - 1;
     for (auto& axes : ins) inputs_.push_back(add_buffer(ir::BufferRole::input, k_.T, false, axes));
+    if (merged >= 0) in_buffers_.insert(merged);  // iterable: both operands have inputs
     if (chance(0.4)) {
       Param p;
       p.var = var_name("s");

@@ -41,6 +41,18 @@
 // loop and let variables renamed); the runtime selects appending by passing the scratch
 // arrays with no blocks, and does so only when every compressed level of the inputs is
 // sorted.
+// Bounded rows (the host runtime's phases, AssemblyContext::bounded_rows): on the append path,
+// when the write sits in a co-iteration, the symbolic phase does not run the merge: it adds
+// an upper bound of the visits to the count — the sum of the operands' fiber lengths for a
+// union, the least of them for an intersection (each visit advances at least one operand, and
+// an intersection's body advances all) — in a block named spindle_merge_bound
+// (counts_bound_merges). A merge is latency-bound (each step waits on its key loads), and the
+// symbolic phase was one whole merge. The numeric phase's append path then writes each
+// block's rows one after another from the first row's offset (`at = cursor + count`, `cursor
+// += min(count, room)` after each row, cursor a local of the block), so a row writes inside
+// its bounded slot [row_ptr[i], row_ptr[i + 1]) whatever it counts, and a block's entries are
+// contiguous; the runtime checks each row's count against its bound and moves the blocks
+// together. Counts that are exact leave every row where row_ptr puts it.
 // The marker starts at -1 (set by the runtime), so a row's first write of a column always
 // counts; rows are visited once per phase, so the two phases see the same pattern, which the
 // runtime checks by comparing the counts.
@@ -76,6 +88,7 @@ namespace detail {
 class AssembleRows : public ir::IRMutator {
  public:
   static constexpr std::int64_t kRankedRow = 32;  // the longest row written by ranks (epilogue)
+  static constexpr const char* kMergeBound = "spindle_merge_bound";  // bounded rows (file comment)
 
   AssembleRows(const ir::Function& f, const AssemblyContext& a) : a_(a) {
     auto find = [&](const std::string& name) { return assembly_buffer(f, name, "assemble_rows"); };
@@ -108,7 +121,9 @@ class AssembleRows : public ir::IRMutator {
     SPINDLE_INTERNAL_CHECK(n->for_kind == ir::ForKind::serial, "assemble_rows", "the row loop of '",
                            output_->name, "' is already scheduled");
     block_ = ir::Var("spindle_block", DType::i64);
-    const Path path = choose_path(n->body);
+    const ir::CoIterateNode* merge = nullptr;
+    const Path path = choose_path(n->body, merge);
+    bound_merge_ = a_.bounded_rows && a_.phase == AssemblyContext::symbolic && path == Path::append ? merge : nullptr;
     ir::Stmt body;
     if (path == Path::either) {
       // Both paths, the marker path's bindings renamed (no variable is bound twice): the
@@ -125,6 +140,21 @@ class AssembleRows : public ir::IRMutator {
     const ir::Expr nblocks = path == Path::marker ? mark_->shape[0] : bounds_->shape[0] - ir::int_imm(1);
     return ir::for_loop(block_, ir::int_imm(0), nblocks, ir::ForKind::parallel, ir::IterKind::spatial,
                         "spindle_blocks", body, n->loc);
+  }
+
+  // Bounded rows, symbolic phase: the co-iteration that holds the write adds a bound of its
+  // visits to the count instead of running.
+  ir::Stmt mutate_CoIterate(const ir::CoIterateNode* n, const ir::Stmt& self) override {
+    if (n != bound_merge_) return IRMutator::mutate_CoIterate(n, self);
+    ir::Expr bound;
+    for (const ir::CoIterOperand& o : n->operands) {
+      const ir::Expr extent = mutate(o.extent);
+      bound = !bound.defined()                 ? extent
+              : n->op == ir::MergeOp::union_ ? bound + extent
+                                               : ir::min(bound, extent);
+    }
+    const ir::Expr count = ir::load(count_, {});
+    return ir::block(kMergeBound, {}, ir::store(count_, {}, count + bound, n->loc), n->loc);
   }
 
   ir::Stmt mutate_Reduce(const ir::ReduceNode* n, const ir::Stmt& self) override {
@@ -189,12 +219,21 @@ class AssembleRows : public ir::IRMutator {
     row_ = row;
     append_ = append;
     count_ = ir::local_buffer("spindle_count", DType::i64);
+    // Bounded rows: the numeric append path writes the block's rows one after another.
+    cursor_ = append && a_.bounded_rows && a_.phase == AssemblyContext::numeric
+                  ? ir::local_buffer("spindle_cursor", DType::i64)
+                  : ir::Buffer();
     ir::Stmt rewritten = mutate(body);
     std::vector<ir::Stmt> s{ir::store(count_, {}, ir::int_imm(0), n->loc), rewritten, epilogue(n->loc)};
     ir::Stmt per_row = ir::block("spindle_row", {count_}, ir::seq(std::move(s), n->loc), n->loc);
     ir::Expr lo = ir::load(bounds_, {block_}), hi = ir::load(bounds_, {ir::Expr(block_) + 1});
     ir::Stmt out = ir::for_loop(row, n->min + lo, hi - lo, ir::ForKind::serial, n->iter_kind, n->axis, per_row, n->loc);
+    if (cursor_ != nullptr)
+      out = ir::block("spindle_block_rows", {cursor_},
+                      ir::seq({ir::store(cursor_, {}, ir::load(row_ptr_, {n->min + lo}), n->loc), out}, n->loc),
+                      n->loc);
     row_ = ir::Var();
+    cursor_ = ir::Buffer();
     return out;
   }
 
@@ -202,12 +241,14 @@ class AssembleRows : public ir::IRMutator {
   // co-iteration under the row loop, at its coordinate, or directly inside a serial loop
   // whose variable is the column; either (sorted_fiber_rows only) when it is directly inside a
   // serial loop over the positions of one fiber, at the coordinate stored there.
-  Path choose_path(const ir::Stmt& body) const {
+  // `merge`: the co-iteration that holds the write, on the append path (else null).
+  Path choose_path(const ir::Stmt& body, const ir::CoIterateNode*& merge) const {
     struct Scan : WriteScan {
       const ir::BufferNode* out = nullptr;
       const AssembleRows* self = nullptr;
       int writes = 0;
       bool ordered = false, fiber = false, merging = false;
+      const ir::CoIterateNode* merge = nullptr;
       std::vector<const ir::CoIterateNode*> merges;  // null for a For
       std::vector<const ir::ForNode*> loops;
       void visit_CoIterate(const ir::CoIterateNode* n) override {
@@ -227,12 +268,14 @@ class AssembleRows : public ir::IRMutator {
         if (b != out) return;
         ++writes;
         ordered = fiber = false;
+        merge = nullptr;
         if (merges.size() != 1 || idx.size() != 2) return;
         const ir::Expr col = strip(idx[1]);
         // A co-iteration's coordinate, or the variable of a serial loop that is the
         // coordinate itself (a dense axis: `c(i, j)` over [0, J)), counting up from its start.
         if (merges[0]) {
           ordered = col.same_as(merges[0]->var);
+          merge = ordered ? merges[0] : nullptr;
           return;
         }
         const ir::ForNode* loop = loops.back();
@@ -248,8 +291,12 @@ class AssembleRows : public ir::IRMutator {
     scan.out = output_.get();
     scan.self = this;
     scan.visit(body);
+    merge = nullptr;
     if (scan.writes != 1) return Path::marker;
-    if (scan.ordered) return Path::append;
+    if (scan.ordered) {
+      merge = scan.merge;
+      return Path::append;
+    }
     return scan.fiber && a_.sorted_fiber_rows && !scan.merging ? Path::either : Path::marker;
   }
 
@@ -339,6 +386,7 @@ class AssembleRows : public ir::IRMutator {
     ir::Stmt next = ir::store(count_, {}, keep.defined() ? count + ir::cast(DType::i64, keep) : count + 1, loc);
     if (a_.phase != AssemblyContext::numeric) return next;
     ir::Var at("spindle_at", DType::i64);
+    const ir::Expr start = cursor_ != nullptr ? ir::load(cursor_, {}) : ir::load(row_ptr_, {i});
     std::vector<ir::Stmt> put{ir::store(out_indices_, {at}, ir::cast(out_indices_->dtype, col), loc)};
     if (op) {
       put.push_back(ir::store(out_values_, {at}, ir::reduce_identity(*op, out_values_->dtype), loc));
@@ -348,7 +396,7 @@ class AssembleRows : public ir::IRMutator {
     }
     ir::Expr room = ir::load(row_ptr_, {i + 1}) - ir::load(row_ptr_, {i});
     ir::Stmt in_row = ir::if_then_else(count < room, ir::seq(std::move(put), loc), ir::Stmt(), loc);
-    return ir::seq({ir::let_stmt(at, ir::load(row_ptr_, {i}) + count, in_row, loc), next}, loc);
+    return ir::seq({ir::let_stmt(at, start + count, in_row, loc), next}, loc);
   }
 
   ir::Stmt write(const std::vector<ir::Expr>& idx, const ir::Expr& value, const ir::ReduceOp* op, ir::SourceLoc loc) {
@@ -384,6 +432,10 @@ class AssembleRows : public ir::IRMutator {
   ir::Stmt epilogue(ir::SourceLoc loc) {
     const ir::Expr i = row_, count = ir::load(count_, {});
     ir::Stmt counts = ir::store(counts_, {i}, count, loc);
+    if (cursor_ != nullptr) {  // bounded rows: the next row starts after this one's entries
+      ir::Expr room = ir::load(row_ptr_, {i + 1}) - ir::load(row_ptr_, {i});
+      return ir::seq({counts, ir::store(cursor_, {}, ir::load(cursor_, {}) + ir::min(count, room), loc)}, loc);
+    }
     if (a_.phase != AssemblyContext::numeric || append_) return counts;
     ir::Var base("spindle_base", DType::i64), q("spindle_q", DType::i64), col("spindle_col", DType::i64);
     const ir::Expr blk = block_, at = ir::Expr(base) + ir::Expr(q);
@@ -434,7 +486,8 @@ class AssembleRows : public ir::IRMutator {
   ir::Buffer output_, bounds_, mark_, counts_, ws_, list_, row_ptr_, out_indices_, out_values_;
   std::map<const ir::BufferNode*, const ir::AxisNode*> indices_of_, indptr_of_;  // the axis they store
   ir::Var row_, block_;
-  ir::Buffer count_;
+  ir::Buffer count_, cursor_;
+  const ir::CoIterateNode* bound_merge_ = nullptr;
   bool append_ = false;
 };
 
@@ -453,6 +506,21 @@ inline bool appends_when_selected(const ir::Function& f, const AssemblyContext& 
     }
   } find;
   find.test = test;
+  find.visit(f.body);
+  return find.found;
+}
+
+// Whether the symbolic phase `f` (stage III, assemble_rows run) counts an upper bound of some
+// row's entries (bounded rows: a co-iteration replaced by the bound of its visits), so that
+// the numeric phase's counts may be smaller.
+inline bool counts_bound_merges(const ir::Function& f) {
+  struct Find : ir::IRVisitor {
+    bool found = false;
+    void visit_Block(const ir::BlockNode* n) override {
+      found = found || n->name == detail::AssembleRows::kMergeBound;
+      ir::IRVisitor::visit_Block(n);
+    }
+  } find;
   find.visit(f.body);
   return find.found;
 }

@@ -25,6 +25,12 @@ struct AssemblyContext {
   // one fiber of an input, in the loop over that fiber's positions (prune, a pattern copy),
   // gets both the marker path and the append path, chosen per call (lower/assemble_rows.hpp).
   bool sorted_fiber_rows = false;
+  // The host runtime's phases (not CUDA's): where a row's only write sits in a co-iteration and
+  // is appended (lower/assemble_rows.hpp), the symbolic phase counts an upper bound of the
+  // row's entries from the merged fibers' lengths instead of running the merge, and the
+  // numeric phase appends each block's rows one after another from the block's first row
+  // offset; the runtime then moves the blocks together (runtime/assembled_kernel_impl.hpp).
+  bool bounded_rows = false;
   std::string output;                      // the placeholder over [P, dense<X>] the body writes
   std::string bounds, mark, counts;        // both phases
   std::string workspace, list, row_ptr;    // numeric

@@ -7,6 +7,11 @@
 //      row_ptr[i] (blocks re-balanced by the counts, so each holds about nnz / T entries)
 //   4. host: the counts of both phases must agree (InternalError otherwise); each row is sorted
 //      by column (rows already in order are only checked), in parallel
+// Rows appended in column order from a merge (a sparse add, an element-wise product) skip the
+// merge in step 1: it counts an upper bound of each row (the fibers' lengths summed, or their
+// least), the numeric phase appends each block's rows one after another, and step 4 checks
+// each row's count against its bound and moves the blocks together (lower/assemble_rows.hpp,
+// bounded rows).
 //
 // The caller's container receives the arrays only when every step succeeded: a failing call
 // (a binder error, an output of the wrong shape, an nnz the index type cannot hold) leaves it
@@ -39,6 +44,14 @@ class AssemblyTarget {
   // writes were combined, for the entries): the last call's arrays are the ones committed.
   virtual void allocate(std::int64_t nnz, const std::vector<std::int64_t>& row_ptr, void*& indices,
                         void*& values) = 0;
+  // The arrays of the last allocate() were sized for an upper bound of the entries (an
+  // assembly whose symbolic phase bounds merged rows): their first `nnz` entries are the
+  // output's, with row offsets `row_ptr`; the rest is dropped. Returns false when the target
+  // cannot do that in place (the default): the caller then allocates anew and copies.
+  virtual bool shrink(std::int64_t nnz, const std::vector<std::int64_t>& row_ptr) {
+    (void)nnz, (void)row_ptr;
+    return false;
+  }
   // Every step succeeded: hand the arrays to the caller's container (rows sorted by column).
   virtual void commit() = 0;
 };

@@ -295,10 +295,12 @@ struct AssembledKernel::Impl {
                            lower::appends_when_selected(num.lowered().stage3, plan.numeric.context)) {}
 
   // The phases of assemble_rows for this runtime: rows written at an input fiber's
-  // coordinates get both paths (AssemblyContext::sorted_fiber_rows).
+  // coordinates get both paths (AssemblyContext::sorted_fiber_rows); appended rows are
+  // bounded (AssemblyContext::bounded_rows).
   static AssemblyPlan host_plan(const ir::Function& f) {
     AssemblyPlan p(f);
     p.symbolic.context.sorted_fiber_rows = p.numeric.context.sorted_fiber_rows = true;
+    p.symbolic.context.bounded_rows = p.numeric.context.bounded_rows = true;
     return p;
   }
 
@@ -410,6 +412,12 @@ SPINDLE_DECL std::string AssembledKernel::explain() const {
                     "parallel, block after block within a segment), segments sorted by "
                     "column and their duplicates combined by ", p.op ? ir::reduce_op_name(*p.op) : "= (the last)",
                     "\n")
+          : lower::counts_bound_merges(impl_->sym.lowered().stage3)
+          ? message("# assembled output '", p.output, "' [", p.rows_axis, ", columns of ", p.cols_axis,
+                    "]: symbolic phase (an upper bound of each row's entries: the merged fibers' lengths, summed "
+                    "for a union, the least for an intersection), row slots by prefix sums, numeric phase (each "
+                    "row appended in column order after the previous row of its block: no workspace, no sort), "
+                    "blocks moved together\n")
           : message("# assembled output '", p.output, "' [", p.rows_axis, ", columns of ", p.cols_axis,
                     "]: symbolic phase (distinct columns per row), row offsets by prefix sums, numeric phase ",
                     impl_->appended ? "(each row appended in column order: no workspace, no sort)\n"
@@ -470,12 +478,14 @@ SPINDLE_DECL void AssembledKernel::call(const std::vector<CallArg>& args, Assemb
   a.push_back(phase_arg(out_indices, p.index_dtype, {nnz}, true));
   a.push_back(phase_arg(out_values, p.value_dtype, {nnz}, true));
   impl_->num.call(a);
-  p.check_same_pattern(counts, counts2);
-
   if (append) {
+    // Appended rows are bounded (AssemblyContext::bounded_rows): the symbolic counts are
+    // bounds where a row merges fibers (exact elsewhere, where the blocks then stay put).
+    pack_bounded_rows(p, bounds, row_ptr, counts, counts2, out_indices, out_values, target);
     target.commit();
     return;
   }
+  p.check_same_pattern(counts, counts2);
   if (p.index_dtype == DType::i32)
     assembly_detail::sort_rows_by_value_type(pool, p.value_dtype, rows, cols, row_ptr.data(),
                                              static_cast<std::int32_t*>(out_indices), out_values);

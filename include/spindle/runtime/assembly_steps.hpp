@@ -8,10 +8,12 @@
 //   phase_arg           a dense scratch array as a call argument
 //   row_offsets         row_ptr from the symbolic phase's counts; nnz checked against the index type
 //   rebalance           block bounds for the numeric phase: about (nnz + rows) / T per block
+//   pack_bounded_rows   bounded rows: each row's count checked, the blocks' entries moved together
 //   with_shape_hint     a binder ShapeError of a phase, with what the output's shape must be
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <string>
@@ -133,6 +135,16 @@ struct AssemblyPlan {
                   "': the numeric phase of assembled output '", output,
                   "' wrote another pattern than its symbolic phase counted");
   }
+
+  // Bounded rows (lower/assemble_rows.hpp): each row's numeric count within the symbolic
+  // phase's bound.
+  void check_within_bounds(const std::vector<std::int64_t>& bound_counts,
+                           const std::vector<std::int64_t>& numeric_counts) const {
+    for (std::size_t r = 0; r < bound_counts.size(); ++r)
+      SPINDLE_CHECK(numeric_counts[r] <= bound_counts[r], InternalError, "kernel '", kernel,
+                    "': the numeric phase of assembled output '", output, "' wrote ", numeric_counts[r],
+                    " entries in row ", r, ", more than the ", bound_counts[r], " its symbolic phase bounded");
+  }
 };
 
 // Block bounds for T blocks of `rows` rows: equal row counts (the symbolic phase).
@@ -152,6 +164,45 @@ inline void rebalance(std::vector<std::int64_t>& bounds, const std::vector<std::
     const std::int64_t goal = total * t / blocks;
     while (r < rows && row_ptr[static_cast<std::size_t>(r)] + r < goal) ++r;
     bounds[static_cast<std::size_t>(t)] = r;
+  }
+}
+
+// Bounded rows (lower/assemble_rows.hpp): the target's arrays were sized by the symbolic
+// phase's bounds (row offsets `row_ptr`), and block t of the numeric phase (rows [bounds[t],
+// bounds[t + 1])) appended its rows' entries one after another from row_ptr[bounds[t]];
+// `counts` are the rows' entries. Checks each against its bound (InternalError), moves each
+// block down to where the exact offsets put it (block after block: a block's new place ends
+// before the next block's entries begin), and hands the target the exact offsets (shrunk in
+// place, or allocated anew and copied).
+template <class Target>
+void pack_bounded_rows(const AssemblyPlan& p, const std::vector<std::int64_t>& bounds,
+                       const std::vector<std::int64_t>& row_ptr, const std::vector<std::int64_t>& bound_counts,
+                       const std::vector<std::int64_t>& counts, void* indices, void* values, Target& target) {
+  p.check_within_bounds(bound_counts, counts);
+  if (counts == bound_counts) return;  // exact: every row is where row_ptr puts it
+  const std::vector<std::int64_t> exact = p.row_offsets(counts);
+  const auto isz = static_cast<std::size_t>(dtype_bytes(p.index_dtype));
+  const auto vsz = static_cast<std::size_t>(dtype_bytes(p.value_dtype));
+  auto* x = static_cast<char*>(indices);
+  auto* v = static_cast<char*>(values);
+  for (std::size_t t = 0; t + 1 < bounds.size(); ++t) {
+    const auto first = static_cast<std::size_t>(bounds[t]), last = static_cast<std::size_t>(bounds[t + 1]);
+    const auto from = static_cast<std::size_t>(row_ptr[first]), to = static_cast<std::size_t>(exact[first]);
+    const auto n = static_cast<std::size_t>(exact[last] - exact[first]);
+    if (from == to || n == 0) continue;
+    std::memmove(x + to * isz, x + from * isz, n * isz);
+    std::memmove(v + to * vsz, v + from * vsz, n * vsz);
+  }
+  const std::int64_t nnz = exact.back();
+  if (target.shrink(nnz, exact)) return;
+  const auto n = static_cast<std::size_t>(nnz);
+  std::vector<char> kept_x(x, x + n * isz), kept_v(v, v + n * vsz);
+  void* nx = nullptr;
+  void* nv = nullptr;
+  target.allocate(nnz, exact, nx, nv);
+  if (n) {
+    std::memcpy(nx, kept_x.data(), n * isz);
+    std::memcpy(nv, kept_v.data(), n * vsz);
   }
 }
 

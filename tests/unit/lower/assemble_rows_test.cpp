@@ -5,6 +5,7 @@
 #include <spindle/lower/assemble_scattered.hpp>
 #include <spindle/lower/flatten_position_loops.hpp>
 #include <spindle/lower/split_assembly.hpp>
+#include <spindle/runtime/assembly_steps.hpp>
 
 #include "unit/pass_test_util.hpp"
 
@@ -16,9 +17,11 @@ struct Jc : sp::assembled<I, J> {};
 
 // The phase's stage-III function after assemble_rows, or assemble_scattered when the rows are
 // scattered (and the simplify that follows it).
-sp::ir::Function phase(const sp::ir::Function& f, sp::lower::AssemblyContext::Phase p, bool sorted_fiber_rows = false) {
+sp::ir::Function phase(const sp::ir::Function& f, sp::lower::AssemblyContext::Phase p, bool sorted_fiber_rows = false,
+                       bool bounded_rows = false) {
   sp::lower::AssemblyPhase ph = sp::lower::split_assembly(f, p);
   ph.context.sorted_fiber_rows = sorted_fiber_rows;
+  ph.context.bounded_rows = bounded_rows;
   sp::lower::LowerContext c = ctx(ph.function);
   c.assembly = ph.context;
   c.keep_loop_order = true;
@@ -172,6 +175,129 @@ TEST_CASE("assemble_rows: an output written once per merged coordinate is counte
   });
   CHECK_FALSE(sp::lower::rows_appended(phase(two, sp::lower::AssemblyContext::numeric), numeric));
   CHECK(sp::lower::uses_assembly_scratch(phase(two, sp::lower::AssemblyContext::symbolic), symbolic));
+}
+
+TEST_CASE("assemble_rows: with bounded_rows, the symbolic phase adds the merged fibers' lengths (a union) or their "
+          "least (an intersection) instead of merging, and the numeric phase appends a block's rows one after another",
+          "[lower][assembly][coiteration]") {
+  using U = sp::union_of<J, J2>;
+  using X = sp::intersection_of<J, J2>;
+  auto add = sp::define_kernel("uadd", [](sp::in<float, I, J> a, sp::in<float, I, J2> b, sp::out<float, I, Jc> c,
+                                           sp::iter<I> i, sp::iter<U> j) {
+    sp::when(a(i, j) + b(i, j) != 0.0f, [&] { c(i, j) = a(i, j) + b(i, j); });
+  });
+  const auto sym = phase(add, sp::lower::AssemblyContext::symbolic, false, true);
+  CHECK(body(sym) == R"(  block uadd:
+    for spindle_block in [0, spindle_blocks_plus_one_len + -1) parallel:  # axis spindle_blocks
+      for i in [spindle_block_rows[spindle_block], spindle_block_rows[spindle_block] + spindle_block_rows[spindle_block + 1] - spindle_block_rows[spindle_block]):  # axis I
+        block spindle_row:
+          alloc spindle_count: local i64[]
+          spindle_count = 0
+          block spindle_merge_bound:
+            spindle_count = spindle_count + (J_indptr[i + 1] - J_indptr[i] + (J2_indptr[i + 1] - J2_indptr[i]))
+          c_rows[i] = spindle_count
+)");
+  CHECK(sp::lower::counts_bound_merges(sym));
+  CHECK_FALSE(sp::lower::counts_bound_merges(phase(add, sp::lower::AssemblyContext::symbolic)));
+  const auto num = phase(add, sp::lower::AssemblyContext::numeric, false, true);
+  const std::string printed = body(num);
+  INFO(printed);
+  CHECK(printed.find(R"(    for spindle_block in [0, spindle_blocks_plus_one_len + -1) parallel:  # axis spindle_blocks
+      block spindle_block_rows:
+        alloc spindle_cursor: local i64[]
+        spindle_cursor = spindle_row_ptr[spindle_block_rows[spindle_block]]
+        for i in )") != std::string::npos);
+  CHECK(printed.find("let spindle_at: i64 = spindle_cursor + spindle_count") != std::string::npos);
+  CHECK(printed.find(R"(            c_rows[i] = spindle_count
+            spindle_cursor = spindle_cursor + min(spindle_count, spindle_row_ptr[i + 1] - spindle_row_ptr[i]))") !=
+        std::string::npos);
+  auto mul = sp::define_kernel("imul", [](sp::in<float, I, J> a, sp::in<float, I, J2> b, sp::out<float, I, Jc> c,
+                                           sp::iter<I> i, sp::iter<X> j) { c(i, j) += a(i, j) * b(i, j); });
+  CHECK(body(phase(mul, sp::lower::AssemblyContext::symbolic, false, true)).find(
+            "spindle_count = spindle_count + min(J_indptr[i + 1] - J_indptr[i], J2_indptr[i + 1] - J2_indptr[i])") !=
+        std::string::npos);
+  // Not a merge's write (a copy of a's pattern, appended by the dense loop or marked): counted exactly.
+  auto two = sp::define_kernel("add2", [](sp::in<float, I, J> a, sp::in<float, I, J2> b, sp::out<float, I, Jc> c,
+                                           sp::iter<I> i) {
+    sp::for_each<J>([&](sp::iter<J> j) { c(i, j) += a(i, j); });
+    sp::for_each<J2>([&](sp::iter<J2> j) { c(i, j) += b(i, j); });
+  });
+  CHECK_FALSE(sp::lower::counts_bound_merges(phase(two, sp::lower::AssemblyContext::symbolic, false, true)));
+  CHECK(body(phase(two, sp::lower::AssemblyContext::numeric, false, true)).find("spindle_cursor") == std::string::npos);
+}
+
+namespace {
+// Targets of pack_bounded_rows: one that shrinks its arrays in place, one that cannot (the
+// runtime then allocates anew and copies).
+struct PackTarget {
+  bool can_shrink = true;
+  int allocations = 0;
+  std::vector<std::int32_t> idx;
+  std::vector<float> val;
+  std::vector<std::int64_t> row_ptr;
+  void allocate(std::int64_t nnz, const std::vector<std::int64_t>& ptr, void*& i, void*& v) {
+    ++allocations;
+    idx.assign(static_cast<std::size_t>(nnz), -7);
+    val.assign(static_cast<std::size_t>(nnz), -7.0f);
+    row_ptr = ptr;
+    i = idx.data();
+    v = val.data();
+  }
+  bool shrink(std::int64_t nnz, const std::vector<std::int64_t>& ptr) {
+    if (!can_shrink) return false;
+    idx.resize(static_cast<std::size_t>(nnz));
+    val.resize(static_cast<std::size_t>(nnz));
+    row_ptr = ptr;
+    return true;
+  }
+};
+}  // namespace
+
+TEST_CASE("pack_bounded_rows: each row's count within its bound, the blocks' entries moved together, the target "
+          "shrunk or filled anew",
+          "[runtime][assembly][coiteration]") {
+  using U = sp::union_of<J, J2>;
+  auto add = sp::define_kernel("uadd", [](sp::in<float, I, J> a, sp::in<float, I, J2> b, sp::out<float, I, Jc> c,
+                                           sp::iter<I> i, sp::iter<U> j) { c(i, j) = a(i, j) + b(i, j); });
+  const sp::runtime::AssemblyPlan plan(add);
+  // Rows bounded by 3, 0, 2, 4, 1 (slots [0,3) [3,3) [3,5) [5,9) [9,10)); blocks of rows {0, 1}
+  // and {2, 3, 4}; the rows hold 2, 0, 2, 1, 1 entries, each block's one after another from
+  // its first row's slot (column 10 r + q, value r + q / 10).
+  const std::vector<std::int64_t> bound{3, 0, 2, 4, 1}, counts{2, 0, 2, 1, 1}, blocks{0, 2, 5};
+  const std::vector<std::int64_t> row_ptr = plan.row_offsets(bound);
+  for (bool can_shrink : {true, false}) {
+    INFO("target shrinks in place: " << can_shrink);
+    PackTarget t;
+    t.can_shrink = can_shrink;
+    void *i = nullptr, *v = nullptr;
+    t.allocate(row_ptr.back(), row_ptr, i, v);
+    for (std::size_t b = 0; b + 1 < blocks.size(); ++b)
+      for (std::int64_t r = blocks[b], at = row_ptr[static_cast<std::size_t>(blocks[b])]; r < blocks[b + 1]; ++r)
+        for (std::int64_t q = 0; q < counts[static_cast<std::size_t>(r)]; ++q, ++at) {
+          t.idx[static_cast<std::size_t>(at)] = static_cast<std::int32_t>(10 * r + q);
+          t.val[static_cast<std::size_t>(at)] = static_cast<float>(r) + static_cast<float>(q) / 10;
+        }
+    sp::runtime::pack_bounded_rows(plan, blocks, row_ptr, bound, counts, i, v, t);
+    CHECK(t.allocations == (can_shrink ? 1 : 2));
+    CHECK(t.row_ptr == std::vector<std::int64_t>{0, 2, 2, 4, 5, 6});
+    CHECK(t.idx == std::vector<std::int32_t>{0, 1, 20, 21, 30, 40});
+    CHECK(t.val == std::vector<float>{0.0f, 0.1f, 2.0f, 2.1f, 3.0f, 4.0f});
+  }
+  // Exact counts: nothing moves, the target keeps its arrays.
+  PackTarget exact;
+  void *i = nullptr, *v = nullptr;
+  exact.allocate(row_ptr.back(), row_ptr, i, v);
+  sp::runtime::pack_bounded_rows(plan, blocks, row_ptr, bound, bound, i, v, exact);
+  CHECK(exact.row_ptr == row_ptr);
+  CHECK(exact.idx.size() == 10);
+  // A row over its bound: an InternalError naming the row, and the target left as it was.
+  std::vector<std::int64_t> over = counts;
+  over[1] = 1;
+  CHECK_THROWS_AS(sp::runtime::pack_bounded_rows(plan, blocks, row_ptr, bound, over, i, v, exact),
+                  sp::InternalError);
+  CHECK_THROWS_WITH(sp::runtime::pack_bounded_rows(plan, blocks, row_ptr, bound, over, i, v, exact),
+                    Catch::Contains("wrote 1 entries in row 1, more than the 0 its symbolic phase bounded"));
+  CHECK(exact.row_ptr == row_ptr);
 }
 
 TEST_CASE("assemble_rows: an output written at a dense column loop's variable (dense -> CSR under a when) is "
