@@ -712,7 +712,7 @@ TEST_CASE("co-iteration over operands that share rows, prefixes of rows or nothi
 }
 
 TEST_CASE("bounded rows: a merge's rows are counted by the fibers' lengths, then appended block after block and "
-          "moved together; rows that keep fewer entries than their bound give the exact pattern on every engine, "
+          "moved together: rows that keep fewer entries than their bound give the exact pattern on every engine, "
           "thread count and target",
           "[correctness][assembly][coiteration]") {
   using U = sp::union_of<J, J2>;
