@@ -705,29 +705,39 @@ class GenericLaunches {
  public:
   static constexpr int kThreads = 128;
 
-  std::vector<ir::Stmt> units(const ir::Stmt& s) {
+  // The launch units of s; `cond`, when defined, is a test around s (the tests of the
+  // branches s sits in): it moves inside each top-level loop (through blocks without
+  // allocations, sequences, lets and tests that may move likewise), so `for i { if (cond)
+  // body }` becomes a launch like any loop; any other statement runs on one thread under
+  // `if (cond)`. (Each unit is made here, not by units() on a statement rewritten under
+  // its test: a statement under a test would be a test again.)
+  std::vector<ir::Stmt> units(const ir::Stmt& s, const ir::Expr& cond = ir::Expr()) {
     std::vector<ir::Stmt> out;
     if (!s.defined()) return out;  // nothing left to run (loops of extent 0 simplified away)
-    if (auto* b = s.as<ir::BlockNode>(); b && b->allocs.empty()) return units(b->body);
+    if (auto* b = s.as<ir::BlockNode>(); b && b->allocs.empty()) return units(b->body, cond);
     if (auto* q = s.as<ir::SeqNode>()) {
       for (auto& c : q->stmts)
-        for (auto& u : units(c)) out.push_back(u);
+        for (auto& u : units(c, cond)) out.push_back(u);
       return out;
     }
     if (auto* l = s.as<ir::LetStmtNode>()) {
-      for (auto& u : units(l->body)) out.push_back(ir::let_stmt(l->var, l->value, u, l->loc));
+      for (auto& u : units(l->body, cond)) out.push_back(ir::let_stmt(l->var, l->value, u, l->loc));
       return out;
     }
-    if (auto* f = s.as<ir::ForNode>())
+    if (auto* f = s.as<ir::ForNode>()) {
+      if (cond.defined())
+        return units(ir::for_loop(f->var, f->min, f->extent, f->for_kind, f->iter_kind, f->axis,
+                                  ir::if_then_else(cond, f->body, ir::Stmt(), f->loc), f->loc));
       return {f->iter_kind == ir::IterKind::reduction && reads_own_reduction(f->body) ? single_thread(s)
                                                                                        : per_iteration(f)};
+    }
     // A test around loops (a `when` whose test they do not change, hoisted out of them by
     // hoist_loop_invariants; around an assembling kernel's row blocks, a CPU-parallel loop
     // that must become launches): the test moves inside each loop of either branch, so the
     // loops become launches, when no branch writes a buffer the test reads (every iteration
     // then gets the same answer).
-    if (auto* c = s.as<ir::IfThenElseNode>(); c && !writes_what_test_reads(*c)) return branch_units(*c, ir::Expr());
-    return {single_thread(s)};
+    if (auto* c = s.as<ir::IfThenElseNode>(); c && !writes_what_test_reads(*c)) return branch_units(*c, cond);
+    return {single_thread(cond.defined() ? ir::if_then_else(cond, s, ir::Stmt(), s.loc()) : s)};
   }
 
  private:
@@ -756,34 +766,9 @@ class GenericLaunches {
   // branches around c, when defined): the then branch's, then the else branch's.
   std::vector<ir::Stmt> branch_units(const ir::IfThenElseNode& c, const ir::Expr& outer) {
     auto both = [&](const ir::Expr& test) { return outer.defined() ? ir::binary(ir::BinOp::land, outer, test) : test; };
-    std::vector<ir::Stmt> out = units_under(c.then_case, both(c.cond));
-    for (auto& u : units_under(c.else_case, both(ir::unary(ir::UnOp::lnot, c.cond)))) out.push_back(u);
+    std::vector<ir::Stmt> out = units(c.then_case, both(c.cond));
+    for (auto& u : units(c.else_case, both(ir::unary(ir::UnOp::lnot, c.cond)))) out.push_back(u);
     return out;
-  }
-
-  // The units of s run under `cond`, which moves inside each top-level loop (through blocks
-  // without allocations, sequences, lets and tests that may move likewise): `for i { if
-  // (cond) body }` becomes a launch like any loop; any other statement runs on one thread
-  // under `if (cond)`. (Each unit is made here, not by units() on a rewritten statement: a
-  // statement under a test would be a test again.)
-  std::vector<ir::Stmt> units_under(const ir::Stmt& s, const ir::Expr& cond) {
-    std::vector<ir::Stmt> out;
-    if (!s.defined()) return out;
-    if (auto* b = s.as<ir::BlockNode>(); b && b->allocs.empty()) return units_under(b->body, cond);
-    if (auto* q = s.as<ir::SeqNode>()) {
-      for (auto& c : q->stmts)
-        for (auto& u : units_under(c, cond)) out.push_back(u);
-      return out;
-    }
-    if (auto* l = s.as<ir::LetStmtNode>()) {
-      for (auto& u : units_under(l->body, cond)) out.push_back(ir::let_stmt(l->var, l->value, u, l->loc));
-      return out;
-    }
-    if (auto* f = s.as<ir::ForNode>())
-      return units(ir::for_loop(f->var, f->min, f->extent, f->for_kind, f->iter_kind, f->axis,
-                                ir::if_then_else(cond, f->body, ir::Stmt(), f->loc), f->loc));
-    if (auto* c = s.as<ir::IfThenElseNode>(); c && !writes_what_test_reads(*c)) return branch_units(*c, cond);
-    return {single_thread(ir::if_then_else(cond, s, ir::Stmt(), s.loc()))};
   }
 
   static bool writes_what_test_reads(const ir::IfThenElseNode& c) {
