@@ -89,6 +89,7 @@ class AssembleRows : public ir::IRMutator {
  public:
   static constexpr std::int64_t kRankedRow = 32;  // the longest row written by ranks (epilogue)
   static constexpr const char* kMergeBound = "spindle_merge_bound";  // bounded rows (file comment)
+  static constexpr const char* kRanked = "spindle_ranked";           // the ranked epilogue
 
   AssembleRows(const ir::Function& f, const AssemblyContext& a) : a_(a) {
     auto find = [&](const std::string& name) { return assembly_buffer(f, name, "assemble_rows"); };
@@ -470,7 +471,7 @@ class AssembleRows : public ir::IRMutator {
         loc);
     ir::Stmt place = ir::let_stmt(key, ir::load(list_, {blk, q}),
                                   ir::seq({ir::store(rank, {}, ir::int_imm(0, lt), loc), tally, put}, loc), loc);
-    ir::Stmt ranked = ir::block("spindle_ranked", {rank},
+    ir::Stmt ranked = ir::block(kRanked, {rank},
                                 ir::for_loop(q, ir::int_imm(0), count, ir::ForKind::serial, ir::IterKind::spatial,
                                              "spindle_place", place, loc),
                                 loc);
@@ -523,6 +524,21 @@ inline bool counts_bound_merges(const ir::Function& f) {
   } find;
   find.visit(f.body);
   return find.found;
+}
+
+// The longest row that the lowered numeric phase `f` writes in column order itself (the
+// ranked epilogue of the workspace path: every row of at most kRankedRow columns), or 0 when
+// it has no such epilogue: the runtime's row sort (runtime/sort_rows.hpp) skips those rows.
+inline std::int64_t ranks_short_rows(const ir::Function& f) {
+  struct Find : ir::IRVisitor {
+    bool found = false;
+    void visit_Block(const ir::BlockNode* n) override {
+      found = found || n->name == detail::AssembleRows::kRanked;
+      ir::IRVisitor::visit_Block(n);
+    }
+  } find;
+  find.visit(f.body);
+  return find.found ? detail::AssembleRows::kRankedRow : 0;
 }
 
 // Whether the lowered phase `f` (scheduled stage III, assemble_rows run) reads or writes one

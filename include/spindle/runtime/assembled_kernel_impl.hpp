@@ -15,119 +15,11 @@
 #include "spindle/runtime/assembled_kernel.hpp"
 #include "spindle/runtime/assembly_steps.hpp"
 #include "spindle/runtime/runtime.hpp"
+#include "spindle/runtime/sort_rows.hpp"
 
 namespace spindle::runtime {
 
 namespace assembly_detail {
-
-// Sorts each row's (column, value) pairs by column; rows already in order are only checked.
-// A row is a concatenation of ascending runs: the numeric phase lists a column when it is
-// first written, so each input row it walks (a row of B in SpGEMM, of A or B in a sum)
-// contributes one ascending run. By row length n and column span s (max - min + 1): n <= 32
-// an insertion sort in place; a row that fills its span densely enough (s / 64 words <
-// n log2 n / 4) a bucket pass (a bit per column and the value at its column in per-thread
-// scratch, read back in column order); otherwise a natural merge sort: adjacent runs merged
-// pairwise until one is left, O(n log r) for r runs.
-template <class I, class V>
-void sort_rows(ThreadPool& pool, std::int64_t rows, std::int64_t cols, const std::int64_t* row_ptr, I* idx, V* val) {
-  const std::int64_t grain = std::max<std::int64_t>(64, rows / (4 * std::max(1, pool.num_threads())));
-  pool.parallel_for(rows, grain, [&](std::int64_t b, std::int64_t e) {
-    std::vector<std::uint64_t> bits;
-    std::vector<V> dense, tv;
-    std::vector<I> tx;
-    std::vector<std::int64_t> starts, next;
-    for (std::int64_t r = b; r < e; ++r) {
-      I* x = idx + row_ptr[r];
-      V* v = val + row_ptr[r];
-      const std::int64_t n = row_ptr[r + 1] - row_ptr[r];
-      if (n < 2) continue;
-      I lo = x[0], hi = x[0];
-      starts.assign(1, 0);
-      for (std::int64_t q = 1; q < n; ++q) {
-        if (x[q - 1] > x[q]) starts.push_back(q);
-        lo = std::min(lo, x[q]);
-        hi = std::max(hi, x[q]);
-      }
-      if (starts.size() == 1) continue;  // one run: already sorted
-      if (n <= 32) {
-        for (std::int64_t q = 1; q < n; ++q) {
-          const I key = x[q];
-          const V kv = v[q];
-          std::int64_t p = q - 1;
-          for (; p >= 0 && x[p] > key; --p) x[p + 1] = x[p], v[p + 1] = v[p];
-          x[p + 1] = key, v[p + 1] = kv;
-        }
-        continue;
-      }
-      const std::int64_t span = static_cast<std::int64_t>(hi) - static_cast<std::int64_t>(lo) + 1;
-      const double log_n = std::log2(static_cast<double>(n));
-      if (static_cast<double>(span) / 64.0 < static_cast<double>(n) * log_n / 4.0) {
-        if (dense.size() < static_cast<std::size_t>(cols)) {
-          dense.resize(static_cast<std::size_t>(cols));
-          bits.assign(static_cast<std::size_t>(cols + 63) / 64, 0);
-        }
-        for (std::int64_t q = 0; q < n; ++q) {
-          const auto c = static_cast<std::uint64_t>(x[q]);
-          bits[c >> 6] |= std::uint64_t{1} << (c & 63);
-          dense[c] = v[q];
-        }
-        std::int64_t out = 0;
-        for (std::uint64_t w = static_cast<std::uint64_t>(lo) >> 6; w <= static_cast<std::uint64_t>(hi) >> 6; ++w) {
-          for (std::uint64_t word = bits[w]; word; word &= word - 1) {
-            const std::uint64_t c = (w << 6) + static_cast<std::uint64_t>(__builtin_ctzll(word));
-            x[out] = static_cast<I>(c), v[out] = dense[c], ++out;
-          }
-          bits[w] = 0;
-        }
-        continue;
-      }
-      // Natural merge sort between the row and per-thread scratch.
-      starts.push_back(n);
-      tx.resize(static_cast<std::size_t>(n));
-      tv.resize(static_cast<std::size_t>(n));
-      I* sx = x;
-      V* sv = v;
-      I* dx = tx.data();
-      V* dv = tv.data();
-      while (starts.size() > 2) {
-        const std::size_t runs = starts.size() - 1;
-        next.assign(1, 0);
-        for (std::size_t k = 0; k < runs; k += 2) {
-          const std::int64_t from = starts[k], mid = starts[k + 1], to = k + 2 <= runs ? starts[k + 2] : mid;
-          std::int64_t p = from, o = mid, out = from;
-          while (p < mid && o < to) {  // branch-free: the comparison is unpredictable
-            const bool right = sx[o] < sx[p];
-            const std::int64_t take = right ? o : p;
-            dx[out] = sx[take], dv[out++] = sv[take];
-            o += right, p += !right;
-          }
-          for (; p < mid; ++p, ++out) dx[out] = sx[p], dv[out] = sv[p];
-          for (; o < to; ++o, ++out) dx[out] = sx[o], dv[out] = sv[o];
-          next.push_back(to);
-        }
-        std::swap(starts, next);
-        std::swap(sx, dx);
-        std::swap(sv, dv);
-      }
-      if (sx != x) {
-        std::copy(sx, sx + n, x);
-        std::copy(sv, sv + n, v);
-      }
-    }
-  });
-}
-
-template <class I>
-void sort_rows_by_value_type(ThreadPool& pool, DType vt, std::int64_t rows, std::int64_t cols,
-                             const std::int64_t* row_ptr, I* idx, void* val) {
-  switch (vt) {
-    case DType::f32: return sort_rows(pool, rows, cols, row_ptr, idx, static_cast<float*>(val));
-    case DType::f64: return sort_rows(pool, rows, cols, row_ptr, idx, static_cast<double*>(val));
-    case DType::i32: return sort_rows(pool, rows, cols, row_ptr, idx, static_cast<std::int32_t*>(val));
-    case DType::i64: return sort_rows(pool, rows, cols, row_ptr, idx, static_cast<std::int64_t*>(val));
-    default: throw InternalError("AssembledKernel: unsupported value type");
-  }
-}
 
 // The reduction `old op v` as the kernel language defines it (docs/language.md §4.3): integer
 // sums and products wrap around, min and max keep the old value on ties (and NaNs).
@@ -292,7 +184,8 @@ struct AssembledKernel::Impl {
                  !lower::uses_assembly_scratch(sym.lowered().stage3, plan.symbolic.context)),
         append_when_sorted(!plan.scattered && !appended &&
                            lower::appends_when_selected(sym.lowered().stage3, plan.symbolic.context) &&
-                           lower::appends_when_selected(num.lowered().stage3, plan.numeric.context)) {}
+                           lower::appends_when_selected(num.lowered().stage3, plan.numeric.context)),
+        ranked_up_to(plan.scattered ? 0 : lower::ranks_short_rows(num.lowered().stage3)) {}
 
   // The phases of assemble_rows for this runtime: rows written at an input fiber's
   // coordinates get both paths (AssemblyContext::sorted_fiber_rows); appended rows are
@@ -325,6 +218,9 @@ struct AssembledKernel::Impl {
   // Both phases have the append path and the marker path (assemble_rows' either path): a
   // call whose inputs are sorted (inputs_sorted) takes the append path, as `appended`.
   bool append_when_sorted;
+  // The rows the numeric phase writes in column order itself: those of at most this many
+  // entries (lower::ranks_short_rows), which the row sort skips.
+  std::int64_t ranked_up_to;
 
   void call_scattered(const std::vector<CallArg>& args, AssemblyTarget& target) const;
 };
@@ -486,12 +382,14 @@ SPINDLE_DECL void AssembledKernel::call(const std::vector<CallArg>& args, Assemb
     return;
   }
   p.check_same_pattern(counts, counts2);
+  // Rows the numeric phase ranked (lower::ranks_short_rows) are in column order already.
+  const std::int64_t sorted_up_to = impl_->ranked_up_to;
   if (p.index_dtype == DType::i32)
-    assembly_detail::sort_rows_by_value_type(pool, p.value_dtype, rows, cols, row_ptr.data(),
-                                             static_cast<std::int32_t*>(out_indices), out_values);
+    sort_rows_by_value_type(pool, p.value_dtype, rows, row_ptr.data(), static_cast<std::int32_t*>(out_indices),
+                            out_values, sorted_up_to);
   else
-    assembly_detail::sort_rows_by_value_type(pool, p.value_dtype, rows, cols, row_ptr.data(),
-                                             static_cast<std::int64_t*>(out_indices), out_values);
+    sort_rows_by_value_type(pool, p.value_dtype, rows, row_ptr.data(), static_cast<std::int64_t*>(out_indices),
+                            out_values, sorted_up_to);
   target.commit();
 }
 

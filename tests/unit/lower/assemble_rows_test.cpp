@@ -1,11 +1,16 @@
 // split_assembly + assemble_rows: the two phases of a kernel that assembles a sparse output
 // (docs/language.md §4.6, docs/passes/assemble_rows.md), printed at stage III.
+#include <algorithm>
+#include <random>
+#include <set>
+
 #include <catch2/catch.hpp>
 
 #include <spindle/lower/assemble_scattered.hpp>
 #include <spindle/lower/flatten_position_loops.hpp>
 #include <spindle/lower/split_assembly.hpp>
 #include <spindle/runtime/assembly_steps.hpp>
+#include <spindle/runtime/sort_rows.hpp>
 
 #include "unit/pass_test_util.hpp"
 
@@ -298,6 +303,77 @@ TEST_CASE("pack_bounded_rows: each row's count within its bound, the blocks' ent
   CHECK_THROWS_WITH(sp::runtime::pack_bounded_rows(plan, blocks, row_ptr, bound, over, i, v, exact),
                     Catch::Contains("wrote 1 entries in row 1, more than the 0 its symbolic phase bounded"));
   CHECK(exact.row_ptr == row_ptr);
+}
+
+namespace {
+
+// Rows as the workspace path gathers them: distinct columns, a concatenation of ascending runs
+// (each input fiber adds one), each row drawn with its own length, column range and run count.
+template <class I, class V>
+void check_sort_rows(std::int64_t cols, std::uint64_t seed, int threads, std::int64_t sorted_up_to) {
+  std::mt19937_64 rng(seed);
+  // Lengths that reach every path: 0, 1, short (insertion), dense ranges (bitmap), sparse
+  // ranges (radix with one or several passes), and rows already in order.
+  const std::vector<std::int64_t> lengths{0, 1, 2, 5, 31, 32, 33, 40, 64, 100, 257, 1000, 3000};
+  std::vector<std::int64_t> row_ptr{0};
+  std::vector<I> idx;
+  std::vector<V> val;
+  std::vector<std::vector<std::pair<I, V>>> want;
+  for (int rep = 0; rep < 6; ++rep)
+    for (std::int64_t n0 : lengths) {
+      const std::int64_t n = std::min<std::int64_t>(n0, cols);
+      // The columns: n distinct ones from a window of the columns (dense or sparse).
+      const std::int64_t window = std::min<std::int64_t>(cols, rep % 2 ? n * (1 + static_cast<std::int64_t>(rng() % 4)) : cols);
+      const std::int64_t start = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(cols - window + 1));
+      std::set<std::int64_t> chosen;
+      while (static_cast<std::int64_t>(chosen.size()) < n) chosen.insert(start + static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(window)));
+      std::vector<std::pair<I, V>> row;
+      for (std::int64_t c : chosen) row.push_back({static_cast<I>(c), static_cast<V>(static_cast<std::int64_t>(rng() % 1000) - 500)});
+      want.push_back(row);
+      // Runs: shuffle, then sort each of k pieces (k = 1: a row in order).
+      std::shuffle(row.begin(), row.end(), rng);
+      const std::int64_t k = rep == 5 ? 1 : 1 + static_cast<std::int64_t>(rng() % 8);
+      for (std::int64_t piece = 0; piece < k; ++piece)
+        std::sort(row.begin() + n * piece / k, row.begin() + n * (piece + 1) / k,
+                  [](const auto& a, const auto& b) { return a.first < b.first; });
+      if (n <= sorted_up_to) std::sort(row.begin(), row.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+      for (const auto& [c, v] : row) idx.push_back(c), val.push_back(v);
+      row_ptr.push_back(static_cast<std::int64_t>(idx.size()));
+    }
+  sp::runtime::ThreadPool pool(threads);
+  sp::runtime::sort_rows(pool, static_cast<std::int64_t>(want.size()), row_ptr.data(), idx.data(), val.data(),
+                         sorted_up_to);
+  for (std::size_t r = 0; r < want.size(); ++r) {
+    INFO("row " << r << " of " << want[r].size() << " entries");
+    std::vector<std::pair<I, V>> got;
+    for (std::int64_t q = row_ptr[r]; q < row_ptr[r + 1]; ++q) got.push_back({idx[static_cast<std::size_t>(q)], val[static_cast<std::size_t>(q)]});
+    REQUIRE(got == want[r]);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("sort_rows: rows of ascending runs sorted by column with their values, by insertion, bitmap and radix "
+          "passes, any column range and index type, rows the kernel ranked left alone",
+          "[runtime][assembly]") {
+  for (int threads : {1, 3}) {
+    INFO("threads " << threads);
+    check_sort_rows<std::int32_t, float>(5000, 1, threads, 0);
+    check_sort_rows<std::int32_t, float>(200000, 2, threads, 32);
+    check_sort_rows<std::int32_t, double>(40, 3, threads, 0);  // every row dense in a narrow range
+    check_sort_rows<std::int64_t, std::int64_t>(std::int64_t{1} << 40, 4, threads, 0);  // columns past 32 bits
+    check_sort_rows<std::int64_t, std::int32_t>(70000, 5, threads, 32);
+  }
+  // Rows up to sorted_up_to are not touched, even out of order (the kernel's promise).
+  sp::runtime::ThreadPool pool(1);
+  std::vector<std::int64_t> row_ptr{0, 3, 6};
+  std::vector<std::int32_t> idx{2, 0, 1, 5, 3, 4};
+  std::vector<float> val{2, 0, 1, 5, 3, 4};
+  sp::runtime::sort_rows(pool, 2, row_ptr.data(), idx.data(), val.data(), 3);
+  CHECK(idx == std::vector<std::int32_t>{2, 0, 1, 5, 3, 4});
+  sp::runtime::sort_rows(pool, 2, row_ptr.data(), idx.data(), val.data(), 2);
+  CHECK(idx == std::vector<std::int32_t>{0, 1, 2, 3, 4, 5});
+  CHECK(val == std::vector<float>{0, 1, 2, 3, 4, 5});
 }
 
 TEST_CASE("assemble_rows: an output written at a dense column loop's variable (dense -> CSR under a when) is "

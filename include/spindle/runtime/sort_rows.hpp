@@ -1,0 +1,161 @@
+// sort_rows: the host step after the numeric phase of an assembled output whose rows were
+// gathered in the order their columns were first written (runtime/assembled_kernel_impl.hpp,
+// lower/assemble_rows.hpp's workspace path): each row's (column, value) pairs sorted by column.
+//
+// A row is a concatenation of ascending runs (each input fiber the numeric phase walks adds
+// one), its columns distinct. Rows of at most `sorted_up_to` entries are left alone: the
+// numeric phase wrote them in column order (its ranked epilogue, lower::ranks_short_rows).
+// Every other row is read once, branch-free, for a descent and its least and greatest column;
+// a row without a descent is done. Then, by length n and column range s = max - min + 1:
+//   n <= 32             an insertion sort in place;
+//   s <= 16 n           a bucket pass: a bit per column of the range and the value at its
+//                       column in per-thread scratch of the range, read back in column order (a dense row:
+//                       ppi's or bcsstk25's products);
+//   otherwise           an LSD radix sort of the pairs on (column - min): P passes of
+//                       ceil(bits(s - 1) / P) bits each, P chosen to minimise P (2^w + 2n)
+//                       (digits of at most 11 bits), between the row and per-thread scratch.
+// A sparse row over a wide range (a graph's product: pubmed, ogbn-arxiv) has few entries per
+// word of a bitmap, whose read-back then mispredicts per word; the radix passes cost the
+// same whatever the range's density. (This replaced a natural merge sort of the runs:
+// docs/results/2026-12-06-spgemm-radix-row-sort.txt.)
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "spindle/ir/dtype.hpp"
+#include "spindle/runtime/thread_pool.hpp"
+#include "spindle/support/error.hpp"
+
+namespace spindle::runtime {
+
+namespace sort_rows_detail {
+
+inline int bit_width(std::uint64_t v) { return v == 0 ? 0 : 64 - __builtin_clzll(v); }
+
+// The radix passes for n keys spanning `range` (max - min > 0): how many, and the digit width.
+// (The cost p (2^w + 2n) falls, then rises with p: the search stops at its first rise.)
+inline std::pair<int, int> radix_passes(std::int64_t n, std::uint64_t range) {
+  const int width = bit_width(range);
+  int digit = 0;
+  std::int64_t best = 0;
+  for (int p = (width + 10) / 11; p <= width; ++p) {  // digits of at most 11 bits
+    const int w = (width + p - 1) / p;
+    const std::int64_t cost = p * ((std::int64_t{1} << w) + 2 * n);
+    if (digit != 0 && cost >= best) break;
+    best = cost, digit = w;
+  }
+  return {(width + digit - 1) / digit, digit};  // no pass whose digits are all zero
+}
+
+}  // namespace sort_rows_detail
+
+template <class I, class V>
+void sort_rows(ThreadPool& pool, std::int64_t rows, const std::int64_t* row_ptr, I* idx, V* val,
+               std::int64_t sorted_up_to = 1) {
+  struct Pair {
+    I key;
+    V value;
+  };
+  const std::int64_t grain = std::max<std::int64_t>(64, rows / (4 * std::max(1, pool.num_threads())));
+  pool.parallel_for(rows, grain, [&](std::int64_t b, std::int64_t e) {
+    std::vector<std::uint64_t> bits;
+    std::vector<V> dense;
+    std::vector<Pair> pa, pb;
+    std::vector<std::uint64_t> count;
+    for (std::int64_t r = b; r < e; ++r) {
+      const std::int64_t n = row_ptr[r + 1] - row_ptr[r];
+      if (n < 2 || n <= sorted_up_to) continue;
+      I* x = idx + row_ptr[r];
+      V* v = val + row_ptr[r];
+      unsigned descents = 0;  // branch-free: one read of the row, vectorised
+      I lo = x[0], hi = x[0];
+      for (std::int64_t q = 1; q < n; ++q) {
+        descents |= static_cast<unsigned>(x[q - 1] > x[q]);
+        lo = std::min(lo, x[q]);
+        hi = std::max(hi, x[q]);
+      }
+      if (descents == 0) continue;  // one run: already sorted
+      if (n <= 32) {
+        for (std::int64_t q = 1; q < n; ++q) {
+          const I key = x[q];
+          const V kv = v[q];
+          std::int64_t p = q - 1;
+          for (; p >= 0 && x[p] > key; --p) x[p + 1] = x[p], v[p + 1] = v[p];
+          x[p + 1] = key, v[p + 1] = kv;
+        }
+        continue;
+      }
+      const std::uint64_t range = static_cast<std::uint64_t>(hi) - static_cast<std::uint64_t>(lo);  // > 0
+      if (range < 16 * static_cast<std::uint64_t>(n)) {  // dense enough: a bitmap over the range
+        const auto span = static_cast<std::size_t>(range) + 1;
+        if (dense.size() < span) {
+          dense.resize(span);
+          bits.assign((span + 63) / 64, 0);  // left all zero by every use
+        }
+        const auto lo64 = static_cast<std::uint64_t>(lo);
+        for (std::int64_t q = 0; q < n; ++q) {
+          const std::uint64_t c = static_cast<std::uint64_t>(x[q]) - lo64;
+          bits[c >> 6] |= std::uint64_t{1} << (c & 63);
+          dense[c] = v[q];
+        }
+        std::int64_t out = 0;
+        for (std::uint64_t w = 0; w <= range >> 6; ++w) {
+          for (std::uint64_t word = bits[w]; word; word &= word - 1) {
+            const std::uint64_t c = (w << 6) + static_cast<std::uint64_t>(__builtin_ctzll(word));
+            x[out] = static_cast<I>(lo64 + c), v[out] = dense[c], ++out;
+          }
+          bits[w] = 0;
+        }
+        continue;
+      }
+      // LSD radix sort on column - lo, between pa and pb (stable passes: exact for any keys).
+      const auto [passes, digit] = sort_rows_detail::radix_passes(n, range);
+      const std::uint64_t mask = (std::uint64_t{1} << digit) - 1;
+      const std::size_t buckets = std::size_t{1} << digit;
+      if (pa.size() < static_cast<std::size_t>(n)) pa.resize(static_cast<std::size_t>(n)), pb.resize(pa.size());
+      if (count.size() < buckets) count.resize(buckets);
+      for (std::int64_t q = 0; q < n; ++q) pa[static_cast<std::size_t>(q)] = Pair{x[q], v[q]};
+      Pair* from = pa.data();
+      Pair* to = pb.data();
+      const auto lo64 = static_cast<std::uint64_t>(lo);
+      for (int pass = 0; pass < passes; ++pass) {
+        const int shift = pass * digit;
+        std::fill(count.begin(), count.begin() + static_cast<std::ptrdiff_t>(buckets), std::uint64_t{0});
+        for (std::int64_t q = 0; q < n; ++q)
+          ++count[((static_cast<std::uint64_t>(from[q].key) - lo64) >> shift) & mask];
+        std::uint64_t sum = 0;
+        for (std::size_t k = 0; k < buckets; ++k) {
+          const std::uint64_t c = count[k];
+          count[k] = sum;
+          sum += c;
+        }
+        for (std::int64_t q = 0; q < n; ++q)
+          to[count[((static_cast<std::uint64_t>(from[q].key) - lo64) >> shift) & mask]++] = from[q];
+        std::swap(from, to);
+      }
+      for (std::int64_t q = 0; q < n; ++q) x[q] = from[q].key, v[q] = from[q].value;
+    }
+  });
+}
+
+template <class I>
+void sort_rows_by_value_type(ThreadPool& pool, DType vt, std::int64_t rows, const std::int64_t* row_ptr, I* idx,
+                             void* val, std::int64_t sorted_up_to = 1) {
+  switch (vt) {
+    case DType::f32:
+      return sort_rows(pool, rows, row_ptr, idx, static_cast<float*>(val), sorted_up_to);
+    case DType::f64:
+      return sort_rows(pool, rows, row_ptr, idx, static_cast<double*>(val), sorted_up_to);
+    case DType::i32:
+      return sort_rows(pool, rows, row_ptr, idx, static_cast<std::int32_t*>(val), sorted_up_to);
+    case DType::i64:
+      return sort_rows(pool, rows, row_ptr, idx, static_cast<std::int64_t*>(val), sorted_up_to);
+    default:
+      throw InternalError("sort_rows: unsupported value type");
+  }
+}
+
+}  // namespace spindle::runtime
