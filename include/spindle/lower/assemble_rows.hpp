@@ -15,7 +15,8 @@
 // symbolic: <write at x> is `fresh = mark[blk, x] != i; mark[blk, x] = i; count += fresh` (the
 //           value is not computed), the epilogue `counts[i] = count`;
 // numeric:  <write at x> is `fresh = mark[blk, x] != i; mark[blk, x] = i; if fresh: ws[blk, x] =
-//           identity, list[blk, count] = x; count += fresh` (the ifs as selects, no branch) then
+//           identity (a select); list[blk, count] = x (the slot after the row's columns: new
+//           or not, under count < cols); count += fresh` then
 //           `ws[blk, x] op= v` (or `= v`); the epilogue
 //           stores counts[i] and copies the listed columns and their workspace values to
 //           out_indices / out_values from row_ptr[i] (at most row_ptr[i + 1] - row_ptr[i]);
@@ -411,16 +412,19 @@ class AssembleRows : public ir::IRMutator {
     // Branch-free (whether a product's column is new to the row is as good as random: SpGEMM
     // mispredicted about one product in three on the FEM and graph matrices): the marker is
     // stored whatever it held, the count grows by the test's 0 or 1, and in the numeric phase
-    // the workspace slot restarts from the identity and the list slot at the count takes the
-    // column only when new (each a select over the old value). The list slot is clamped to the
-    // last one: a row whose list is full has seen every column, so the select keeps what is there.
+    // the workspace slot restarts from the identity when new (a select over the old value),
+    // and the column goes to the list slot at the count whatever it is: the slot after the
+    // row's columns so far, which the next new column overwrites (and no one reads when none
+    // comes). So no write reads the list (a select over the slot would wait, each product, on
+    // the previous product's store to it). Only a full list (the row has seen every column)
+    // has no such slot: the test `count < cols` keeps the write out of it (always true but in
+    // that case: predicted).
     std::vector<ir::Stmt> s{ir::store(mark_, {blk, col}, row, loc)};
     if (a_.phase == AssemblyContext::numeric) {
       const ir::Expr identity = ir::reduce_identity(op ? *op : ir::ReduceOp::add, ws_->dtype);
       s.push_back(ir::store(ws_, {blk, col}, ir::select(is_new, identity, ir::load(ws_, {blk, col})), loc));
-      const ir::Expr slot = ir::min(count, list_->shape[1] - ir::int_imm(1));
-      s.push_back(ir::store(list_, {blk, slot},
-                            ir::select(is_new, ir::cast(list_->dtype, col), ir::load(list_, {blk, slot})), loc));
+      s.push_back(ir::if_then_else(count < list_->shape[1],
+                                   ir::store(list_, {blk, count}, ir::cast(list_->dtype, col), loc), ir::Stmt(), loc));
     }
     s.push_back(ir::store(count_, {}, count + ir::cast(DType::i64, is_new), loc));
     if (a_.phase == AssemblyContext::numeric)

@@ -100,7 +100,8 @@ TEST_CASE("assemble_rows: row blocks in parallel, a column marker per block, wor
               let spindle_fresh: bool = c_columns[spindle_block, spindle_col] != i32(i)
               c_columns[spindle_block, spindle_col] = i32(i)
               spindle_workspace[spindle_block, spindle_col] = select(spindle_fresh, 0.0f, spindle_workspace[spindle_block, spindle_col])
-              spindle_touched[spindle_block, min(spindle_count, J_len + -1)] = select(spindle_fresh, i32(spindle_col), spindle_touched[spindle_block, min(spindle_count, J_len + -1)])
+              if spindle_count < J_len:
+                spindle_touched[spindle_block, spindle_count] = i32(spindle_col)
               spindle_count = spindle_count + i64(spindle_fresh)
               spindle_workspace[spindle_block, spindle_col] += a[J_indptr[i] + j]
           block add2:
@@ -109,7 +110,8 @@ TEST_CASE("assemble_rows: row blocks in parallel, a column marker per block, wor
               let spindle_fresh: bool = c_columns[spindle_block, spindle_col] != i32(i)
               c_columns[spindle_block, spindle_col] = i32(i)
               spindle_workspace[spindle_block, spindle_col] = select(spindle_fresh, 0.0f, spindle_workspace[spindle_block, spindle_col])
-              spindle_touched[spindle_block, min(spindle_count, J_len + -1)] = select(spindle_fresh, i32(spindle_col), spindle_touched[spindle_block, min(spindle_count, J_len + -1)])
+              if spindle_count < J_len:
+                spindle_touched[spindle_block, spindle_count] = i32(spindle_col)
               spindle_count = spindle_count + i64(spindle_fresh)
               spindle_workspace[spindle_block, spindle_col] += b[J2_indptr[i] + j2]
           c_rows[i] = spindle_count
