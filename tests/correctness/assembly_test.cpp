@@ -877,6 +877,63 @@ TEST_CASE("scattered rows: CSR -> CSC and COO -> CSR (duplicates summed or maxed
   }
 }
 
+TEST_CASE("scattered rows: a transpose of rows that are not sorted, duplicate columns included, is still sorted and "
+          "combined (segments are taken as ascending only when every input fiber is sorted)",
+          "[correctness][assembly][scattered]") {
+  auto transpose = transpose_kernel();
+  auto sum_transpose = sp::kernel("csr_to_csc_sum", sp::names{"A", "C"},
+                                  [](sp::in<double, I, J> a, sp::out<double, sp::dense<J>, CT> c, sp::iter<I> i,
+                                     sp::iter<J> j) { c(j, i) += a(i, j); });
+  REQUIRE(transpose.explain().find("segments ascending by construction") != std::string::npos);
+  // Row 0 holds column 3 twice: `=` keeps the later write, `+=` sums them.
+  sp::Csr<double> dup(3, 4, {0, 3, 3, 6}, {3, 0, 3, 1, 3, 0}, {1, 2, 3, 4, 5, 6});
+  REQUIRE_FALSE(dup.sorted());
+  using Entries = std::map<std::pair<std::int64_t, std::int64_t>, double>;
+  auto rows_ascend = [](const sp::Csr<double>& m) {  // the stored order, which entries() does not see
+    for (std::int64_t r = 0; r < m.rows(); ++r)
+      for (auto q = m.indptr()[r] + 1; q < m.indptr()[r + 1]; ++q)
+        if (m.indices()[q - 1] >= m.indices()[q]) return false;
+    return true;
+  };
+  const Entries last{{{0, 0}, 2}, {{0, 2}, 6}, {{1, 2}, 4}, {{3, 0}, 3}, {{3, 2}, 5}};
+  const Entries sum{{{0, 0}, 2}, {{0, 2}, 6}, {{1, 2}, 4}, {{3, 0}, 4}, {{3, 2}, 5}};
+  // Rows of a random matrix shuffled (distinct columns, not sorted): the host transpose of
+  // the sorted matrix.
+  auto a = random_csr<double>(Shape{"shuffled", 57, 43, 9}, 71);
+  std::vector<std::int32_t> idx(a.indices().begin(), a.indices().end());
+  std::vector<double> val(a.values().begin(), a.values().end());
+  std::mt19937_64 rng(5);
+  for (std::int64_t r = 0; r < a.rows(); ++r) {
+    const auto lo = static_cast<std::size_t>(a.indptr()[r]), hi = static_cast<std::size_t>(a.indptr()[r + 1]);
+    for (std::size_t q = hi; q > lo + 1; --q) {
+      const std::size_t k = lo + rng() % (q - lo);
+      std::swap(idx[q - 1], idx[k]);
+      std::swap(val[q - 1], val[k]);
+    }
+  }
+  sp::Csr<double> shuffled(a.rows(), a.cols(), {a.indptr().begin(), a.indptr().end()}, idx, val);
+  REQUIRE_FALSE(shuffled.sorted());
+  const auto want = sp::transpose(a).matrix;
+  for (const auto& engine : spindle::test::cpu_engines())
+    for (int threads : {1, 3}) {
+      INFO("engine " << engine << " threads " << threads);
+      auto& rt = spindle::test::engine_runtime(engine, threads);
+      sp::Csr<double> c(4, 3);
+      transpose.with_runtime(rt)(dup, c);
+      CHECK(rows_ascend(c));
+      check_same(entries(c), last, 0);
+      sp::Csr<double> d(4, 3);
+      sum_transpose.with_runtime(rt)(dup, d);
+      CHECK(rows_ascend(d));
+      check_same(entries(d), sum, 0);
+      sp::Csr<double> t(a.cols(), a.rows());
+      transpose.with_runtime(rt)(shuffled, t);
+      CHECK(std::equal(t.indptr().begin(), t.indptr().end(), want.indptr().begin(), want.indptr().end()));
+      CHECK(std::equal(t.indices().begin(), t.indices().end(), want.indices().begin(), want.indices().end()));
+      CHECK(std::equal(t.values().begin(), t.values().end(), want.values().begin(), want.values().end()));
+    }
+}
+
 TEST_CASE("scattered rows: the outer product of sparse vectors, pooled rows (a computed row), a transpose of real "
           "graphs, the interpreter agrees on every engine, the CUDA build refuses them",
           "[correctness][assembly][scattered]") {

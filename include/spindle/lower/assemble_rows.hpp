@@ -515,37 +515,18 @@ inline bool appends_when_selected(const ir::Function& f, const AssemblyContext& 
   return find.found;
 }
 
-namespace detail {
-
-// Whether `f` holds a block named `name` (the markers assemble_rows leaves for the runtime).
-inline bool has_block(const ir::Function& f, const std::string& name) {
-  struct Find : ir::IRVisitor {
-    const std::string* name = nullptr;
-    bool found = false;
-    void visit_Block(const ir::BlockNode* n) override {
-      found = found || n->name == *name;
-      ir::IRVisitor::visit_Block(n);
-    }
-  } find;
-  find.name = &name;
-  find.visit(f.body);
-  return find.found;
-}
-
-}  // namespace detail
-
 // Whether the symbolic phase `f` (stage III, assemble_rows run) counts an upper bound of some
 // row's entries (bounded rows: a co-iteration replaced by the bound of its visits), so that
 // the numeric phase's counts may be smaller.
 inline bool counts_bound_merges(const ir::Function& f) {
-  return detail::has_block(f, detail::AssembleRows::kMergeBound);
+  return has_block(f, detail::AssembleRows::kMergeBound);
 }
 
 // The longest row that the lowered numeric phase `f` writes in column order itself (the
 // ranked epilogue of the workspace path: every row of at most kRankedRow columns), or 0 when
 // it has no such epilogue: the runtime's row sort (runtime/sort_rows.hpp) skips those rows.
 inline std::int64_t ranks_short_rows(const ir::Function& f) {
-  return detail::has_block(f, detail::AssembleRows::kRanked) ? detail::AssembleRows::kRankedRow : 0;
+  return has_block(f, detail::AssembleRows::kRanked) ? detail::AssembleRows::kRankedRow : 0;
 }
 
 // Whether the lowered phase `f` (scheduled stage III, assemble_rows run) reads or writes one

@@ -30,12 +30,27 @@
 // a co-iteration as the outermost loop stay in block 0 (serial). The scratch arrays of
 // assemble_rows (bounds, marker, workspace, list) are not touched; the runtime passes them with
 // no blocks.
+//
+// Segments that ascend by construction. When the kernel has one write of the output, its
+// column is the blocked loop's iterator i itself, and its row is a coordinate of one fiber of
+// a compressed level — the only loop between i and the write runs over the positions
+// [P[e], P[e + 1]) of that level (P its indptr, e a fiber: `for j in [0, P[e + 1] - P[e])`,
+// row `Idx[P[e] + j]`), with no co-iteration around — then every row gets at most one write
+// per i as long as that fiber's coordinates are distinct, and a segment, holding its writes
+// in the serial loop's order, ascends strictly in i (CSR -> CSC `c(j, i) = a(i, j)`). The
+// numeric phase is then wrapped in a block named kSegmentsAscend; the runtime skips its check
+// of the segments (runtime/assembled_kernel_impl.hpp) when every input's fibers are sorted
+// (LevelView::sorted: strictly ascending, so distinct). Any other shape is left to that check.
 // Pre: stage III, unscheduled, a function made by split_assembly with context.scattered.
 // Post: stage III; the placeholder is gone; the blocks are the only parallel loop.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <string>
+#include <vector>
 
+#include "spindle/ir/equal.hpp"
 #include "spindle/ir/function.hpp"
 #include "spindle/ir/functor.hpp"
 #include "spindle/ir/ops.hpp"
@@ -48,26 +63,44 @@ namespace detail {
 
 class AssembleScattered : public ir::IRMutator {
  public:
+  static constexpr const char* kSegmentsAscend = "spindle_segments_ascend";
+
   AssembleScattered(const ir::Function& f, const AssemblyContext& a) : a_(a) {
     auto find = [&](const std::string& name) { return assembly_buffer(f, name, "assemble_scattered"); };
     output_ = find(a.output);
     counts_ = find(a.counts);
     out_indices_ = find(a.out_indices);
     out_values_ = find(a.out_values);
+    for (const ir::FuncBuffer& b : f.buffers) origin_[b.buffer.get()] = b.origin;
   }
 
   ir::Function run(const ir::Function& f) {
     ir::Function out = f;
     out.body = mutate(f.body);
+    if (a_.phase == AssemblyContext::numeric && writes_ == 1 && ascends_)
+      out.body = ir::block(kSegmentsAscend, {}, out.body, f.loc);
     std::erase_if(out.buffers, [&](const ir::FuncBuffer& b) { return b.buffer == output_; });
     return out;
   }
 
  protected:
+  ir::Stmt mutate_CoIterate(const ir::CoIterateNode* n, const ir::Stmt& self) override {
+    ++co_iterations_;
+    ir::Stmt out = IRMutator::mutate_CoIterate(n, self);
+    --co_iterations_;
+    return out;
+  }
   ir::Stmt mutate_For(const ir::ForNode* n, const ir::Stmt& self) override {
     SPINDLE_INTERNAL_CHECK(n->for_kind == ir::ForKind::serial, "assemble_scattered", "a loop of '", output_->name,
                            "' is already scheduled");
-    if (block_.defined() || !writes_buffer(self, output_.get())) return IRMutator::mutate_For(n, self);
+    if (block_.defined()) {  // a loop inside the blocked one
+      inner_.push_back(n);
+      ir::Stmt out = IRMutator::mutate_For(n, self);
+      inner_.pop_back();
+      return out;
+    }
+    if (!writes_buffer(self, output_.get())) return IRMutator::mutate_For(n, self);
+    blocked_ = n;
     // The outermost loop around the writes: blocks of its iterations.
     block_ = ir::Var("spindle_block", DType::i64);
     const ir::Expr blk = block_, blocks = counts_->shape[0];
@@ -81,6 +114,7 @@ class AssembleScattered : public ir::IRMutator {
     ir::Stmt out = ir::for_loop(block_, ir::int_imm(0), blocks, ir::ForKind::parallel, ir::IterKind::spatial,
                                 "spindle_blocks", part, n->loc);
     block_ = ir::Var();
+    blocked_ = nullptr;
     return out;
   }
   ir::Stmt mutate_Reduce(const ir::ReduceNode* n, const ir::Stmt& self) override {
@@ -96,6 +130,8 @@ class AssembleScattered : public ir::IRMutator {
   ir::Stmt collect(const std::vector<ir::Expr>& idx, const ir::Expr& value, ir::SourceLoc loc) {
     SPINDLE_INTERNAL_CHECK(idx.size() == 2, "assemble_scattered", "a write of '", output_->name,
                            "' does not have two indices");
+    ++writes_;
+    ascends_ = ascends_ && ascends_by_construction(idx);
     ir::Var row("spindle_row", DType::i64);
     const ir::Expr r = row, blk = block_.defined() ? ir::Expr(block_) : ir::int_imm(0);
     if (a_.phase != AssemblyContext::numeric)
@@ -112,12 +148,63 @@ class AssembleScattered : public ir::IRMutator {
                         ir::let_stmt(at, ir::load(counts_, {blk, r}), body, loc), loc);
   }
 
+  static ir::Expr uncast(ir::Expr e) {
+    while (const auto* c = e.as<ir::CastNode>()) e = c->value;
+    return e;
+  }
+  static bool is_int(const ir::Expr& e, std::int64_t v) {
+    const auto* k = e.as<ir::IntImmNode>();
+    return k && k->value == v;
+  }
+  // The axis whose indptr (or indices) array `b` is, or null.
+  const ir::AxisNode* level_of(const ir::Buffer& b, ir::ParamOrigin::Kind kind) const {
+    auto it = origin_.find(b.get());
+    return it != origin_.end() && it->second.kind == kind ? it->second.axis.get() : nullptr;
+  }
+
+  // The write c[idx[0], idx[1]] at the current point: column = the blocked loop's iterator,
+  // row = Idx[P[e] + j] under the single loop `for j in [0, P[e + 1] - P[e])` (see the top).
+  bool ascends_by_construction(const std::vector<ir::Expr>& idx) const {
+    if (!block_.defined() || !blocked_ || co_iterations_ != 0 || inner_.size() != 1) return false;
+    const ir::ForNode* j = inner_[0];
+    const auto* column = uncast(idx[1]).as<ir::VarNode>();
+    if (!column || column != blocked_->var.node() || !is_int(j->min, 0)) return false;
+    const auto* extent = j->extent.as<ir::BinaryNode>();
+    if (!extent || extent->op != ir::BinOp::sub) return false;
+    const auto* end = extent->a.as<ir::LoadNode>();
+    const auto* begin = extent->b.as<ir::LoadNode>();
+    if (!end || !begin || end->buffer != begin->buffer || end->indices.size() != 1 || begin->indices.size() != 1)
+      return false;
+    const ir::AxisNode* level = level_of(begin->buffer, ir::ParamOrigin::indptr);
+    const auto* next = end->indices[0].as<ir::BinaryNode>();
+    if (!level || !next || next->op != ir::BinOp::add || !is_int(next->b, 1) || !ir::equal(next->a, begin->indices[0]))
+      return false;
+    const auto* row = uncast(idx[0]).as<ir::LoadNode>();
+    if (!row || row->indices.size() != 1 || level_of(row->buffer, ir::ParamOrigin::indices) != level) return false;
+    const auto* at = row->indices[0].as<ir::BinaryNode>();
+    if (!at || at->op != ir::BinOp::add) return false;
+    const ir::Expr start = extent->b, pos = j->var;
+    return (ir::equal(at->a, start) && ir::equal(at->b, pos)) || (ir::equal(at->a, pos) && ir::equal(at->b, start));
+  }
+
   const AssemblyContext& a_;
   ir::Buffer output_, counts_, out_indices_, out_values_;
   ir::Var block_;
+  std::map<const ir::BufferNode*, ir::ParamOrigin> origin_;
+  const ir::ForNode* blocked_ = nullptr;     // the loop whose iterations became blocks
+  std::vector<const ir::ForNode*> inner_;    // the loops inside it around the current point
+  int co_iterations_ = 0;                    // co-iterations around the current point
+  int writes_ = 0;                           // writes of the output
+  bool ascends_ = true;                      // every write ascends_by_construction
 };
 
 }  // namespace detail
+
+// Whether the numeric phase `f` (stage III, assemble_scattered run) fills each row's segment
+// in strictly ascending columns whenever its inputs' fibers are sorted (see the top).
+inline bool segments_ascend_when_sorted(const ir::Function& f) {
+  return has_block(f, detail::AssembleScattered::kSegmentsAscend);
+}
 
 inline ir::Function assemble_scattered(const ir::Function& f, const LowerContext& ctx) {
   if (ctx.assembly.phase == AssemblyContext::none) return f;

@@ -72,6 +72,22 @@ inline bool writes_buffer(const ir::Stmt& s, const ir::BufferNode* b) {
   return f.found;
 }
 
+// Whether f holds a block named `name` (the markers assemble_rows and assemble_scattered
+// leave for the runtime).
+inline bool has_block(const ir::Function& f, const std::string& name) {
+  struct Find : ir::IRVisitor {
+    const std::string* name = nullptr;
+    bool found = false;
+    void visit_Block(const ir::BlockNode* n) override {
+      found = found || n->name == *name;
+      ir::IRVisitor::visit_Block(n);
+    }
+  } find;
+  find.name = &name;
+  find.visit(f.body);
+  return find.found;
+}
+
 struct LowerContext {
   std::string kernel;       // for messages
   int num_threads = 1;      // of the target (CPU schedules)

@@ -12,6 +12,7 @@
 
 #include "spindle/driver/pipeline.hpp"
 #include "spindle/lower/assemble_rows.hpp"
+#include "spindle/lower/assemble_scattered.hpp"
 #include "spindle/runtime/assembled_kernel.hpp"
 #include "spindle/runtime/assembly_steps.hpp"
 #include "spindle/runtime/runtime.hpp"
@@ -124,17 +125,18 @@ std::vector<std::int64_t> combine_segments(ThreadPool& pool, const std::vector<s
 }
 
 // The host steps after the numeric phase of scattered rows, for one index and value type:
-// when every segment already ascends (segments_ascending: a transpose, a conversion of sorted
-// entries) the arrays are final (values folded from the identity for an operator); otherwise
+// when every segment already ascends (`ascending`: known from the kernel's shape and its
+// inputs, lower::segments_ascend_when_sorted; else checked by segments_ascending: a
+// transpose, a conversion of sorted entries) the arrays are final (values folded from the identity for an operator); otherwise
 // fold each segment in place (the numeric phase wrote into the target's arrays, sized for
 // every write); when some row had duplicates, the folded prefixes are copied into the
 // target's arrays sized anew.
 template <class I, class V>
 void finish_scattered(ThreadPool& pool, const AssemblyPlan& p, const std::vector<std::int64_t>& raw_ptr, void* raw_idx,
-                      void* raw_val, AssemblyTarget& target) {
+                      void* raw_val, bool ascending, AssemblyTarget& target) {
   I* idx = static_cast<I*>(raw_idx);
   V* val = static_cast<V*>(raw_val);
-  if (segments_ascending(pool, raw_ptr, idx)) {  // every row's columns once, in order (a transpose)
+  if (ascending || segments_ascending(pool, raw_ptr, idx)) {  // every row's columns once, in order (a transpose)
     if (p.op) {  // each value folded from the identity alone
       const std::int64_t n = raw_ptr.back();
       pool.parallel_for(n, std::max<std::int64_t>(4096, n / (4 * std::max(1, pool.num_threads()))),
@@ -164,12 +166,12 @@ void finish_scattered(ThreadPool& pool, const AssemblyPlan& p, const std::vector
 
 template <class I>
 void finish_scattered_by_value_type(ThreadPool& pool, const AssemblyPlan& p, const std::vector<std::int64_t>& raw_ptr,
-                                    void* raw_idx, void* raw_val, AssemblyTarget& target) {
+                                    void* raw_idx, void* raw_val, bool ascending, AssemblyTarget& target) {
   switch (p.value_dtype) {
-    case DType::f32: return finish_scattered<I, float>(pool, p, raw_ptr, raw_idx, raw_val, target);
-    case DType::f64: return finish_scattered<I, double>(pool, p, raw_ptr, raw_idx, raw_val, target);
-    case DType::i32: return finish_scattered<I, std::int32_t>(pool, p, raw_ptr, raw_idx, raw_val, target);
-    case DType::i64: return finish_scattered<I, std::int64_t>(pool, p, raw_ptr, raw_idx, raw_val, target);
+    case DType::f32: return finish_scattered<I, float>(pool, p, raw_ptr, raw_idx, raw_val, ascending, target);
+    case DType::f64: return finish_scattered<I, double>(pool, p, raw_ptr, raw_idx, raw_val, ascending, target);
+    case DType::i32: return finish_scattered<I, std::int32_t>(pool, p, raw_ptr, raw_idx, raw_val, ascending, target);
+    case DType::i64: return finish_scattered<I, std::int64_t>(pool, p, raw_ptr, raw_idx, raw_val, ascending, target);
     default: throw InternalError("AssembledKernel: unsupported value type");
   }
 }
@@ -185,7 +187,8 @@ struct AssembledKernel::Impl {
         append_when_sorted(!plan.scattered && !appended &&
                            lower::appends_when_selected(sym.lowered().stage3, plan.symbolic.context) &&
                            lower::appends_when_selected(num.lowered().stage3, plan.numeric.context)),
-        ranked_up_to(plan.scattered ? 0 : lower::ranks_short_rows(num.lowered().stage3)) {}
+        ranked_up_to(plan.scattered ? 0 : lower::ranks_short_rows(num.lowered().stage3)),
+        ascend_when_sorted(plan.scattered && lower::segments_ascend_when_sorted(num.lowered().stage3)) {}
 
   // The phases of assemble_rows for this runtime: rows written at an input fiber's
   // coordinates get both paths (AssemblyContext::sorted_fiber_rows); appended rows are
@@ -221,6 +224,10 @@ struct AssembledKernel::Impl {
   // The rows the numeric phase writes in column order itself: those of at most this many
   // entries (lower::ranks_short_rows), which the row sort skips.
   std::int64_t ranked_up_to;
+
+  // Scattered rows whose segments ascend whenever the inputs' fibers are sorted
+  // (lower::segments_ascend_when_sorted): a call with sorted inputs does not check them.
+  bool ascend_when_sorted = false;
 
   void call_scattered(const std::vector<CallArg>& args, AssemblyTarget& target) const;
 };
@@ -282,10 +289,13 @@ inline void AssembledKernel::Impl::call_scattered(const std::vector<CallArg>& ar
   num.call(a);
   for (std::size_t k = 0; k < cells; ++k) cursor[k] -= start[k];  // each block's writes per row
   p.check_same_pattern(counts, cursor);
+  const bool ascending = ascend_when_sorted && inputs_sorted(args);
   if (p.index_dtype == DType::i32)
-    assembly_detail::finish_scattered_by_value_type<std::int32_t>(rt->pool(), p, raw_ptr, raw_idx, raw_val, target);
+    assembly_detail::finish_scattered_by_value_type<std::int32_t>(rt->pool(), p, raw_ptr, raw_idx, raw_val, ascending,
+                                                                  target);
   else
-    assembly_detail::finish_scattered_by_value_type<std::int64_t>(rt->pool(), p, raw_ptr, raw_idx, raw_val, target);
+    assembly_detail::finish_scattered_by_value_type<std::int64_t>(rt->pool(), p, raw_ptr, raw_idx, raw_val, ascending,
+                                                                  target);
   target.commit();
 }
 
@@ -305,9 +315,13 @@ SPINDLE_DECL std::string AssembledKernel::explain() const {
           ? message("# assembled output '", p.output, "' [", p.rows_axis, ", columns of ", p.cols_axis,
                     "] written at scattered rows: symbolic phase (writes per row), row segments by prefix sums, "
                     "numeric phase (each write collected in its row's segment; blocks of the outermost loop in "
-                    "parallel, block after block within a segment), segments sorted by "
-                    "column and their duplicates combined by ", p.op ? ir::reduce_op_name(*p.op) : "= (the last)",
-                    "\n")
+                    "parallel, block after block within a segment), ",
+                    impl_->ascend_when_sorted
+                        ? "segments ascending by construction when every input's fibers are sorted (one write per "
+                          "row per iteration of the blocked loop, at its iterator's column; else "
+                        : "",
+                    "segments sorted by column and their duplicates combined by ",
+                    p.op ? ir::reduce_op_name(*p.op) : "= (the last)", impl_->ascend_when_sorted ? ")\n" : "\n")
           : lower::counts_bound_merges(impl_->sym.lowered().stage3)
           ? message("# assembled output '", p.output, "' [", p.rows_axis, ", columns of ", p.cols_axis,
                     "]: symbolic phase (an upper bound of each row's entries: the merged fibers' lengths, summed "

@@ -504,19 +504,55 @@ TEST_CASE("assemble_scattered: rows written elsewhere than at the first iterator
           let spindle_row: i64 = i64(J_indices[J_indptr[i] + j])
           b_rows[spindle_block, spindle_row] += 1
 )");
-  CHECK(body(phase(tr, sp::lower::AssemblyContext::numeric)) == R"(  block tr:
-    for spindle_block in [0, spindle_count_blocks_len) parallel:  # axis spindle_blocks
-      let spindle_lo: i64 = I_len * spindle_block / spindle_count_blocks_len
-      let spindle_hi: i64 = I_len * (spindle_block + 1) / spindle_count_blocks_len
-      for i in [spindle_lo, spindle_lo + spindle_hi - spindle_lo):  # axis I
-        for j in [0, J_indptr[i + 1] - J_indptr[i]):  # axis J
-          let spindle_row: i64 = i64(J_indices[J_indptr[i] + j])
-          let spindle_at: i64 = b_rows[spindle_block, spindle_row]
-          if spindle_at < spindle_nnz_len:
-            b_indices[spindle_at] = i32(i)
-            b_values[spindle_at] = a[J_indptr[i] + j]
-          b_rows[spindle_block, spindle_row] = spindle_at + 1
+  CHECK(body(phase(tr, sp::lower::AssemblyContext::numeric)) == R"(  block spindle_segments_ascend:
+    block tr:
+      for spindle_block in [0, spindle_count_blocks_len) parallel:  # axis spindle_blocks
+        let spindle_lo: i64 = I_len * spindle_block / spindle_count_blocks_len
+        let spindle_hi: i64 = I_len * (spindle_block + 1) / spindle_count_blocks_len
+        for i in [spindle_lo, spindle_lo + spindle_hi - spindle_lo):  # axis I
+          for j in [0, J_indptr[i + 1] - J_indptr[i]):  # axis J
+            let spindle_row: i64 = i64(J_indices[J_indptr[i] + j])
+            let spindle_at: i64 = b_rows[spindle_block, spindle_row]
+            if spindle_at < spindle_nnz_len:
+              b_indices[spindle_at] = i32(i)
+              b_values[spindle_at] = a[J_indptr[i] + j]
+            b_rows[spindle_block, spindle_row] = spindle_at + 1
 )");
+}
+
+TEST_CASE("assemble_scattered: a numeric phase that writes each row once per blocked iteration, at that iterator's "
+          "column, is marked as filling its segments in ascending order; other shapes are not",
+          "[lower][assembly]") {
+  using Ctx = sp::lower::AssemblyContext;
+  struct Ct : sp::assembled<sp::dense<J>, I> {};
+  struct Lt : sp::assembled<sp::dense<L>, I> {};
+  struct Ci : sp::assembled<sp::dense<J>, J> {};
+  auto ascends = [](const sp::ir::Function& f) {
+    return sp::lower::segments_ascend_when_sorted(phase(f, Ctx::numeric));
+  };
+  // CSR -> CSC, also under a when: the fiber's coordinates, each once per row i, at column i.
+  auto tr = sp::define_kernel("tr", [](sp::in<float, I, J> a, sp::out<float, sp::dense<J>, Ct> c, sp::iter<I> i,
+                                       sp::iter<J> j) { c(j, i) = a(i, j); });
+  auto positive = sp::define_kernel("positive", [](sp::in<float, I, J> a, sp::out<float, sp::dense<J>, Ct> c,
+                                                   sp::iter<I> i, sp::iter<J> j) {
+    sp::when(a(i, j) > 0.0f, [&] { c(j, i) = a(i, j); });
+  });
+  auto sum_tr = sp::define_kernel("sum_tr", [](sp::in<float, I, J> a, sp::out<float, sp::dense<J>, Ct> c,
+                                               sp::iter<I> i, sp::iter<J> j) { c(j, i) += a(i, j) * 2.0f; });
+  CHECK(ascends(tr));
+  CHECK(ascends(positive));
+  CHECK(ascends(sum_tr));
+  CHECK_FALSE(sp::lower::segments_ascend_when_sorted(phase(tr, Ctx::symbolic)));  // only the numeric phase fills
+  // The mark wraps the phase; the loops are those of the unmarked numeric phase.
+  CHECK(body(phase(tr, Ctx::numeric)).rfind("  block spindle_segments_ascend:\n    block tr:\n", 0) == 0);
+  // A 3-level tensor: row k of c can come from two fibers j of one i (two loops inside i).
+  auto tr3 = sp::define_kernel("tr3", [](sp::in<float, I, J, L> a, sp::out<float, sp::dense<L>, Lt> c,
+                                         sp::iter<I> i, sp::iter<J> j, sp::iter<L> l) { c(l, i) += a(i, j, l); });
+  CHECK_FALSE(ascends(tr3));
+  // The column is not the blocked iterator: a row's columns come in the order of the fiber.
+  auto by_col = sp::define_kernel("by_col", [](sp::in<float, I, J> a, sp::out<float, sp::dense<J>, Ci> c,
+                                               sp::iter<I> i, sp::iter<J> j) { c(j, j) += a(i, j); });
+  CHECK_FALSE(ascends(by_col));
 }
 
 TEST_CASE("flatten_position_loops: a loop over fibers whose body reads only the positions becomes one loop over the "
