@@ -855,6 +855,14 @@ TEST_CASE("scattered rows: CSR -> CSC and COO -> CSR (duplicates summed or maxed
         sp::Csr<double> d(s.rows, s.cols);
         coo.with_runtime(rt)(t.row, t.col, t.val, d);
         check_same(entries(d), t.sum, 0);
+        {  // A target that cannot shrink in place: the folded entries copied into new arrays.
+          sp::Csr<double> e(s.rows, s.cols);
+          std::vector<sp::runtime::CallArg> args{sp::detail::make_call_arg(t.row), sp::detail::make_call_arg(t.col),
+                                                 sp::detail::make_call_arg(t.val), sp::detail::make_call_arg(e)};
+          HostCsrTarget<double, std::int32_t> target(e);
+          coo.with_runtime(rt).compile_assembled().call(args, target);
+          check_same(entries(e), t.sum, 0);
+        }
         sp::Dcsr<double> dd(s.rows, s.cols);  // only the rows that get entries stored
         coo.with_runtime(rt)(t.row, t.col, t.val, dd);
         check_same(entries(dd.to_csr()), t.sum, 0);

@@ -127,10 +127,11 @@ std::vector<std::int64_t> combine_segments(ThreadPool& pool, const std::vector<s
 // The host steps after the numeric phase of scattered rows, for one index and value type:
 // when every segment already ascends (`ascending`: known from the kernel's shape and its
 // inputs, lower::segments_ascend_when_sorted; else checked by segments_ascending: a
-// transpose, a conversion of sorted entries) the arrays are final (values folded from the identity for an operator); otherwise
-// fold each segment in place (the numeric phase wrote into the target's arrays, sized for
-// every write); when some row had duplicates, the folded prefixes are copied into the
-// target's arrays sized anew.
+// transpose, a conversion of sorted entries) the arrays are final (values folded from the
+// identity for an operator); otherwise fold each segment in place (the numeric phase wrote into the target's arrays, sized for
+// every write); when some row had duplicates, the folded prefixes move down to the rows'
+// offsets and the target keeps that many entries (shrunk in place, else copied once into
+// arrays allocated anew: keep_first_entries).
 template <class I, class V>
 void finish_scattered(ThreadPool& pool, const AssemblyPlan& p, const std::vector<std::int64_t>& raw_ptr, void* raw_idx,
                       void* raw_val, bool ascending, AssemblyTarget& target) {
@@ -149,19 +150,17 @@ void finish_scattered(ThreadPool& pool, const AssemblyPlan& p, const std::vector
   }
   const std::vector<std::int64_t> row_ptr = p.row_offsets(combine_segments(pool, raw_ptr, idx, val, p.op));
   if (row_ptr.back() == raw_ptr.back()) return;  // no row had two writes of one column
+  // Each row's folded prefix moves down to its offset, row after row: row r's new place ends
+  // at row_ptr[r + 1] <= raw_ptr[r + 1], before the entries of the rows after it.
   const std::int64_t rows = static_cast<std::int64_t>(row_ptr.size()) - 1;
-  std::vector<I> ci(static_cast<std::size_t>(row_ptr.back()));
-  std::vector<V> cv(ci.size());
   for (std::int64_t r = 0; r < rows; ++r) {
     const auto k = static_cast<std::size_t>(r);
-    std::copy(idx + raw_ptr[k], idx + raw_ptr[k] + (row_ptr[k + 1] - row_ptr[k]), ci.begin() + row_ptr[k]);
-    std::copy(val + raw_ptr[k], val + raw_ptr[k] + (row_ptr[k + 1] - row_ptr[k]), cv.begin() + row_ptr[k]);
+    const std::int64_t n = row_ptr[k + 1] - row_ptr[k];
+    if (row_ptr[k] == raw_ptr[k] || n == 0) continue;
+    std::copy(idx + raw_ptr[k], idx + raw_ptr[k] + n, idx + row_ptr[k]);  // to the left: forward is safe
+    std::copy(val + raw_ptr[k], val + raw_ptr[k] + n, val + row_ptr[k]);
   }
-  void* out_indices = nullptr;
-  void* out_values = nullptr;
-  target.allocate(row_ptr.back(), row_ptr, out_indices, out_values);
-  std::copy(ci.begin(), ci.end(), static_cast<I*>(out_indices));
-  std::copy(cv.begin(), cv.end(), static_cast<V*>(out_values));
+  keep_first_entries(p, row_ptr, idx, val, target);
 }
 
 template <class I>

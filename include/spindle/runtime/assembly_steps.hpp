@@ -8,6 +8,7 @@
 //   phase_arg           a dense scratch array as a call argument
 //   row_offsets         row_ptr from the symbolic phase's counts; nnz checked against the index type
 //   rebalance           block bounds for the numeric phase: about (nnz + rows) / T per block
+//   keep_first_entries  the target keeps the first entries of its arrays (shrunk, or copied anew)
 //   pack_bounded_rows   bounded rows: each row's count checked, the blocks' entries moved together
 //   with_shape_hint     a binder ShapeError of a phase, with what the output's shape must be
 #pragma once
@@ -167,6 +168,29 @@ inline void rebalance(std::vector<std::int64_t>& bounds, const std::vector<std::
   }
 }
 
+// The first row_ptr.back() entries of the target's arrays (those of its last allocate) are
+// the output's, with row offsets `row_ptr`: the target keeps them in place when it can
+// (AssemblyTarget::shrink), else they are copied into arrays allocated anew at that size.
+template <class Target>
+void keep_first_entries(const AssemblyPlan& p, const std::vector<std::int64_t>& row_ptr, const void* indices,
+                        const void* values, Target& target) {
+  const std::int64_t nnz = row_ptr.back();
+  if (target.shrink(nnz, row_ptr)) return;
+  const auto n = static_cast<std::size_t>(nnz);
+  const auto isz = static_cast<std::size_t>(dtype_bytes(p.index_dtype));
+  const auto vsz = static_cast<std::size_t>(dtype_bytes(p.value_dtype));
+  const auto* x = static_cast<const char*>(indices);
+  const auto* v = static_cast<const char*>(values);
+  std::vector<char> kept_x(x, x + n * isz), kept_v(v, v + n * vsz);
+  void* nx = nullptr;
+  void* nv = nullptr;
+  target.allocate(nnz, row_ptr, nx, nv);
+  if (n) {
+    std::memcpy(nx, kept_x.data(), n * isz);
+    std::memcpy(nv, kept_v.data(), n * vsz);
+  }
+}
+
 // Bounded rows (lower/assemble_rows.hpp): the target's arrays were sized by the symbolic
 // phase's bounds (row offsets `row_ptr`), and block t of the numeric phase (rows [bounds[t],
 // bounds[t + 1])) appended its rows' entries one after another from row_ptr[bounds[t]];
@@ -193,17 +217,7 @@ void pack_bounded_rows(const AssemblyPlan& p, const std::vector<std::int64_t>& b
     std::memmove(x + to * isz, x + from * isz, n * isz);
     std::memmove(v + to * vsz, v + from * vsz, n * vsz);
   }
-  const std::int64_t nnz = exact.back();
-  if (target.shrink(nnz, exact)) return;
-  const auto n = static_cast<std::size_t>(nnz);
-  std::vector<char> kept_x(x, x + n * isz), kept_v(v, v + n * vsz);
-  void* nx = nullptr;
-  void* nv = nullptr;
-  target.allocate(nnz, exact, nx, nv);
-  if (n) {
-    std::memcpy(nx, kept_x.data(), n * isz);
-    std::memcpy(nv, kept_v.data(), n * vsz);
-  }
+  keep_first_entries(p, exact, indices, values, target);
 }
 
 // A dense array (host or device memory) as a call argument of a phase.
