@@ -45,8 +45,9 @@ class AssemblyTarget {
   virtual void allocate(std::int64_t nnz, const std::vector<std::int64_t>& row_ptr, void*& indices,
                         void*& values) = 0;
   // The arrays of the last allocate() were sized for an upper bound of the entries (an
-  // assembly whose symbolic phase bounds merged rows): their first `nnz` entries are the
-  // output's, with row offsets `row_ptr`; the rest is dropped. Returns false when the target
+  // assembly whose symbolic phase bounds merged rows, or scattered rows whose duplicate
+  // writes were combined): their first `nnz` entries are the output's, with row offsets
+  // `row_ptr`; the rest is dropped. Returns false when the target
   // cannot do that in place (the default): the caller then allocates anew and copies.
   virtual bool shrink(std::int64_t nnz, const std::vector<std::int64_t>& row_ptr) {
     (void)nnz, (void)row_ptr;

@@ -128,10 +128,10 @@ std::vector<std::int64_t> combine_segments(ThreadPool& pool, const std::vector<s
 // when every segment already ascends (`ascending`: known from the kernel's shape and its
 // inputs, lower::segments_ascend_when_sorted; else checked by segments_ascending: a
 // transpose, a conversion of sorted entries) the arrays are final (values folded from the
-// identity for an operator); otherwise fold each segment in place (the numeric phase wrote into the target's arrays, sized for
-// every write); when some row had duplicates, the folded prefixes move down to the rows'
-// offsets and the target keeps that many entries (shrunk in place, else copied once into
-// arrays allocated anew: keep_first_entries).
+// identity for an operator); otherwise fold each segment in place (the numeric phase wrote
+// into the target's arrays, sized for every write); when some row had duplicates, the folded
+// prefixes move down to the rows' offsets and the target keeps that many entries (shrunk in
+// place, else copied once into arrays allocated anew: keep_first_entries).
 template <class I, class V>
 void finish_scattered(ThreadPool& pool, const AssemblyPlan& p, const std::vector<std::int64_t>& raw_ptr, void* raw_idx,
                       void* raw_val, bool ascending, AssemblyTarget& target) {
