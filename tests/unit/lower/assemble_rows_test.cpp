@@ -521,7 +521,7 @@ TEST_CASE("assemble_scattered: rows written elsewhere than at the first iterator
 }
 
 TEST_CASE("assemble_scattered: a numeric phase that writes each row once per blocked iteration, at that iterator's "
-          "column, is marked as filling its segments in ascending order; other shapes are not",
+          "column, is marked as filling its segments in ascending order, and other shapes are not",
           "[lower][assembly]") {
   using Ctx = sp::lower::AssemblyContext;
   struct Ct : sp::assembled<sp::dense<J>, I> {};
