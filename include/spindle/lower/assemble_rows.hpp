@@ -54,6 +54,15 @@
 // its bounded slot [row_ptr[i], row_ptr[i + 1]) whatever it counts, and a block's entries are
 // contiguous; the runtime checks each row's count against its bound and moves the blocks
 // together. Counts that are exact leave every row where row_ptr puts it.
+// A workspace restored by the gather (the host runtime's phases, AssemblyContext::
+// restore_workspace; every reduction of the output with one operator): the restart of a new
+// column's slot is a select over the slot's old value, which the compiler turns back into a
+// branch around the load (LLVM's select-to-branch for a load operand) that mispredicts as often
+// as the test (one product in three on ogbn-arxiv's SpGEMM). Instead each block fills its
+// workspace row with the operator's identity before its rows, the write does `ws[blk, x] op=
+// v` alone, and the epilogue stores the identity back into every slot it copies out (its
+// line is in cache: it was just read), so the next row finds the identity in every slot.
+// Assignments alone need neither (each new column's first write overwrites its slot).
 // The marker starts at -1 (set by the runtime), so a row's first write of a column always
 // counts; rows are visited once per phase, so the two phases see the same pattern, which the
 // runtime checks by comparing the counts.
@@ -63,6 +72,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -107,6 +117,7 @@ class AssembleRows : public ir::IRMutator {
       if (b.origin.kind == ir::ParamOrigin::indices) indices_of_[b.buffer.get()] = b.origin.axis.get();
       if (b.origin.kind == ir::ParamOrigin::indptr) indptr_of_[b.buffer.get()] = b.origin.axis.get();
     }
+    if (a.restore_workspace && a.phase == AssemblyContext::numeric) restore_op_ = single_reduce_op(f.body);
   }
 
   ir::Function run(const ir::Function& f) {
@@ -193,6 +204,23 @@ class AssembleRows : public ir::IRMutator {
   }
 
  private:
+  // The one operator of every reduction of the output (none when it has none, or two
+  // different ones): the workspace restored by the gather (file comment) needs one identity.
+  std::optional<ir::ReduceOp> single_reduce_op(const ir::Stmt& body) const {
+    struct Ops : ir::IRVisitor {
+      const ir::BufferNode* out = nullptr;
+      std::set<ir::ReduceOp> ops;
+      void visit_Reduce(const ir::ReduceNode* n) override {
+        if (n->buffer.get() == out) ops.insert(n->op);
+        ir::IRVisitor::visit_Reduce(n);
+      }
+    } scan;
+    scan.out = output_.get();
+    scan.visit(body);
+    if (scan.ops.size() != 1) return std::nullopt;
+    return *scan.ops.begin();
+  }
+
   // marker: the general path; append: the row's columns come strictly ascending (the append
   // case of the file comment); either: they do when the input fiber written at is sorted.
   enum class Path { marker, append, either };
@@ -230,6 +258,14 @@ class AssembleRows : public ir::IRMutator {
     ir::Stmt per_row = ir::block("spindle_row", {count_}, ir::seq(std::move(s), n->loc), n->loc);
     ir::Expr lo = ir::load(bounds_, {block_}), hi = ir::load(bounds_, {ir::Expr(block_) + 1});
     ir::Stmt out = ir::for_loop(row, n->min + lo, hi - lo, ir::ForKind::serial, n->iter_kind, n->axis, per_row, n->loc);
+    if (!append && restore_op_) {  // the block's workspace row starts at the identity (file comment)
+      ir::Var x("spindle_x", DType::i64);
+      ir::Stmt fill = ir::for_loop(x, ir::int_imm(0), ws_->shape[1], ir::ForKind::serial, ir::IterKind::spatial,
+                                   "spindle_fill",
+                                   ir::store(ws_, {block_, x}, ir::reduce_identity(*restore_op_, ws_->dtype), n->loc),
+                                   n->loc);
+      out = ir::seq({fill, out}, n->loc);
+    }
     if (cursor_ != nullptr)
       out = ir::block("spindle_block_rows", {cursor_},
                       ir::seq({ir::store(cursor_, {}, ir::load(row_ptr_, {n->min + lo}), n->loc), out}, n->loc),
@@ -422,7 +458,8 @@ class AssembleRows : public ir::IRMutator {
     std::vector<ir::Stmt> s{ir::store(mark_, {blk, col}, row, loc)};
     if (a_.phase == AssemblyContext::numeric) {
       const ir::Expr identity = ir::reduce_identity(op ? *op : ir::ReduceOp::add, ws_->dtype);
-      s.push_back(ir::store(ws_, {blk, col}, ir::select(is_new, identity, ir::load(ws_, {blk, col})), loc));
+      if (!restore_op_)  // else the slot holds the identity already (a workspace restored by the gather)
+        s.push_back(ir::store(ws_, {blk, col}, ir::select(is_new, identity, ir::load(ws_, {blk, col})), loc));
       s.push_back(ir::if_then_else(count < list_->shape[1],
                                    ir::store(list_, {blk, count}, ir::cast(list_->dtype, col), loc), ir::Stmt(), loc));
     }
@@ -432,6 +469,14 @@ class AssembleRows : public ir::IRMutator {
     ir::Stmt body = ir::let_stmt(fresh, ir::binary(ir::BinOp::ne, ir::load(mark_, {blk, col}), row),
                                  ir::seq(std::move(s), loc), loc);
     return ir::let_stmt(x, ir::cast(DType::i64, idx[1]), body, loc);
+  }
+
+  // The epilogue's copy of a slot, `copy`, followed by the slot's restart at the identity
+  // when the workspace is restored by the gather (file comment).
+  std::vector<ir::Stmt> restored(std::vector<ir::Stmt> copy, const ir::Expr& col, ir::SourceLoc loc) const {
+    if (restore_op_)
+      copy.push_back(ir::store(ws_, {block_, col}, ir::reduce_identity(*restore_op_, ws_->dtype), loc));
+    return copy;
   }
 
   ir::Stmt epilogue(ir::SourceLoc loc) {
@@ -446,8 +491,9 @@ class AssembleRows : public ir::IRMutator {
     const ir::Expr blk = block_, at = ir::Expr(base) + ir::Expr(q);
     ir::Stmt copy = ir::let_stmt(
         col, ir::cast(DType::i64, ir::load(list_, {blk, q})),
-        ir::seq({ir::store(out_indices_, {at}, ir::cast(out_indices_->dtype, col), loc),
-                 ir::store(out_values_, {at}, ir::load(ws_, {blk, col}), loc)},
+        ir::seq(restored({ir::store(out_indices_, {at}, ir::cast(out_indices_->dtype, col), loc),
+                          ir::store(out_values_, {at}, ir::load(ws_, {blk, col}), loc)},
+                         ir::Expr(col), loc),
                 loc),
         loc);
     ir::Expr room = ir::load(row_ptr_, {i + 1}) - ir::Expr(base);
@@ -469,8 +515,9 @@ class AssembleRows : public ir::IRMutator {
         loc);
     ir::Stmt put = ir::let_stmt(
         to, ir::Expr(base) + ir::cast(DType::i64, ir::load(rank, {})),
-        ir::seq({ir::store(out_indices_, {ir::Expr(to)}, ir::cast(out_indices_->dtype, key), loc),
-                 ir::store(out_values_, {ir::Expr(to)}, ir::load(ws_, {blk, ir::cast(DType::i64, key)}), loc)},
+        ir::seq(restored({ir::store(out_indices_, {ir::Expr(to)}, ir::cast(out_indices_->dtype, key), loc),
+                          ir::store(out_values_, {ir::Expr(to)}, ir::load(ws_, {blk, ir::cast(DType::i64, key)}), loc)},
+                         ir::cast(DType::i64, key), loc),
                 loc),
         loc);
     ir::Stmt place = ir::let_stmt(key, ir::load(list_, {blk, q}),
@@ -494,6 +541,9 @@ class AssembleRows : public ir::IRMutator {
   ir::Buffer count_, cursor_;
   const ir::CoIterateNode* bound_merge_ = nullptr;
   bool append_ = false;
+  // The operator whose identity the workspace is restored to (AssemblyContext::
+  // restore_workspace, numeric phase, one reduction operator), else none.
+  std::optional<ir::ReduceOp> restore_op_;
 };
 
 }  // namespace detail

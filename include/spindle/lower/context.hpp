@@ -31,6 +31,11 @@ struct AssemblyContext {
   // numeric phase appends each block's rows one after another from the block's first row
   // offset; the runtime then moves the blocks together (runtime/assembled_kernel_impl.hpp).
   bool bounded_rows = false;
+  // The host runtime's phases (not CUDA's): on the marker path of the numeric phase, each block
+  // fills its workspace row with the writes' identity once, and each row's epilogue restores
+  // the slots it copies out, so a column new to a row finds the identity there and the write
+  // needs no restart (lower/assemble_rows.hpp, "A workspace restored by the gather").
+  bool restore_workspace = false;
   std::string output;                      // the placeholder over [P, dense<X>] the body writes
   std::string bounds, mark, counts;        // both phases
   std::string workspace, list, row_ptr;    // numeric

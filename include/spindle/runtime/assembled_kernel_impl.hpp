@@ -191,11 +191,13 @@ struct AssembledKernel::Impl {
 
   // The phases of assemble_rows for this runtime: rows written at an input fiber's
   // coordinates get both paths (AssemblyContext::sorted_fiber_rows); appended rows are
-  // bounded (AssemblyContext::bounded_rows).
+  // bounded (AssemblyContext::bounded_rows); the numeric phase's workspace is restored by its
+  // gather (AssemblyContext::restore_workspace).
   static AssemblyPlan host_plan(const ir::Function& f) {
     AssemblyPlan p(f);
     p.symbolic.context.sorted_fiber_rows = p.numeric.context.sorted_fiber_rows = true;
     p.symbolic.context.bounded_rows = p.numeric.context.bounded_rows = true;
+    p.numeric.context.restore_workspace = true;
     return p;
   }
 

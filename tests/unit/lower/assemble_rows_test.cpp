@@ -23,10 +23,11 @@ struct Jc : sp::assembled<I, J> {};
 // The phase's stage-III function after assemble_rows, or assemble_scattered when the rows are
 // scattered (and the simplify that follows it).
 sp::ir::Function phase(const sp::ir::Function& f, sp::lower::AssemblyContext::Phase p, bool sorted_fiber_rows = false,
-                       bool bounded_rows = false) {
+                       bool bounded_rows = false, bool restore_workspace = false) {
   sp::lower::AssemblyPhase ph = sp::lower::split_assembly(f, p);
   ph.context.sorted_fiber_rows = sorted_fiber_rows;
   ph.context.bounded_rows = bounded_rows;
+  ph.context.restore_workspace = restore_workspace;
   sp::lower::LowerContext c = ctx(ph.function);
   c.assembly = ph.context;
   c.keep_loop_order = true;
@@ -133,6 +134,86 @@ TEST_CASE("assemble_rows: row blocks in parallel, a column marker per block, wor
               c_indices[spindle_base + spindle_q] = i32(spindle_col)
               c_values[spindle_base + spindle_q] = spindle_workspace[spindle_block, spindle_col]
 )");
+}
+
+TEST_CASE("assemble_rows: with restore_workspace, each block fills its workspace row with the identity, the write "
+          "has no restart and the epilogue restores every slot it copies out",
+          "[lower][assembly]") {
+  auto add = sp::define_kernel("add", [](sp::in<float, I, J> a, sp::in<float, I, J2> b, sp::out<float, I, Jc> c,
+                                          sp::iter<I> i) {
+    sp::for_each<J>([&](sp::iter<J> j) { c(i, j) += a(i, j); });
+    sp::for_each<J2>([&](sp::iter<J2> j) { c(i, j) += b(i, j); });
+  });
+  const auto numeric = sp::lower::AssemblyContext::numeric;
+  CHECK(body(phase(add, numeric, false, false, true)) == R"(  block add:
+    for spindle_block in [0, spindle_blocks_len) parallel:  # axis spindle_blocks
+      for spindle_x in [0, J_len):  # axis spindle_fill
+        spindle_workspace[spindle_block, spindle_x] = 0.0f
+      for i in [spindle_block_rows[spindle_block], spindle_block_rows[spindle_block] + spindle_block_rows[spindle_block + 1] - spindle_block_rows[spindle_block]):  # axis I
+        block spindle_row:
+          alloc spindle_count: local i64[]
+          spindle_count = 0
+          block add1:
+            for j in [0, J_indptr[i + 1] - J_indptr[i]):  # axis J
+              let spindle_col: i64 = i64(J_indices[J_indptr[i] + j])
+              let spindle_fresh: bool = c_columns[spindle_block, spindle_col] != i32(i)
+              c_columns[spindle_block, spindle_col] = i32(i)
+              if spindle_count < J_len:
+                spindle_touched[spindle_block, spindle_count] = i32(spindle_col)
+              spindle_count = spindle_count + i64(spindle_fresh)
+              spindle_workspace[spindle_block, spindle_col] += a[J_indptr[i] + j]
+          block add2:
+            for j2 in [0, J2_indptr[i + 1] - J2_indptr[i]):  # axis J2
+              let spindle_col: i64 = i64(J2_indices[J2_indptr[i] + j2])
+              let spindle_fresh: bool = c_columns[spindle_block, spindle_col] != i32(i)
+              c_columns[spindle_block, spindle_col] = i32(i)
+              if spindle_count < J_len:
+                spindle_touched[spindle_block, spindle_count] = i32(spindle_col)
+              spindle_count = spindle_count + i64(spindle_fresh)
+              spindle_workspace[spindle_block, spindle_col] += b[J2_indptr[i] + j2]
+          c_rows[i] = spindle_count
+          let spindle_base: i64 = spindle_row_ptr[i]
+          if spindle_count <= 32 && spindle_count <= spindle_row_ptr[i + 1] - spindle_base:
+            block spindle_ranked:
+              alloc spindle_rank: local i32[]
+              for spindle_q in [0, spindle_count):  # axis spindle_place
+                let spindle_key: i32 = spindle_touched[spindle_block, spindle_q]
+                spindle_rank = 0
+                for spindle_p in [0, spindle_count) reduction:  # axis spindle_rank
+                  spindle_rank = spindle_rank + i32(spindle_touched[spindle_block, spindle_p] < spindle_key)
+                let spindle_to: i64 = spindle_base + i64(spindle_rank)
+                c_indices[spindle_to] = spindle_key
+                c_values[spindle_to] = spindle_workspace[spindle_block, i64(spindle_key)]
+                spindle_workspace[spindle_block, i64(spindle_key)] = 0.0f
+          else:
+            for spindle_q in [0, min(spindle_count, spindle_row_ptr[i + 1] - spindle_base)):  # axis spindle_gather
+              let spindle_col: i64 = i64(spindle_touched[spindle_block, spindle_q])
+              c_indices[spindle_base + spindle_q] = i32(spindle_col)
+              c_values[spindle_base + spindle_q] = spindle_workspace[spindle_block, spindle_col]
+              spindle_workspace[spindle_block, spindle_col] = 0.0f
+)");
+  // The symbolic phase has no workspace: unchanged.
+  const auto symbolic = sp::lower::AssemblyContext::symbolic;
+  CHECK(body(phase(add, symbolic, false, false, true)) == body(phase(add, symbolic)));
+
+  // The identity is the operator's: max= starts from -inf.
+  auto biggest = sp::define_kernel("biggest", [](sp::in<float, I, J> a, sp::in<float, I, J2> b,
+                                                 sp::out<float, I, Jc> c, sp::iter<I> i) {
+    sp::for_each<J>([&](sp::iter<J> j) { c(i, j).max_with(a(i, j)); });
+    sp::for_each<J2>([&](sp::iter<J2> j) { c(i, j).max_with(b(i, j)); });
+  });
+  const std::string big = body(phase(biggest, numeric, false, false, true));
+  CHECK(big.find("spindle_workspace[spindle_block, spindle_x] = -inf") != std::string::npos);
+  CHECK(big.find("select(spindle_fresh") == std::string::npos);
+
+  // Assignments alone need no identity (each new column's first write overwrites its slot):
+  // nothing is filled or restored. (Two operators on one `out` buffer are rejected at
+  // definition: its initial value would be ambiguous.)
+  auto copy = sp::define_kernel("copy", [](sp::in<float, I, J> a, sp::out<float, I, Jc> c, sp::iter<I> i) {
+    sp::for_each<J>([&](sp::iter<J> j) { c(i, j) = a(i, j); });
+  });
+  CHECK(body(phase(copy, numeric, false, false, true)) == body(phase(copy, numeric)));
+  CHECK(body(phase(copy, numeric)).find("spindle_fill") == std::string::npos);
 }
 
 TEST_CASE("assemble_rows: an output written once per merged coordinate is counted, then appended in place",
