@@ -121,6 +121,10 @@ struct OpCase {
   // bsr_spmm / ell_spmm: Spindle's CSR SpMM as a second contender.
   std::function<void()> spindle_csr;
   std::function<double()> csr_error;
+  // spgemm: Spindle's rows as gathered (spindle::unsorted), like for like with MKL's unsorted
+  // product; checked after sorting a copy.
+  std::function<void()> spindle_unsorted;
+  std::function<double()> unsorted_error;
   std::string format;  // "bsr 4x4 (padding 1.31, 12.3 MB)", for the label
   // spgemm / spadd: runs after Eigen's checked call (the reference); B's rows and entries,
   // C's entries (from Eigen's result) and spgemm's multiply-adds, for the model.
@@ -164,7 +168,7 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
       // Spindle's sparse result and Eigen's as the reference.
       std::unique_ptr<spindle::Csr<T>> b_own;
       const spindle::Csr<T>* b = &a;
-      std::unique_ptr<spindle::Csr<T>> csp;
+      std::unique_ptr<spindle::Csr<T>> csp, csu;
       CsrResult<T> cref;
       OpCase<T> c;
       c.op = op;
@@ -435,6 +439,11 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
         } else if (op == "spgemm") {
           c.spindle = [&] { k.spgemm(a, *b, *csp); };
           c.eigen = [&] { eigen.spgemm(); };
+          csu = std::make_unique<spindle::Csr<T>>(crows, bcols, "C");
+          c.spindle_unsorted = [&] { k.spgemm(a, *b, spindle::unsorted(*csu)); };
+          c.unsorted_error = [&] {
+            return sparse_result_error(csr_result(csu->canonical()), cref, "spindle-unsorted " + m.info.name + " spgemm");
+          };
         } else if (op == "spadd") {
           c.spindle = [&] { k.spadd(a, *b, T(1), T(1), *csp); };
           c.eigen = [&] { eigen.spadd(); };
@@ -571,6 +580,13 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
                                             "mkl_sparse_order before the check, untimed)"
                                       : std::string(spmv_op(op) ? "mkl_sparse_?_mv" : "mkl_sparse_?_mm, row-major") +
                                             " (inspector-executor, hinted + optimized)");
+        }
+        if (c.spindle_unsorted) {
+          c.spindle_unsorted();
+          cont.push_back({"spindle-unsorted", c.spindle_unsorted, {}});
+          errors.push_back(c.unsorted_error());
+          labels.push_back("spindle::ops::spgemm into spindle::unsorted(C) (rows as the numeric phase gathers them, like "
+                           "mkl's; x < 1: faster than Spindle's sorted rows)");
         }
         if (c.mkl && op == "spgemm") {
           // Like for like with the systems whose rows come sorted: the same call, then mkl_sparse_order.

@@ -42,6 +42,23 @@ template <class T, class Index>
 class DeviceCsrAssembly;
 }  // namespace cuda
 
+// An assembled output whose rows may keep the order the numeric phase gathered them in (the
+// order their columns were first written: SpGEMM's rows of more than 32 entries, as MKL's
+// mkl_sparse_spmm and GraphBLAS's "jumbled" matrices leave them). The row sort is skipped and
+// the result is marked unsorted (Csr::sorted() false): kernels that only walk its fibers
+// (SpMM, SpMV, SDDMM) take it as it is; one that co-iterates or searches it raises a
+// FormatError, and Csr::canonical() sorts a copy. Rows assembled in order anyway (a merge, a
+// transpose) come out sorted and marked so. Call with `kernel(a, b, spindle::unsorted(c))`.
+template <class T, class Index>
+struct UnsortedRows {
+  using value_type = T;
+  Csr<T, Index>& csr;
+};
+template <class T, class Index>
+UnsortedRows<T, Index> unsorted(Csr<T, Index>& c) {
+  return {c};
+}
+
 namespace detail {
 
 // A build of a kernel made once, on first use, by whichever thread gets there first; later
@@ -144,11 +161,23 @@ struct last_axis<out<T, A...>> {
   using type = std::tuple_element_t<sizeof...(A) - 1, std::tuple<A...>>;
 };
 
+// An empty array about to hold n entries of at least 8 MiB: its memory reserved (mapped, not
+// yet touched) and advised to the kernel as transparent huge pages, so that resize() faults in
+// 2 MiB pages, not 4 KiB ones (ogbn-arxiv's SpGEMM output: 68 MB, 17 k faults per call).
+template <class Vector>
+void reserve_in_huge_pages(Vector& v, std::size_t n) {
+  const std::size_t bytes = n * sizeof(typename Vector::value_type);
+  if (!v.empty() || bytes < (std::size_t{8} << 20)) return;
+  v.reserve(n);
+  runtime::advise_huge_pages(v.data(), bytes);
+}
+
 // Sizes an assembled output's arrays; memory that cannot be had is a ResourceError naming the
 // output's entries and bytes (the caller's output is untouched).
 template <class... Vectors>
 void allocate_assembled(std::string_view what, std::int64_t nnz, Vectors&... arrays) {
   try {
+    (reserve_in_huge_pages(arrays, static_cast<std::size_t>(nnz)), ...);
     (arrays.resize(static_cast<std::size_t>(nnz)), ...);
   } catch (const std::bad_alloc&) {
     const double bytes = static_cast<double>(nnz) * static_cast<double>((sizeof(typename Vectors::value_type) + ...));
@@ -166,11 +195,12 @@ void shrink_assembled(std::int64_t nnz, Vectors&... arrays) {
 }
 
 // Receives an assembled output's arrays and hands them to the caller's Csr when the call
-// succeeded (the Csr is untouched before).
+// succeeded (the Csr is untouched before). `take_unsorted`: the caller passed
+// spindle::unsorted(csr), so rows gathered from the workspace keep their order.
 template <class T, class Index>
 class CsrAssembly final : public runtime::AssemblyTarget {
  public:
-  explicit CsrAssembly(Csr<T, Index>& out) : out_(out) {}
+  explicit CsrAssembly(Csr<T, Index>& out, bool take_unsorted = false) : out_(out), take_unsorted_(take_unsorted) {}
   void allocate(std::int64_t nnz, const std::vector<std::int64_t>& row_ptr, void*& indices, void*& values) override {
     indptr_.resize(row_ptr.size());
     for (std::size_t r = 0; r < row_ptr.size(); ++r) indptr_[r] = static_cast<Index>(row_ptr[r]);
@@ -183,13 +213,15 @@ class CsrAssembly final : public runtime::AssemblyTarget {
     shrink_assembled(nnz, indices_, values_);
     return true;
   }
+  bool leave_rows_unsorted() override { return unsorted_ = take_unsorted_; }
   void commit() override {
     out_ = Csr<T, Index>::from_assembly(AssemblyToken{}, out_.rows(), out_.cols(), std::move(indptr_),
-                                        std::move(indices_), std::move(values_), out_.name());
+                                        std::move(indices_), std::move(values_), out_.name(), !unsorted_);
   }
 
  private:
   Csr<T, Index>& out_;
+  bool take_unsorted_ = false, unsorted_ = false;
   std::vector<Index> indptr_, indices_;
   std::vector<T> values_;
 };
@@ -230,10 +262,17 @@ class DcsrAssembly final : public runtime::AssemblyTarget {
 };
 
 template <class A>
+struct is_unsorted_rows : std::false_type {};
+template <class T, class Index>
+struct is_unsorted_rows<UnsortedRows<T, Index>> : std::true_type {};
+
+template <class A>
 runtime::CallArg make_call_arg(A&& a) {
   runtime::CallArg c;
   using Arg = std::remove_cvref_t<A>;
-  if constexpr (std::is_arithmetic_v<Arg>) {
+  if constexpr (is_unsorted_rows<Arg>::value) {
+    c.view = storage_of(a.csr);
+  } else if constexpr (std::is_arithmetic_v<Arg>) {
     c.is_scalar = true;
     c.scalar_dtype = std::is_floating_point_v<Arg> ? DType::f64 : DType::i64;
     c.scalar = static_cast<double>(a);
@@ -274,13 +313,17 @@ class Kernel {
       using T = typename P::value_type;
       using Index = typename detail::last_axis<P>::type::index_type;
       using Arg = std::tuple_element_t<assembled_arg, std::tuple<Args...>>;
+      constexpr bool unsorted = std::is_same_v<std::remove_cvref_t<Arg>, UnsortedRows<T, Index>>;
       static_assert(std::is_same_v<Arg, Csr<T, Index>&> || std::is_same_v<Arg, Dcsr<T, Index>&> ||
-                        std::is_same_v<Arg, cuda::DeviceCsr<T, Index>&>,
+                        std::is_same_v<Arg, cuda::DeviceCsr<T, Index>&> || unsorted,
                     "spindle: the assembled output of a kernel (out<T, P, C> with C = assembled<P, X, Index>) "
                     "takes a non-const Csr<T, Index>& or Dcsr<T, Index>& (or DeviceCsr<T, Index>& on the GPU) "
-                    "of the output's shape; the call replaces its pattern");
+                    "of the output's shape, or spindle::unsorted(csr); the call replaces its pattern");
       auto& c = std::get<assembled_arg>(std::forward_as_tuple(args...));
-      if constexpr (std::is_same_v<Arg, Csr<T, Index>&>) {
+      if constexpr (unsorted) {
+        detail::CsrAssembly<T, Index> target(c.csr, /*take_unsorted=*/true);
+        compile_assembled().call(call_args, target);
+      } else if constexpr (std::is_same_v<Arg, Csr<T, Index>&>) {
         detail::CsrAssembly<T, Index> target(c);
         compile_assembled().call(call_args, target);
       } else if constexpr (std::is_same_v<Arg, Dcsr<T, Index>&>) {

@@ -279,6 +279,76 @@ TEST_CASE("SpGEMM on real graphs matches Eigen's sparse product, with 64-bit ind
   }
 }
 
+TEST_CASE("spindle::unsorted: SpGEMM's rows as gathered hold the sorted product's entries, marked unsorted: kernels "
+          "that walk fibers take them, a co-iteration refuses them, rows assembled in order stay marked sorted",
+          "[correctness][assembly]") {
+  // Each row's (column, value) pairs, sorted by column (values compared exactly: the row sort
+  // only moves them).
+  auto rows_of = [](const sp::Csr<float>& c) {
+    std::vector<std::vector<std::pair<std::int64_t, float>>> rows(static_cast<std::size_t>(c.rows()));
+    for (std::int64_t r = 0; r < c.rows(); ++r) {
+      auto idx = c.row_indices(r);
+      auto val = c.row_values(r);
+      auto& row = rows[static_cast<std::size_t>(r)];
+      for (std::size_t q = 0; q < idx.size(); ++q) row.emplace_back(idx[q], val[q]);
+      std::sort(row.begin(), row.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+      for (std::size_t q = 1; q < row.size(); ++q) REQUIRE(row[q - 1].first < row[q].first);  // distinct
+    }
+    return rows;
+  };
+  std::vector<std::pair<std::string, sp::Csr<float>>> inputs;
+  for (const Shape& s : matrix_shapes())
+    if (s.rows == s.cols) inputs.emplace_back(s.name, random_csr<float>(s, 5));
+  if (auto cora = load_graph<float>("gnn/cora.mtx.gz")) inputs.emplace_back("cora", *cora);
+  else WARN("skipping cora: not in the shared data");
+  for (const auto& [name, a] : inputs)
+    for (const auto& engine : spindle::test::cpu_engines())
+      for (int threads : {1, 3}) {
+        INFO(name << " engine " << engine << " threads " << threads);
+        auto& rt = spindle::test::engine_runtime(engine, threads);
+        auto spgemm = sp::ops::spgemm<float>().with_runtime(rt);
+        sp::Csr<float> sorted(a.rows(), a.cols(), "sorted"), loose(a.rows(), a.cols(), "loose");
+        spgemm(a, a, sorted);
+        spgemm(a, a, sp::unsorted(loose));
+        CHECK(sorted.sorted());
+        CHECK(loose.name() == "loose");
+        REQUIRE(loose.nnz() == sorted.nnz());
+        CHECK(std::equal(loose.indptr().begin(), loose.indptr().end(), sorted.indptr().begin()));
+        CHECK(rows_of(loose) == rows_of(sorted));
+        const sp::Csr<float> canon = loose.canonical();
+        CHECK(std::equal(canon.indices().begin(), canon.indices().end(), sorted.indices().begin()));
+        CHECK(std::equal(canon.values().begin(), canon.values().end(), sorted.values().begin()));
+        if (loose.nnz() == 0) continue;
+        // SpMM walks each fiber in stored order: the same product up to the order of its sums.
+        const std::int64_t k = 5;
+        const auto x = sp::Tensor<float>::random({a.cols(), k}, 41, -1, 1);
+        auto y_sorted = sp::Tensor<float>::zeros({a.rows(), k}), y_loose = sp::Tensor<float>::zeros({a.rows(), k});
+        sp::ops::spmm<float>().with_runtime(rt)(sorted, x, y_sorted);
+        sp::ops::spmm<float>().with_runtime(rt)(loose, x, y_loose);
+        for (std::size_t q = 0; q < y_sorted.values().size(); ++q)
+          REQUIRE(y_loose.values()[q] == Approx(y_sorted.values()[q]).epsilon(1e-4).margin(1e-4));
+        // A co-iteration needs sorted fibers: a FormatError before anything is written.
+        if (!loose.sorted()) {
+          sp::Csr<float> sum(a.rows(), a.cols(), "sum");
+          CHECK_THROWS_AS(sp::ops::sparse_add<float>().with_runtime(rt)(loose, sorted, 1.0f, 1.0f, sum),
+                          sp::FormatError);
+          CHECK(sum.nnz() == 0);
+        }
+      }
+  // Rows assembled in column order anyway (a merge) are committed sorted and marked so.
+  const auto a = random_csr<float>(matrix_shapes().back(), 9);
+  sp::Csr<float> merged(a.rows(), a.cols()), want(a.rows(), a.cols());
+  sp::ops::sparse_add<float>()(a, a, 1.0f, 2.0f, sp::unsorted(merged));
+  sp::ops::sparse_add<float>()(a, a, 1.0f, 2.0f, want);
+  CHECK(merged.sorted());
+  CHECK(std::equal(merged.indices().begin(), merged.indices().end(), want.indices().begin(), want.indices().end()));
+  // A call that fails leaves the output as it was.
+  sp::Csr<float> wrong(a.rows() + 1, a.cols());
+  CHECK_THROWS_AS(sp::ops::spgemm<float>()(a, a, sp::unsorted(wrong)), sp::ShapeError);
+  CHECK(wrong.nnz() == 0);
+  CHECK(wrong.rows() == a.rows() + 1);
+}
+
 TEST_CASE("assembled outputs agree with the reference interpreter on every engine and the CUDA build: +=, max_with, =, int values, a write-free kernel",
           "[correctness][assembly]") {
   // SpGEMM, a max-plus product, a scaled copy of A's pattern (=), counting paths of length two

@@ -73,11 +73,13 @@ class Csr {
   }
 
   // Arrays made by a kernel that assembles its output (runtime/assembled_kernel.hpp): row
-  // offsets from its prefix sums, columns in range and sorted per row by construction, so they
-  // are not validated again. The token is only made by spindle::Kernel.
+  // offsets from its prefix sums, columns in range and distinct per row by construction, so
+  // they are not validated again; sorted per row unless the caller took them unsorted
+  // (spindle::unsorted: `sorted` false). The token is only made by spindle::Kernel.
   static Csr from_assembly(detail::AssemblyToken, std::int64_t rows, std::int64_t cols, std::vector<Index> indptr,
-                           std::vector<Index> indices, std::vector<T> values, std::string name) {
-    return Csr(rows, cols, std::move(indptr), std::move(indices), std::move(values), std::move(name), true);
+                           std::vector<Index> indices, std::vector<T> values, std::string name,
+                           bool sorted = true) {
+    return Csr(rows, cols, std::move(indptr), std::move(indices), std::move(values), std::move(name), sorted);
   }
 
   // A pattern-only matrix: every stored value is 1.
@@ -190,15 +192,16 @@ class Csr {
   }
 
  private:
-  // Trusted: arrays produced by triplets_to_compressed, sorted and in range.
+  // Trusted: arrays produced by triplets_to_compressed or an assembling kernel, in range,
+  // sorted per row as `sorted` says.
   Csr(std::int64_t rows, std::int64_t cols, std::vector<Index> indptr, std::vector<Index> indices,
-      std::vector<T> values, std::string name, bool /*trusted*/)
+      std::vector<T> values, std::string name, bool sorted)
       : rows_(rows),
         cols_(cols),
         indptr_(std::move(indptr)),
         indices_(std::move(indices)),
         values_(std::move(values)),
-        sorted_(true),
+        sorted_(sorted),
         name_(std::move(name)) {}
 
   std::int64_t rows_ = 0, cols_ = 0;

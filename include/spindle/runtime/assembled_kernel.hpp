@@ -6,7 +6,8 @@
 //   3. numeric kernel: each row accumulated in a per-block dense workspace and copied out at
 //      row_ptr[i] (blocks re-balanced by the counts, so each holds about nnz / T entries)
 //   4. host: the counts of both phases must agree (InternalError otherwise); each row is sorted
-//      by column (rows already in order are only checked), in parallel
+//      by column (rows already in order are only checked), in parallel — unless the caller
+//      takes its rows unsorted (spindle::unsorted, AssemblyTarget::leave_rows_unsorted)
 // Rows appended in column order from a merge (a sparse add, an element-wise product) skip the
 // merge in step 1: it counts an upper bound of each row (the fibers' lengths summed, or their
 // least), the numeric phase appends each block's rows one after another, and step 4 checks
@@ -33,6 +34,10 @@
 
 namespace spindle::runtime {
 
+// Advises the whole 2 MiB pages inside [p, p + bytes) as transparent huge pages (madvise
+// MADV_HUGEPAGE; a hint: ignored where the kernel has none or refuses).
+SPINDLE_DECL void advise_huge_pages(void* p, std::size_t bytes);
+
 // Where an assembled output's arrays go (kernel.hpp adapts a Csr<T, Index>).
 class AssemblyTarget {
  public:
@@ -53,7 +58,13 @@ class AssemblyTarget {
     (void)nnz, (void)row_ptr;
     return false;
   }
-  // Every step succeeded: hand the arrays to the caller's container (rows sorted by column).
+  // Called where rows gathered from the workspace in the order their columns were first
+  // written would be sorted next (the marker path: step 4). A target whose caller takes rows
+  // in any column order (spindle::unsorted) returns true and commits them marked unsorted;
+  // the row sort is then skipped. The default (false) gets every row sorted.
+  virtual bool leave_rows_unsorted() { return false; }
+  // Every step succeeded: hand the arrays to the caller's container (rows sorted by column,
+  // unless leave_rows_unsorted() returned true).
   virtual void commit() = 0;
 };
 

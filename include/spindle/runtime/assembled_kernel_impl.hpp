@@ -10,6 +10,8 @@
 #include <type_traits>
 #include <utility>
 
+#include <sys/mman.h>
+
 #include "spindle/driver/pipeline.hpp"
 #include "spindle/lower/assemble_rows.hpp"
 #include "spindle/lower/assemble_scattered.hpp"
@@ -19,6 +21,17 @@
 #include "spindle/runtime/sort_rows.hpp"
 
 namespace spindle::runtime {
+
+SPINDLE_DECL void advise_huge_pages(void* p, std::size_t bytes) {
+#ifdef MADV_HUGEPAGE
+  constexpr std::uintptr_t huge = std::uintptr_t{2} << 20;
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  const std::uintptr_t lo = (at + huge - 1) & ~(huge - 1), hi = (at + bytes) & ~(huge - 1);
+  if (hi > lo) (void)madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
+#else
+  (void)p, (void)bytes;
+#endif
+}
 
 namespace assembly_detail {
 
@@ -397,6 +410,10 @@ SPINDLE_DECL void AssembledKernel::call(const std::vector<CallArg>& args, Assemb
     return;
   }
   p.check_same_pattern(counts, counts2);
+  if (target.leave_rows_unsorted()) {  // the caller takes the rows as gathered (spindle::unsorted)
+    target.commit();
+    return;
+  }
   // Rows the numeric phase ranked (lower::ranks_short_rows) are in column order already.
   const std::int64_t sorted_up_to = impl_->ranked_up_to;
   if (p.index_dtype == DType::i32)
