@@ -10,8 +10,10 @@
 // A disagreement prints the seed, the engine, the first differing element and the kernel.
 // A kernel that assembles a sparse output (docs/language.md §4.6) runs on the CPU engines as a
 // runtime::AssembledKernel whose arrays a test AssemblyTarget keeps: the pattern must be the
-// interpreter's exactly (rows sorted by column), the values as above (within the interpreter's
-// error bound of each entry plus the relative tolerance when not exact); on "cuda" the same
+// interpreter's exactly (rows sorted by column; every other kernel's CPU runs take rows as
+// gathered, spindle::unsorted, each row then ordered by the check), the values as above
+// (within the interpreter's error bound of each entry plus the relative tolerance when not
+// exact); on "cuda" the same
 // through cuda::assemble_on, the GPU steps of AssembledCudaKernel, in the emulator.
 //
 //   spindle-kernel-fuzz [--seed S] [--count N (0 = until --seconds)] [--seconds T]
@@ -142,10 +144,14 @@ Reference reference(RandomKernel& k, const sp::ir::Function& raw, long long budg
 }
 
 // An AssemblyTarget that keeps the arrays of the assembled output (row offsets, column
-// indices and values in the output's types), for the comparison.
+// indices and values in the output's types), for the comparison. `take_unsorted`: it takes
+// rows as gathered where the runtime would sort them next (spindle::unsorted), and compare()
+// then orders each row's entries by column before checking them.
 class KeptAssembly final : public sp::runtime::AssemblyTarget {
  public:
-  KeptAssembly(sp::DType index, sp::DType value) : index_(index), value_(value) {}
+  KeptAssembly(sp::DType index, sp::DType value, bool take_unsorted = false)
+      : index_(index), value_(value), take_unsorted_(take_unsorted) {}
+  bool leave_rows_unsorted() override { return unsorted_ = take_unsorted_; }
   void allocate(std::int64_t nnz, const std::vector<std::int64_t>& row_ptr, void*& indices, void*& values) override {
     // (Called twice when scattered rows had duplicates: sized for every write, then for the
     // entries; the last call's arrays are the output.)
@@ -181,14 +187,20 @@ class KeptAssembly final : public sp::runtime::AssemblyTarget {
         os << "row offsets decrease at row " << r;
         return os.str();
       }
-      for (std::int64_t q = lo; q < hi; ++q) {
-        const std::int64_t c = index(q);
-        if (c < 0 || c >= cols || (q > lo && c <= index(q - 1))) {
-          os << "row " << r << ": column " << c << " at entry " << q
-             << (c < 0 || c >= cols ? " is outside the columns" : " is not above the one before (unsorted or duplicate)");
+      const std::size_t first = got.size();
+      for (std::int64_t q = lo; q < hi; ++q) got.push_back({r, index(q), q});
+      if (unsorted_)  // rows left as gathered: their entries in column order, for the checks below
+        std::sort(got.begin() + static_cast<std::ptrdiff_t>(first), got.end(),
+                  [](const Entry& a, const Entry& b) { return a.col < b.col; });
+      for (std::size_t e = first; e < got.size(); ++e) {
+        const std::int64_t c = got[e].col;
+        if (c < 0 || c >= cols || (e > first && c <= got[e - 1].col)) {
+          os << "row " << r << ": column " << c << " at entry " << got[e].q
+             << (c < 0 || c >= cols ? " is outside the columns"
+                 : unsorted_        ? " repeats in the row (rows left unsorted)"
+                                    : " is not above the one before (unsorted or duplicate)");
           return os.str();
         }
-        got.push_back({r, c, q});
       }
     }
     const bool is_f = sp::is_float(value_);
@@ -234,6 +246,7 @@ class KeptAssembly final : public sp::runtime::AssemblyTarget {
   std::int64_t value_i(std::int64_t q) const { return spindle::test::load_int(values_, value_, q); }
 
   sp::DType index_, value_;
+  bool take_unsorted_ = false, unsorted_ = false;
   std::int64_t nnz_ = 0;
   std::vector<std::int64_t> row_ptr_;
   std::vector<unsigned char> indices_, values_;
@@ -250,7 +263,8 @@ std::string run_engine(RandomKernel& k, const sp::ir::Function& completed, const
     auto args = k.args();
     if (k.assembled >= 0) {
       const spindle::test::BufferData& out = k.buffers[static_cast<std::size_t>(k.assembled)];
-      KeptAssembly target(out.buffer->axes[1]->index_dtype, out.buffer->dtype);
+      // Every other kernel's CPU runs take their rows unsorted (spindle::unsorted).
+      KeptAssembly target(out.buffer->axes[1]->index_dtype, out.buffer->dtype, engine != "cuda" && k.seed % 2 == 1);
       sp::runtime::AssemblyPlan plan(completed);
       const sp::StorageView& view = args.at(static_cast<std::size_t>(plan.output_arg())).view;
       if (engine == "cuda" && plan.scattered) {
