@@ -326,9 +326,13 @@ class Runner {
                           const std::vector<std::vector<double>>& ref, const Assembled& ref_assembled,
                           const fe::Kernel& model, bool exact, const std::vector<int>& thread_counts,
                           spindle::test::EmulatorCache& emulators, bool unsorted_ok) {
+      int engine_index = 0;
       for (const std::string& e : o_.engines) {
         const std::vector<int> threads = e == "cuda" ? std::vector<int>{1} : thread_counts;
+        ++engine_index;
+        int thread_index = 0;
         for (int t : threads) {
+          ++thread_index;
           std::string name = e == "cuda" ? spindle::test::cuda_engine_name() : e + std::to_string(t);
           std::string d;
           auto te = std::chrono::steady_clock::now();
@@ -365,6 +369,11 @@ class Runner {
               rt.pool().set_num_threads(t);
               spindle::fefuzz::Call call;
               call.args = args;
+              // Rows left as the numeric phase gathers them (spindle::unsorted, §4.6), read back
+              // ordered by column: every other CPU run of an assembled kernel (orc at 1 thread,
+              // system at 3, with the default engines and thread counts).
+              call.unsorted_rows = data.assembled >= 0 && (engine_index + thread_index) % 2 == 0;
+              if (call.unsorted_rows) ++unsorted_rows_runs_;
               def.call(rt, call);
               if (data.assembled >= 0) {
                 std::vector<spindle::fefuzz::CsrEntry> got;
@@ -423,6 +432,7 @@ class Runner {
   long assembled_compared() const { return assembled_compared_; }
   long unsorted_compared() const { return unsorted_compared_; }
   long unsorted_refused() const { return unsorted_refused_; }
+  long unsorted_rows_runs() const { return unsorted_rows_runs_; }
   long cubins() const { return nvrtc_.compiled; }
 
  private:
@@ -455,6 +465,7 @@ class Runner {
   long assembled_compared_ = 0;  // sizes of assembled kernels compared
   long unsorted_compared_ = 0;   // sizes also run with unsorted fibers
   long unsorted_refused_ = 0;    // engine runs that refused them (binder: not sorted)
+  long unsorted_rows_runs_ = 0;  // CPU runs of assembled kernels called with spindle::unsorted
   std::map<std::string, double> time_;
   spindle::test::NvrtcCheck nvrtc_;
 };
@@ -511,6 +522,6 @@ int main(int argc, char** argv) {
   }
   std::cout << "FEFUZZ-RUNS";
   for (auto& [e, n] : runner.runs()) std::cout << " " << e << "=" << n;
-  std::cout << " unsorted-refused=" << runner.unsorted_refused() << " cubins=" << runner.cubins() << std::endl;
+  std::cout << " unsorted-refused=" << runner.unsorted_refused() << " unsorted-rows=" << runner.unsorted_rows_runs() << " cubins=" << runner.cubins() << std::endl;
   return failures ? 1 : 0;
 }

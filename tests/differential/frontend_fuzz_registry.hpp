@@ -15,6 +15,7 @@
 // value of the parameter's type.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -45,7 +46,11 @@ struct Call {
   Arg arg(int k) const { return Arg{args.at(static_cast<std::size_t>(k)).view}; }
   // The assembled output of argument k: a Csr<T, Index> of the shape its view gives (rows,
   // columns), made here and kept for the harness, which reads it back with `assembled`.
-  // "" from assembled when the Csr's rows are sorted, free of duplicates and in range.
+  // "" from assembled when the Csr's rows are sorted, free of duplicates and in range. With
+  // unsorted_rows the kernel is called with spindle::unsorted(csr) (docs/language.md §4.6):
+  // a row may then come in any order unless the Csr says it is sorted, and is read back
+  // ordered by column.
+  bool unsorted_rows = false;
   mutable std::shared_ptr<void> csr_holder;
   mutable std::function<std::string(std::vector<CsrEntry>&)> assembled;
   template <class T, class Index = std::int32_t>
@@ -66,19 +71,26 @@ struct Call {
     auto c = std::make_shared<Csr<T, Index>>(rows, cols, std::move(indptr), std::move(indices), std::move(vals));
     Csr<T, Index>* p = c.get();
     csr_holder = c;
-    assembled = [p](std::vector<CsrEntry>& out) -> std::string {
+    assembled = [p, any_order = unsorted_rows](std::vector<CsrEntry>& out) -> std::string {
       out.clear();
+      const bool ordered = !any_order || p->sorted();  // an unsorted(...) output marked sorted must be
+      if (!any_order && !p->sorted()) return "the Csr is not marked sorted";
       for (std::int64_t r = 0; r < p->rows(); ++r) {
         auto idx = p->row_indices(r);
         auto val = p->row_values(r);
+        const std::size_t first = out.size();
         for (std::size_t q = 0; q < idx.size(); ++q) {
           const auto col = static_cast<std::int64_t>(idx[q]);
           if (col < 0 || col >= p->cols()) return "row " + std::to_string(r) + " has column " + std::to_string(col) + " out of range";
-          if (q > 0 && !(idx[q - 1] < idx[q])) return "row " + std::to_string(r) + " is not sorted or has a duplicate";
+          if (ordered && q > 0 && !(idx[q - 1] < idx[q])) return "row " + std::to_string(r) + " is not sorted or has a duplicate";
           out.push_back({r, col, static_cast<double>(val[q])});
         }
+        if (ordered) continue;
+        std::sort(out.begin() + static_cast<std::ptrdiff_t>(first), out.end(),
+                  [](const CsrEntry& a, const CsrEntry& b) { return a.col < b.col; });
+        for (std::size_t q = first + 1; q < out.size(); ++q)
+          if (out[q - 1].col == out[q].col) return "row " + std::to_string(r) + " has column " + std::to_string(out[q].col) + " twice";
       }
-      if (!p->sorted()) return "the Csr is not marked sorted";
       return "";
     };
     return *p;

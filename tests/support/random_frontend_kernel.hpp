@@ -424,20 +424,29 @@ class CppPrinter {
     for (auto& s : k_.body) stmt(os, *s);
     os << "  });\n";
     // The call: arguments in order, scalars converted to the parameter's type.
-    os << "  return spindle::fefuzz::make_defined(kernel, [](auto& k, const spindle::fefuzz::Call& c) { k(";
-    int arg = 0;
-    for (const LambdaParam& p : k_.lambda) {
-      if (p.kind == LambdaParam::iter) continue;
-      os << (arg ? ", " : "");
-      if (p.kind == LambdaParam::buffer && p.id == assembled_buffer(k_)) {  // a Csr<T, Index>& (§4.6)
-        const Buffer& b = k_.buffers[static_cast<std::size_t>(p.id)];
-        const Axis& cols = k_.axes[static_cast<std::size_t>(b.axes.back())];
-        os << "c.csr<" << cpp_type(b.dtype) << (cols.index_dtype == DType::i64 ? ", std::int64_t" : "") << ">(" << arg << ")";
-      } else if (p.kind == LambdaParam::buffer) os << "c.arg(" << arg << ")";
-      else os << "c.scalar<" << cpp_type(k_.params[static_cast<std::size_t>(p.id)].dtype) << ">(" << arg << ")";
-      ++arg;
+    // A kernel that assembles a sparse output is called two ways: with the Csr, and with
+    // spindle::unsorted(csr) when the harness asks for rows left as gathered (§4.6).
+    os << "  return spindle::fefuzz::make_defined(kernel, [](auto& k, const spindle::fefuzz::Call& c) { ";
+    const bool assembles = assembled_buffer(k_) >= 0;
+    for (int way = assembles ? 0 : 1; way < 2; ++way) {
+      if (assembles) os << (way == 0 ? "if (c.unsorted_rows) " : " else ");
+      os << "k(";
+      int arg = 0;
+      for (const LambdaParam& p : k_.lambda) {
+        if (p.kind == LambdaParam::iter) continue;
+        os << (arg ? ", " : "");
+        if (p.kind == LambdaParam::buffer && p.id == assembled_buffer(k_)) {  // a Csr<T, Index>& (§4.6)
+          const Buffer& b = k_.buffers[static_cast<std::size_t>(p.id)];
+          const Axis& cols = k_.axes[static_cast<std::size_t>(b.axes.back())];
+          os << (way == 0 ? "spindle::unsorted(" : "") << "c.csr<" << cpp_type(b.dtype)
+             << (cols.index_dtype == DType::i64 ? ", std::int64_t" : "") << ">(" << arg << ")" << (way == 0 ? ")" : "");
+        } else if (p.kind == LambdaParam::buffer) os << "c.arg(" << arg << ")";
+        else os << "c.scalar<" << cpp_type(k_.params[static_cast<std::size_t>(p.id)].dtype) << ">(" << arg << ")";
+        ++arg;
+      }
+      os << ");";
     }
-    os << "); });\n}\n";
+    os << " });\n}\n";
     os << "const spindle::fefuzz::Registration registration(" << k_.seed << "ull, " << string_literal(steps_text(k_.steps))
        << ", &define);\n}  // namespace " << k_.ns << "\n";
     return os.str();
