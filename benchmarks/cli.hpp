@@ -77,7 +77,9 @@ usage: spindle-bench [options]
                        rgcn_spmm (comma list, repeatable).
                        spgemm: C = A A,
                        spadd: C = A + A^T, spmul: C = A .* A^T (A instead of A^T when A
-                       is not square), sparse CSR results (no K); bsr_spmm/dbsr_spmm/sr_bcrs_spmm/ell_spmm/hyb_spmm: Spindle's
+                       is not square), transpose: C = A^T, coo2csr: C = A rebuilt from its
+                       entries as triplets in a random order, prune, dense2csr: sparse CSR
+                       results (no K); bsr_spmm/dbsr_spmm/sr_bcrs_spmm/ell_spmm/hyb_spmm: Spindle's
                        BSR or DBSR (--block), SR-BCRS (--block rows per panel, --group), ELL or hyb(c, k) (--hyb) SpMM; tuned_spmm: the format spindle::tune::tune_spmm picks for the
                        matrix, K and thread count (tuned before timing; its report goes to
                        stderr); scheduled_spmm: Spindle's CSR SpMM under --schedule; each
@@ -208,10 +210,10 @@ inline bool parse_args(int argc, char** argv, Config& c) {
       c.cusparse = false;
     } else if (a == "--op") {
       for (auto& op : split_list(value())) {
-        if (op != "spmm" && op != "spmv" && op != "sddmm" && op != "spgemm" && op != "spadd" && op != "spmul" && op != "transpose" && op != "prune" && op != "dense2csr" && op != "bsr_spmm" && op != "dbsr_spmm" &&
+        if (op != "spmm" && op != "spmv" && op != "sddmm" && op != "spgemm" && op != "spadd" && op != "spmul" && op != "transpose" && op != "coo2csr" && op != "prune" && op != "dense2csr" && op != "bsr_spmm" && op != "dbsr_spmm" &&
             op != "sr_bcrs_spmm" && op != "ell_spmm" && op != "hyb_spmm" && op != "tuned_spmm" && op != "scheduled_spmm" && op != "tuned_spmv" && op != "fused_sddmm" && op != "rgcn_spmm")
           throw std::invalid_argument("--op: unknown operator '" + op +
-                                      "' (spmm, spmv, sddmm, spgemm, spadd, spmul, transpose, prune, dense2csr, bsr_spmm, dbsr_spmm, sr_bcrs_spmm, ell_spmm, hyb_spmm, tuned_spmm, scheduled_spmm, tuned_spmv, fused_sddmm, rgcn_spmm)");
+                                      "' (spmm, spmv, sddmm, spgemm, spadd, spmul, transpose, coo2csr, prune, dense2csr, bsr_spmm, dbsr_spmm, sr_bcrs_spmm, ell_spmm, hyb_spmm, tuned_spmm, scheduled_spmm, tuned_spmv, fused_sddmm, rgcn_spmm)");
         c.ops.push_back(op);
       }
     } else if (a == "--block") {

@@ -51,6 +51,8 @@ struct Kernels {
   // The entries with |a| > t, written under spindle::when (docs/language.md §4.7).
   decltype(spindle::ops::prune<T>()) prune = spindle::ops::prune<T>();
   decltype(spindle::ops::dense_to_csr<T>()) dense_to_csr = spindle::ops::dense_to_csr<T>();
+  // COO -> CSR: an indirect write at scattered rows, duplicates summed (lower/assemble_scattered.hpp).
+  decltype(spindle::ops::coo_to_csr<T>()) coo_to_csr = spindle::ops::coo_to_csr<T>();
   decltype(spindle::ops::ell_spmm<T>()) ell_spmm = spindle::ops::ell_spmm<T>();
   spindle::ops::HybSpmm<T> hyb_spmm;
   spindle::ops::RgcnBucketsSpmm<T> rgcn;  // rgcn_spmm: the aggregation over Ell3dBuckets
@@ -413,7 +415,51 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
           check_grb_result(*grb);
         }
       }
-      if (sparse_result_op(op) && op != "prune" && op != "dense2csr") {
+      // coo2csr: A's entries as (row, col, value) triplets in a random order (seeded), C = A
+      // rebuilt from them; every system gets the same order.
+      std::vector<std::int32_t> coo_row, coo_col;
+      spindle::Tensor<T> coo_val;
+      if (op == "coo2csr") {
+        std::vector<std::int64_t> order(static_cast<std::size_t>(nnz));
+        for (std::int64_t q = 0; q < nnz; ++q) order[static_cast<std::size_t>(q)] = q;
+        std::mt19937_64 draw(seed);
+        std::shuffle(order.begin(), order.end(), draw);
+        std::vector<std::int64_t> row_of(static_cast<std::size_t>(nnz));
+        for (std::int64_t r = 0; r < rows; ++r)
+          for (std::int64_t q = a.indptr()[r]; q < a.indptr()[r + 1]; ++q) row_of[static_cast<std::size_t>(q)] = r;
+        std::vector<T> vals;
+        std::vector<Eigen::Triplet<T, int>> trips;
+        std::vector<std::uint64_t> gi, gj;
+        for (std::int64_t q : order) {
+          const auto s = static_cast<std::size_t>(q);
+          coo_row.push_back(static_cast<std::int32_t>(row_of[s]));
+          coo_col.push_back(static_cast<std::int32_t>(a.indices()[s]));
+          vals.push_back(a.values()[s]);
+          trips.emplace_back(coo_row.back(), coo_col.back(), vals.back());
+          gi.push_back(static_cast<std::uint64_t>(coo_row.back()));
+          gj.push_back(static_cast<std::uint64_t>(coo_col.back()));
+        }
+        eigen.set_coo(std::move(trips));
+        check_sparse_result(eigen, rows, cols);
+        if (mkl) mkl->set_coo(coo_row, coo_col, vals);
+        if (grb) grb->set_coo(std::move(gi), std::move(gj), vals);
+        coo_val = spindle::Tensor<T>::from(std::move(vals), {nnz});
+        c.spindle = [&] {
+          k.coo_to_csr(spindle::TensorView<const std::int32_t>(coo_row.data(), {nnz}),
+                       spindle::TensorView<const std::int32_t>(coo_col.data(), {nnz}), coo_val, *csp);
+        };
+        c.eigen = [&] { eigen.coo_to_csr(); };
+        if (grb) {
+          grb->prepare_sparse(cols, rows);
+          c.graphblas = [&] { grb->coo2csr(); };
+          check_grb_result(*grb);
+        }
+        if (mkl) {
+          c.mkl = [&] { mkl->coo2csr(); };
+          c.mkl_error = [&] { return sparse_result_error(mkl->sparse_result(), cref, "mkl " + m.info.name + " coo2csr"); };
+        }
+      }
+      if (sparse_result_op(op) && op != "prune" && op != "dense2csr" && op != "coo2csr") {
         if (op != "spgemm" && op != "transpose" && rows == cols) {
           // A^T, through Eigen (row-major storage of the transpose, sorted rows).
           typename EigenPeer<T>::Sparse at = eigen.matrix().transpose();
@@ -529,6 +575,8 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
                                   (b_own ? "A^T" : "A") + ")"
             : op == "transpose" ? "spindle::ops::csr_to_csc (engine " + report.engine +
                                       ", C = A^T: rows scattered, A's rows in blocks per thread, segments folded by the host)"
+            : op == "coo2csr" ? "spindle::ops::coo_to_csr (engine " + report.engine +
+                                    ", C = A from its entries in a random order: rows scattered, duplicates summed)"
             : op == "dense2csr" ? "spindle::ops::dense_to_csr (engine " + report.engine +
                                       ", C = the nonzeros of D, written under spindle::when, rows appended; D row-major)"
             : op == "prune" ? "spindle::ops::prune (engine " + report.engine +
@@ -544,6 +592,7 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
             : op == "transpose" ? std::string("eigen (SparseMatrix<RowMajor> = A.transpose(), single-threaded)")
             : op == "prune" ? std::string("eigen (C = A, then C.prune(|v| > 0.5), single-threaded)")
             : op == "dense2csr" ? std::string("eigen (C = D.sparseView(), row-major, single-threaded)")
+            : op == "coo2csr" ? std::string("eigen (SparseMatrix<RowMajor>::setFromTriplets, single-threaded)")
                              : std::string("eigen (SparseMatrix<RowMajor> * dense, noalias)")};
         if (c.spindle_csr) {
           c.spindle_csr();
@@ -559,6 +608,7 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
           cont.push_back({"graphblas", c.graphblas, {}});
           errors.push_back(c.grb_error());
           labels.push_back(op == "transpose" ? std::string("graphblas (GrB_transpose, by row, wait)")
+                           : op == "coo2csr" ? std::string("graphblas (GrB_Matrix_clear + GrB_Matrix_build, PLUS dup, by row, wait)")
                            : op == "prune" ? std::string("graphblas (GrB_select, a user IndexUnaryOp |x| > 0.5, wait)")
                            : op == "dense2csr" ? std::string("graphblas (GrB_select VALUENE 0 on a full matrix, wait)")
                            : op == "spadd"   ? std::string("graphblas (GrB_eWiseAdd, PLUS, wait)")
@@ -573,7 +623,9 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
           c.mkl();
           cont.push_back({"mkl", c.mkl, {}});
           errors.push_back(c.mkl_error());
-          labels.push_back(sparse_out ? std::string(op == "spgemm"      ? "mkl_sparse_spmm"
+          labels.push_back(op == "coo2csr" ? std::string("mkl_sparse_convert_csr from a COO handle + mkl_sparse_order "
+                                                         "(previous result destroyed in the call)")
+                           : sparse_out ? std::string(op == "spgemm"      ? "mkl_sparse_spmm"
                                                     : op == "transpose" ? "mkl_sparse_convert_csr(TRANSPOSE)"
                                                                         : "mkl_sparse_?_add") +
                                             " (previous result destroyed in the call; rows as MKL leaves them, "

@@ -87,6 +87,12 @@ class EigenPeer {
   void spadd() { c_ = a_ + b_; }
   void spmul() { c_ = a_.cwiseProduct(b_); }
   void transpose() { c_ = a_.transpose(); }  // row-major from row-major: a real transposition
+  // coo2csr: C (rows x cols, row-major) from triplets in any order, duplicates summed.
+  void set_coo(std::vector<Eigen::Triplet<T, int>> t) { coo_ = std::move(t); }
+  void coo_to_csr() {
+    c_.resize(a_.rows(), a_.cols());
+    c_.setFromTriplets(coo_.begin(), coo_.end());
+  }
   // The entries with |a| > t: a copy of A pruned in place (Eigen's prune keeps what the
   // predicate accepts, compacting the rows).
   void dense_to_sparse(const DenseRM<T>& d) { c_ = d.sparseView(); }  // drops the exact zeros
@@ -115,6 +121,7 @@ class EigenPeer {
 
  private:
   Sparse a_, b_, c_;
+  std::vector<Eigen::Triplet<T, int>> coo_;
 };
 
 // max |got - want| / max |want| (NaN and shape mismatches give +inf): the normwise

@@ -92,6 +92,9 @@ struct GrbT<float> {
   static GrB_Info tuples(GrB_Index* i, GrB_Index* j, float* x, GrB_Index* n, GrB_Matrix a) {
     return GrB_Matrix_extractTuples_FP32(i, j, x, n, a);
   }
+  static GrB_Info build(GrB_Matrix c, const GrB_Index* i, const GrB_Index* j, const float* x, GrB_Index n) {
+    return GrB_Matrix_build_FP32(c, i, j, x, n, GrB_PLUS_FP32);
+  }
   static GrB_Info tuples(GrB_Index* i, float* x, GrB_Index* n, GrB_Vector v) {
     return GrB_Vector_extractTuples_FP32(i, x, n, v);
   }
@@ -112,6 +115,9 @@ struct GrbT<double> {
   }
   static GrB_Info tuples(GrB_Index* i, GrB_Index* j, double* x, GrB_Index* n, GrB_Matrix a) {
     return GrB_Matrix_extractTuples_FP64(i, j, x, n, a);
+  }
+  static GrB_Info build(GrB_Matrix c, const GrB_Index* i, const GrB_Index* j, const double* x, GrB_Index n) {
+    return GrB_Matrix_build_FP64(c, i, j, x, n, GrB_PLUS_FP64);
   }
   static GrB_IndexUnaryOp value_ne() { return GrB_VALUENE_FP64; }
   static GrB_Info select(GrB_Matrix c, GrB_IndexUnaryOp op, GrB_Matrix a, double t) {
@@ -210,6 +216,16 @@ class GraphBlasPeer {
   }
   void transpose() {
     grb_check(GrB_transpose(c_, nullptr, nullptr, a_, nullptr), "GrB_transpose");
+    grb_check(GrB_Matrix_wait(c_, GrB_MATERIALIZE), "wait C");
+  }
+  // coo2csr: C (prepare_sparse) built from triplets in any order, duplicates summed; C is
+  // cleared first in the timed call (GrB_Matrix_build needs a matrix with no entries).
+  void set_coo(std::vector<std::uint64_t> i, std::vector<std::uint64_t> j, std::vector<T> x) {
+    coo_i_ = std::move(i), coo_j_ = std::move(j), coo_x_ = std::move(x);
+  }
+  void coo2csr() {
+    grb_check(GrB_Matrix_clear(c_), "GrB_Matrix_clear");
+    grb_check(G::build(c_, coo_i_.data(), coo_j_.data(), coo_x_.data(), coo_x_.size()), "GrB_Matrix_build");
     grb_check(GrB_Matrix_wait(c_, GrB_MATERIALIZE), "wait C");
   }
   void spmul() {
@@ -324,6 +340,8 @@ class GraphBlasPeer {
   const spindle::Csr<T>* a_csr_;
   GrB_Matrix a_ = nullptr, b_ = nullptr, x_ = nullptr, y_ = nullptr, c_ = nullptr;
   GrB_Vector xv_ = nullptr, yv_ = nullptr;
+  std::vector<GrB_Index> coo_i_, coo_j_;
+  std::vector<T> coo_x_;
 };
 
 #else  // no GraphBLAS in this build
@@ -349,6 +367,8 @@ class GraphBlasPeer {
   void set_b(const spindle::Csr<T>&) {}
   void prepare_sparse(std::int64_t, std::int64_t) {}
   void transpose() {}
+  void set_coo(std::vector<std::uint64_t>, std::vector<std::uint64_t>, std::vector<T>) {}
+  void coo2csr() {}
   void spgemm() {}
   void spadd() {}
   void spmul() {}

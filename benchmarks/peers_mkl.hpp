@@ -80,6 +80,11 @@ struct MklT {
     if constexpr (f32) return mkl_sparse_s_create_csr(a, SPARSE_INDEX_BASE_ZERO, m, n, ptr, ptr + 1, idx, x);
     else return mkl_sparse_d_create_csr(a, SPARSE_INDEX_BASE_ZERO, m, n, ptr, ptr + 1, idx, x);
   }
+  static sparse_status_t create_coo(sparse_matrix_t* a, MKL_INT m, MKL_INT n, MKL_INT nnz, MKL_INT* row, MKL_INT* col,
+                                    T* x) {
+    if constexpr (f32) return mkl_sparse_s_create_coo(a, SPARSE_INDEX_BASE_ZERO, m, n, nnz, row, col, x);
+    else return mkl_sparse_d_create_coo(a, SPARSE_INDEX_BASE_ZERO, m, n, nnz, row, col, x);
+  }
   static sparse_status_t mm(sparse_matrix_t a, matrix_descr d, const T* x, MKL_INT k, T* y) {
     const auto op = SPARSE_OPERATION_NON_TRANSPOSE;
     const auto layout = SPARSE_LAYOUT_ROW_MAJOR;
@@ -129,6 +134,7 @@ class MklPeer {
     if (c_) mkl_sparse_destroy(c_);
     if (b_) mkl_sparse_destroy(b_);
     if (a_) mkl_sparse_destroy(a_);
+    if (coo_) mkl_sparse_destroy(coo_);
   }
 
   // A fresh handle, hinted for SpMM with K columns and optimized for the current thread count
@@ -186,6 +192,27 @@ class MklPeer {
     c_ = nullptr;
     mkl_check(mkl_sparse_convert_csr(a_, SPARSE_OPERATION_TRANSPOSE, &c_), "convert_csr transpose");
   }
+  // coo2csr: a COO handle over copies of the triplets (untimed), then C = its conversion to
+  // CSR with the rows sorted by mkl_sparse_order in the timed call (like for like with the
+  // systems whose rows come sorted).
+  void set_coo(const std::vector<std::int32_t>& row, const std::vector<std::int32_t>& col, const std::vector<T>& val) {
+    if (coo_) mkl_sparse_destroy(coo_);
+    coo_ = nullptr;
+    if (val.size() > static_cast<std::size_t>(std::numeric_limits<MKL_INT>::max()))
+      throw std::runtime_error("MKL: too many entries for 32-bit MKL_INT");
+    coo_row_.assign(row.begin(), row.end());
+    coo_col_.assign(col.begin(), col.end());
+    coo_val_.assign(val.begin(), val.end());
+    mkl_check(M::create_coo(&coo_, rows_, cols_, static_cast<MKL_INT>(coo_val_.size()), coo_row_.data(), coo_col_.data(),
+                            coo_val_.data()),
+              "create_coo");
+  }
+  void coo2csr() {
+    if (c_) mkl_sparse_destroy(c_);
+    c_ = nullptr;
+    mkl_check(mkl_sparse_convert_csr(coo_, SPARSE_OPERATION_NON_TRANSPOSE, &c_), "convert_csr");
+    mkl_check(mkl_sparse_order(c_), "order");
+  }
   // The last spgemm/spadd result, rows sorted by mkl_sparse_order (untimed); *unsorted: how
   // many rows MKL had left unsorted.
   CsrResult<T> sparse_result(std::int64_t* unsorted = nullptr) {
@@ -223,7 +250,9 @@ class MklPeer {
   std::vector<T> val_;
   std::vector<MKL_INT> b_ptr_, b_idx_;
   std::vector<T> b_val_;
-  sparse_matrix_t a_ = nullptr, b_ = nullptr, c_ = nullptr;
+  std::vector<MKL_INT> coo_row_, coo_col_;
+  std::vector<T> coo_val_;
+  sparse_matrix_t a_ = nullptr, b_ = nullptr, c_ = nullptr, coo_ = nullptr;
   matrix_descr descr_{};
 };
 
@@ -247,6 +276,8 @@ class MklPeer {
   void spgemm_sorted() {}
   void spadd() {}
   void transpose() {}
+  void set_coo(const std::vector<std::int32_t>&, const std::vector<std::int32_t>&, const std::vector<T>&) {}
+  void coo2csr() {}
   CsrResult<T> sparse_result(std::int64_t* = nullptr) { return {}; }
 };
 

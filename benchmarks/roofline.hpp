@@ -95,7 +95,7 @@ inline double model_flops(const CaseShape& c) {
   if (c.op == "spgemm") return 2.0 * static_cast<double>(c.mult_adds);
   if (c.op == "spadd") return nnz + static_cast<double>(c.nnz_b);  // one addition per input entry
   if (c.op == "spmul") return static_cast<double>(c.nnz_out);       // one product per result entry
-  if (c.op == "transpose") return 0;                                 // a data movement
+  if (c.op == "transpose" || c.op == "coo2csr") return 0;           // a data movement
   if (c.op == "prune") return nnz;                                   // one comparison per entry
   if (c.op == "dense2csr") return static_cast<double>(c.rows) * static_cast<double>(c.cols);  // one per element
   return 2.0 * nnz * k + nnz;  // sddmm: a K-long dot per nonzero, then the scaling by A
@@ -109,6 +109,7 @@ inline double model_bytes(const CaseShape& c) {
   if (c.op == "spmm") return a + n * k * vb + m * k * vb;
   if (c.op == "spmv") return a + n * vb + m * vb;
   if (c.op == "transpose") return a + (n + 1) * ib + nnz * (ib + vb);  // A read, Aᵀ written
+  if (c.op == "coo2csr") return nnz * (2 * ib + vb) + (m + 1) * ib + nnz * (ib + vb);  // triplets read, C written
   if (c.op == "prune") return a + (m + 1) * ib + static_cast<double>(c.nnz_out) * (ib + vb);  // A read, C written
   if (c.op == "dense2csr") return m * n * vb + (m + 1) * ib + static_cast<double>(c.nnz_out) * (ib + vb);
   if (sparse_result_op(c.op)) {

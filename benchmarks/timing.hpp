@@ -33,9 +33,11 @@ namespace bench {
 
 // Operators whose result is a sparse matrix the call assembles (no K): C = A A, A + B, A .* B.
 // (transpose: C = Aᵀ as a CSR, the conversion CSR -> CSC; prune: the entries of A with
-// |a| > 0.5, A's values drawn in [-1, 1]; dense2csr: the nonzeros of A held as a dense matrix.)
+// |a| > 0.5, A's values drawn in [-1, 1]; dense2csr: the nonzeros of A held as a dense matrix;
+// coo2csr: A rebuilt from its entries as triplets in a random order.)
 inline bool sparse_result_op(const std::string& op) {
-  return op == "spgemm" || op == "spadd" || op == "spmul" || op == "transpose" || op == "prune" || op == "dense2csr";
+  return op == "spgemm" || op == "spadd" || op == "spmul" || op == "transpose" || op == "prune" || op == "dense2csr" ||
+         op == "coo2csr";
 }
 
 // y = A x, under the default schedule (spmv) or the one tune_spmv picks (tuned_spmv).
