@@ -106,23 +106,30 @@ std::vector<std::int64_t> combine_segments(ThreadPool& pool, const std::vector<s
   std::vector<std::int64_t> counts(static_cast<std::size_t>(rows), 0);
   const std::int64_t grain = std::max<std::int64_t>(256, rows / (4 * std::max(1, pool.num_threads())));
   pool.parallel_for(rows, grain, [&](std::int64_t b, std::int64_t e) {
-    std::vector<std::pair<I, V>> pairs;
+    sort_rows_detail::RowSorter<I, V> sorter;
     for (std::int64_t r = b; r < e; ++r) {
-      const std::int64_t lo = raw_ptr[static_cast<std::size_t>(r)], n = raw_ptr[static_cast<std::size_t>(r) + 1] - lo;
-      I* x = idx + lo;
-      V* v = val + lo;
+      const std::int64_t start = raw_ptr[static_cast<std::size_t>(r)], n = raw_ptr[static_cast<std::size_t>(r) + 1] - start;
+      I* x = idx + start;
+      V* v = val + start;
       unsigned descents = 0;  // branch-free: a segment is read to its end either way
-      for (std::int64_t q = 1; q < n; ++q) descents |= static_cast<unsigned>(x[q - 1] >= x[q]);
+      I lo = n > 0 ? x[0] : I(0), hi = lo;
+      for (std::int64_t q = 1; q < n; ++q) {
+        descents |= static_cast<unsigned>(x[q - 1] >= x[q]);
+        lo = std::min(lo, x[q]);
+        hi = std::max(hi, x[q]);
+      }
       const bool ascending = descents == 0;
       if (ascending && !op) {  // assignments at distinct columns, in order: nothing to do
         counts[static_cast<std::size_t>(r)] = n;
         continue;
       }
-      if (!ascending) {
-        pairs.resize(static_cast<std::size_t>(n));
-        for (std::int64_t q = 0; q < n; ++q) pairs[static_cast<std::size_t>(q)] = {x[q], v[q]};
-        std::stable_sort(pairs.begin(), pairs.end(), [](const auto& a, const auto& c) { return a.first < c.first; });
-        for (std::int64_t q = 0; q < n; ++q) x[q] = pairs[static_cast<std::size_t>(q)].first, v[q] = pairs[static_cast<std::size_t>(q)].second;
+      // Stable sorts (the writes of one column stay in the order made): each write to its
+      // rank for a short segment, LSD radix passes on (column - lo) for a longer one
+      // (runtime/sort_rows.hpp; this replaced std::stable_sort of copied pairs, a merge sort
+      // per segment whose comparisons mispredict: docs/passes/assemble_scattered.md).
+      if (!ascending && lo != hi) {
+        if (n <= 32) sorter.ranked(x, v, n);
+        else sorter.radix(x, v, n, lo, hi);
       }
       std::int64_t out = 0;
       for (std::int64_t q = 0; q < n; ++q) {

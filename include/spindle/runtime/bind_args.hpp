@@ -17,12 +17,15 @@
 // its index proved from the bound extents (ShapeError naming the bound; O(1)).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <set>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "spindle/format/storage.hpp"
@@ -96,11 +99,35 @@ class ArgBinder {
   };
 
   // Throws FormatError naming the first value outside [0, extent). `host` holds the values.
+  // Blocks of values are first tested branch-free in their own width (unsigned: the negatives
+  // are the large values; an extent beyond the type's positive range leaves only those), a
+  // loop that vectorises, and only a block with a value outside is read again for the first
+  // one: a per-value test and branch (the value kept for the message) took 6 % of the samples
+  // of a COO -> CSR benchmark run, about as much as the two phases' generated code.
+  template <class X>
+  static std::int64_t first_outside(const X* p, std::int64_t n, std::int64_t extent) {
+    using U = std::make_unsigned_t<X>;
+    const U lim = static_cast<U>(std::min<std::uint64_t>(static_cast<std::uint64_t>(extent),
+                                                          std::uint64_t{static_cast<U>(std::numeric_limits<X>::max())} + 1));
+    constexpr std::int64_t kBlock = 4096;
+    for (std::int64_t b = 0; b < n; b += kBlock) {
+      const std::int64_t e = std::min(n, b + kBlock);
+      U outside = 0;
+      for (std::int64_t k = b; k < e; ++k) outside |= static_cast<U>(static_cast<U>(p[k]) >= lim);
+      if (!outside) continue;
+      for (std::int64_t k = b; k < e; ++k)
+        if (static_cast<U>(p[k]) >= lim) return k;
+    }
+    return -1;
+  }
+
   static void check_index_values(const IndexCheck& c, const void* host) {
-    for (std::int64_t k = 0; k < c.count; ++k) {
-      std::int64_t v = c.dtype == DType::i64 ? static_cast<const std::int64_t*>(host)[k]
-                                             : static_cast<const std::int32_t*>(host)[k];
-      if (v >= 0 && v < c.extent) continue;
+    const std::int64_t k = c.dtype == DType::i64
+                               ? first_outside(static_cast<const std::int64_t*>(host), c.count, c.extent)
+                               : first_outside(static_cast<const std::int32_t*>(host), c.count, c.extent);
+    if (k >= 0) {
+      const std::int64_t v = c.dtype == DType::i64 ? static_cast<const std::int64_t*>(host)[k]
+                                                   : static_cast<const std::int32_t*>(host)[k];
       throw FormatError(message(c.what, ": value ", v, " at position ", k, " is outside [0, ", c.extent,
                                 "), so the update that uses it would be lost; nothing was written; hint: every "
                                 "stored value of an index buffer must be a coordinate of the axis it indexes"));

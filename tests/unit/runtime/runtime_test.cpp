@@ -1,8 +1,13 @@
 // Runtime: engine selection, lazily created parts, running a kernel through load() and
-// abi(), the default instance.
+// abi(), the default instance; the binder's index check.
 #include <catch2/catch.hpp>
 
+#include <cstdint>
+#include <limits>
+#include <vector>
+
 #include "runtime_test_support.hpp"
+#include "spindle/runtime/bind_args.hpp"
 #include "spindle/runtime/runtime.hpp"
 
 using namespace spindle;
@@ -81,4 +86,33 @@ TEST_CASE("runtime default instance is one object", "[runtime]") {
   Runtime& b = Runtime::default_instance();
   CHECK(&a == &b);
   CHECK(a.options().num_threads >= 1);
+}
+
+// The index check of indirect writes (ArgBinder::check_index_values): the first value
+// outside [0, extent) over blocks of 4096, in both index widths, negatives included, and an
+// extent past the 32-bit range.
+TEST_CASE("ArgBinder::first_outside finds the first index outside the extent", "[runtime]") {
+  std::vector<std::int32_t> a(10000, 3);
+  std::vector<std::int64_t> b(10000, 3);
+  CHECK(ArgBinder::first_outside(a.data(), 10000, 4) == -1);
+  CHECK(ArgBinder::first_outside(b.data(), 10000, 4) == -1);
+  CHECK(ArgBinder::first_outside(a.data(), 10000, 3) == 0);
+  CHECK(ArgBinder::first_outside(a.data(), 0, 0) == -1);
+  for (std::int64_t at : {0, 4095, 4096, 8191, 9999}) {
+    INFO("bad value at " << at);
+    a[static_cast<std::size_t>(at)] = -1, b[static_cast<std::size_t>(at)] = -1;
+    CHECK(ArgBinder::first_outside(a.data(), 10000, 4) == at);
+    CHECK(ArgBinder::first_outside(b.data(), 10000, 4) == at);
+    CHECK(ArgBinder::first_outside(a.data(), 10000, std::int64_t{1} << 40) == at);  // only negatives are outside
+    a[static_cast<std::size_t>(at)] = 4, b[static_cast<std::size_t>(at)] = 4;
+    CHECK(ArgBinder::first_outside(a.data(), 10000, 4) == at);
+    CHECK(ArgBinder::first_outside(b.data(), 10000, 4) == at);
+    CHECK(ArgBinder::first_outside(a.data(), 10000, 5) == -1);
+    a[static_cast<std::size_t>(at)] = std::numeric_limits<std::int32_t>::min();
+    CHECK(ArgBinder::first_outside(a.data(), 10000, std::int64_t{1} << 40) == at);
+    a[static_cast<std::size_t>(at)] = 3, b[static_cast<std::size_t>(at)] = 3;
+  }
+  a[9000] = std::numeric_limits<std::int32_t>::max();
+  CHECK(ArgBinder::first_outside(a.data(), 10000, std::int64_t{1} << 40) == -1);
+  CHECK(ArgBinder::first_outside(a.data(), 10000, std::numeric_limits<std::int32_t>::max()) == 9000);
 }

@@ -1,11 +1,13 @@
 // Thread pool: every index exactly once for many (n, grain, threads) combinations, chunk
 // sizes, serial cases, nesting, exceptions, and parallel_for called from generated C code
-// through the ABI trampoline.
+// through the ABI trampoline; the row sorter the pool's row-sorting steps use.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <random>
 #include <set>
 #include <stdexcept>
 #include <thread>
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "runtime_test_support.hpp"
+#include "spindle/runtime/sort_rows.hpp"
 #include "spindle/runtime/thread_pool.hpp"
 
 using namespace spindle;
@@ -204,6 +207,40 @@ TEST_CASE("generated C code calls parallel_for through the ABI", "[runtime]") {
       CHECK(counters[0] >= 1);
       CHECK(counters[1] == 0);
       CHECK(counters[2] == 3 * counters[0]);
+    }
+  }
+}
+
+// The row sorter of runtime/sort_rows.hpp (sort_rows; combine_segments of scattered rows,
+// which folds the writes of one column in the order they were made, so the sorts must be
+// stable): random rows of 0 .. 300 pairs with repeated columns, each value its position in
+// the row; every row must come out ordered by column and, among equal columns, by value.
+TEST_CASE("RowSorter: ranked and radix sorts order by column and keep equal columns in order", "[runtime]") {
+  std::mt19937_64 rng(17);
+  spindle::runtime::sort_rows_detail::RowSorter<std::int32_t, double> sorter;
+  for (int trial = 0; trial < 400; ++trial) {
+    const std::int64_t n = static_cast<std::int64_t>(rng() % 301);
+    const std::int64_t span = 1 + static_cast<std::int64_t>(rng() % (trial % 2 ? 5000 : 40));  // few or many repeats
+    const std::int32_t base = static_cast<std::int32_t>(rng() % 1000);
+    std::vector<std::int32_t> x(static_cast<std::size_t>(n));
+    std::vector<double> v(static_cast<std::size_t>(n));
+    for (std::int64_t q = 0; q < n; ++q) {
+      x[static_cast<std::size_t>(q)] = base + static_cast<std::int32_t>(rng() % static_cast<std::uint64_t>(span));
+      v[static_cast<std::size_t>(q)] = static_cast<double>(q);
+    }
+    std::vector<std::pair<std::int32_t, double>> want;
+    for (std::int64_t q = 0; q < n; ++q) want.emplace_back(x[static_cast<std::size_t>(q)], v[static_cast<std::size_t>(q)]);
+    std::stable_sort(want.begin(), want.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    const bool short_row = n <= 32 || trial % 3 == 0;  // ranked also past 32 now and then
+    if (n > 0) {
+      const auto [lo, hi] = std::minmax_element(x.begin(), x.end());
+      if (short_row) sorter.ranked(x.data(), v.data(), n);
+      else if (*lo != *hi) sorter.radix(x.data(), v.data(), n, *lo, *hi);
+    }
+    INFO("trial " << trial << ", " << n << " pairs over " << span << " columns, " << (short_row ? "ranked" : "radix"));
+    for (std::int64_t q = 0; q < n; ++q) {
+      REQUIRE(x[static_cast<std::size_t>(q)] == want[static_cast<std::size_t>(q)].first);
+      REQUIRE(v[static_cast<std::size_t>(q)] == want[static_cast<std::size_t>(q)].second);
     }
   }
 }
