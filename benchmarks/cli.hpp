@@ -45,6 +45,7 @@ struct Config {
   // scheduled_spmm: Spindle's CSR SpMM under this user schedule (docs/schedules.md)
   std::string schedule = "split(k, 16).vectorize(k_i).parallel(i)";
   int kron_block = 1;       // every matrix becomes (A + I) (x) a dense D x D block (D > 1)
+  int coo_repeats = 1;      // coo2csr: each entry of A given as this many triplets (duplicates)
   double tolerance = -1;  // < 0: per dtype (1e-4 for f32, 1e-10 for f64)
   bool json = false;
   std::string json_file;  // also write the JSON document here
@@ -111,6 +112,8 @@ usage: spindle-bench [options]
   --edge-factor N      R-MAT edges per vertex before duplicates are removed   [16]
   --values file|random the matrices' values: as the files give them (the graphs: all 1, which
                        GraphBLAS stores "iso" and never moves), or drawn in [-1, 1] (--seed) [file]
+  --coo-repeats N      coo2csr: each entry of A as N triplets at its coordinate, values
+                       that sum to its value, all in one random order (duplicates to fold)  [1]
   --seed N             seed of the R-MAT graph and the dense operands        [1]
   --feat LIST          feature sizes K for spmm and sddmm     [32,128; cuda: 32,128,512]
   --threads LIST       thread counts (every system runs with the same count) [1,2,4..hardware]
@@ -247,6 +250,8 @@ inline bool parse_args(int argc, char** argv, Config& c) {
       const std::string v = value();
       if (v != "file" && v != "random") throw std::invalid_argument("--values: file or random");
       c.random_values = v == "random";
+    } else if (a == "--coo-repeats") {
+      c.coo_repeats = static_cast<int>(parse_int(a, value(), 1, 64));
     } else if (a == "--seed") {
       c.seed = static_cast<std::uint64_t>(parse_int(a, value(), 0, 1L << 62));
     } else if (a == "--feat") {

@@ -416,37 +416,58 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
         }
       }
       // coo2csr: A's entries as (row, col, value) triplets in a random order (seeded), C = A
-      // rebuilt from them; every system gets the same order.
+      // rebuilt from them; every system gets the same order. With --coo-repeats N each entry
+      // is N triplets at its coordinate (the first N - 1 values drawn in [-1, 1], the last
+      // one the rest), so every system sums duplicates.
       std::vector<std::int32_t> coo_row, coo_col;
       spindle::Tensor<T> coo_val;
       if (op == "coo2csr") {
-        std::vector<std::int64_t> order(static_cast<std::size_t>(nnz));
-        for (std::int64_t q = 0; q < nnz; ++q) order[static_cast<std::size_t>(q)] = q;
+        const std::int64_t repeats = cfg.coo_repeats, entries = nnz * repeats;
+        std::vector<std::int64_t> order(static_cast<std::size_t>(entries));
+        for (std::int64_t q = 0; q < entries; ++q) order[static_cast<std::size_t>(q)] = q;
         std::mt19937_64 draw(seed);
         std::shuffle(order.begin(), order.end(), draw);
+        std::vector<T> part(static_cast<std::size_t>(entries));  // the values of the triplets of entry q: q * repeats ...
+        std::uniform_real_distribution<double> u(-1.0, 1.0);
+        for (std::int64_t q = 0; q < nnz; ++q) {
+          T rest = a.values()[static_cast<std::size_t>(q)];
+          for (std::int64_t t = 0; t + 1 < repeats; ++t) {
+            const T w = static_cast<T>(u(draw));
+            part[static_cast<std::size_t>(q * repeats + t)] = w;
+            rest -= w;
+          }
+          part[static_cast<std::size_t>(q * repeats + repeats - 1)] = rest;
+        }
         std::vector<std::int64_t> row_of(static_cast<std::size_t>(nnz));
         for (std::int64_t r = 0; r < rows; ++r)
           for (std::int64_t q = a.indptr()[r]; q < a.indptr()[r + 1]; ++q) row_of[static_cast<std::size_t>(q)] = r;
         std::vector<T> vals;
         std::vector<Eigen::Triplet<T, int>> trips;
         std::vector<std::uint64_t> gi, gj;
-        for (std::int64_t q : order) {
-          const auto s = static_cast<std::size_t>(q);
+        for (std::int64_t t : order) {
+          const auto s = static_cast<std::size_t>(t / repeats);
           coo_row.push_back(static_cast<std::int32_t>(row_of[s]));
           coo_col.push_back(static_cast<std::int32_t>(a.indices()[s]));
-          vals.push_back(a.values()[s]);
+          vals.push_back(part[static_cast<std::size_t>(t)]);
           trips.emplace_back(coo_row.back(), coo_col.back(), vals.back());
           gi.push_back(static_cast<std::uint64_t>(coo_row.back()));
           gj.push_back(static_cast<std::uint64_t>(coo_col.back()));
         }
         eigen.set_coo(std::move(trips));
         check_sparse_result(eigen, rows, cols);
-        if (mkl) mkl->set_coo(coo_row, coo_col, vals);
+        c.nnz_b = entries;  // the triplets, for the model (and the table's nnz(B))
+        // mkl_sparse_convert_csr keeps a COO handle's duplicates as separate entries (measured:
+        // the pattern differs from every other system's), so it is not timed with repeats.
+        const bool mkl_coo = mkl && repeats == 1;
+        if (mkl && !mkl_coo)
+          std::fprintf(stderr, "[bench] %s coo2csr: mkl not timed with --coo-repeats > 1 (its conversion does not sum "
+                               "duplicates)\n", m.info.name.c_str());
+        if (mkl_coo) mkl->set_coo(coo_row, coo_col, vals);
         if (grb) grb->set_coo(std::move(gi), std::move(gj), vals);
-        coo_val = spindle::Tensor<T>::from(std::move(vals), {nnz});
-        c.spindle = [&] {
-          k.coo_to_csr(spindle::TensorView<const std::int32_t>(coo_row.data(), {nnz}),
-                       spindle::TensorView<const std::int32_t>(coo_col.data(), {nnz}), coo_val, *csp);
+        coo_val = spindle::Tensor<T>::from(std::move(vals), {entries});
+        c.spindle = [&, entries] {
+          k.coo_to_csr(spindle::TensorView<const std::int32_t>(coo_row.data(), {entries}),
+                       spindle::TensorView<const std::int32_t>(coo_col.data(), {entries}), coo_val, *csp);
         };
         c.eigen = [&] { eigen.coo_to_csr(); };
         if (grb) {
@@ -454,7 +475,7 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
           c.graphblas = [&] { grb->coo2csr(); };
           check_grb_result(*grb);
         }
-        if (mkl) {
+        if (mkl_coo) {
           c.mkl = [&] { mkl->coo2csr(); };
           c.mkl_error = [&] { return sparse_result_error(mkl->sparse_result(), cref, "mkl " + m.info.name + " coo2csr"); };
         }

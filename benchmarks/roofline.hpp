@@ -109,7 +109,8 @@ inline double model_bytes(const CaseShape& c) {
   if (c.op == "spmm") return a + n * k * vb + m * k * vb;
   if (c.op == "spmv") return a + n * vb + m * vb;
   if (c.op == "transpose") return a + (n + 1) * ib + nnz * (ib + vb);  // A read, Aᵀ written
-  if (c.op == "coo2csr") return nnz * (2 * ib + vb) + (m + 1) * ib + nnz * (ib + vb);  // triplets read, C written
+  if (c.op == "coo2csr")  // the triplets (nnz_b of them) read, C written
+    return static_cast<double>(c.nnz_b) * (2 * ib + vb) + (m + 1) * ib + nnz * (ib + vb);
   if (c.op == "prune") return a + (m + 1) * ib + static_cast<double>(c.nnz_out) * (ib + vb);  // A read, C written
   if (c.op == "dense2csr") return m * n * vb + (m + 1) * ib + static_cast<double>(c.nnz_out) * (ib + vb);
   if (sparse_result_op(c.op)) {

@@ -33,6 +33,7 @@
 #include "spindle/ir/affine_index.hpp"
 #include "spindle/ir/functor.hpp"
 #include "spindle/ir/indirect.hpp"
+#include "spindle/ir/printer.hpp"
 #include "spindle/runtime/call_arg.hpp"
 
 namespace spindle::runtime {
