@@ -981,6 +981,45 @@ TEST_CASE("scatter by sparse coordinates: Aᵀ X and column sums of a CSR (CSC S
   }
 }
 
+// One host call of several kernels over the same inputs (an assembled output's two phases)
+// checks each index array once (runtime::CheckedIndexValues): a check is skipped only for the
+// same array against the same extent; any other array, or another extent, is checked.
+TEST_CASE("indirect writes: index checks shared by the kernels of one call are keyed by array and extent",
+          "[correctness][user][indirect][errors]") {
+  using namespace ind;
+  auto scatter = sp::kernel("scatter_add_keyed", [](sp::in<float, E> x, sp::in<std::int32_t, E> idx,
+                                                    sp::out<float, N> y, sp::iter<E> e) { y(idx(e)) += x(e); });
+  auto x = sp::Tensor<float>::random({6}, 3, -1, 1);
+  auto idx = sp::Tensor<std::int32_t>::zeros({6});
+  const std::int32_t good[] = {0, 3, 3, 1, 2, 0};
+  for (int q = 0; q < 6; ++q) idx.values()[q] = good[q];
+  auto y = sp::Tensor<float>::zeros({4});
+  auto args = [&](const sp::Tensor<std::int32_t>& i, sp::Tensor<float>& out) {
+    std::vector<sp::runtime::CallArg> a(3);
+    a[0].view = sp::storage_of(x), a[1].view = sp::storage_of(i), a[2].view = sp::storage_of(out);
+    return a;
+  };
+  const sp::runtime::CompiledKernel& k = scatter.compile();
+  sp::runtime::CheckedIndexValues checked;
+  k.call(args(idx, y), checked);
+  REQUIRE(checked.passed.size() == 1);  // the check that ran, recorded
+  CHECK(checked.passed[0].data == idx.data());
+  CHECK(checked.passed[0].count == 6);
+  CHECK(checked.passed[0].extent == 4);
+  k.call(args(idx, y), checked);  // the same array and extent: not checked again, not recorded twice
+  CHECK(checked.passed.size() == 1);
+  for (int q = 0; q < 4; ++q) CHECK(y(q) != 0.0f);
+  // The same array against a smaller extent is checked: index 3 is outside [0, 3).
+  auto y3 = sp::Tensor<float>::full({3}, 42.0f);
+  CHECK_THROWS_WITH(k.call(args(idx, y3), checked), Catch::Contains("value 3 at position 1 is outside [0, 3)"));
+  for (int q = 0; q < 3; ++q) CHECK(y3(q) == 42.0f);
+  // Another array with a bad value is checked, whatever the record holds.
+  auto bad = sp::Tensor<std::int32_t>::zeros({6});
+  bad.values()[5] = 4;
+  CHECK_THROWS_WITH(k.call(args(bad, y), checked), Catch::Contains("value 4 at position 5 is outside [0, 4)"));
+  CHECK(checked.passed.size() == 1);
+}
+
 TEST_CASE("indirect writes: an index outside the written axis raises a FormatError before anything is written",
           "[correctness][user][indirect][errors]") {
   using namespace ind;

@@ -111,14 +111,7 @@ std::vector<std::int64_t> combine_segments(ThreadPool& pool, const std::vector<s
       const std::int64_t start = raw_ptr[static_cast<std::size_t>(r)], n = raw_ptr[static_cast<std::size_t>(r) + 1] - start;
       I* x = idx + start;
       V* v = val + start;
-      unsigned descents = 0;  // branch-free: a segment is read to its end either way
-      I lo = n > 0 ? x[0] : I(0), hi = lo;
-      for (std::int64_t q = 1; q < n; ++q) {
-        descents |= static_cast<unsigned>(x[q - 1] >= x[q]);
-        lo = std::min(lo, x[q]);
-        hi = std::max(hi, x[q]);
-      }
-      const bool ascending = descents == 0;
+      const auto [ascending, lo, hi] = sorter.scan(x, n);
       if (ascending && !op) {  // assignments at distinct columns, in order: nothing to do
         counts[static_cast<std::size_t>(r)] = n;
         continue;
@@ -127,10 +120,7 @@ std::vector<std::int64_t> combine_segments(ThreadPool& pool, const std::vector<s
       // rank for a short segment, LSD radix passes on (column - lo) for a longer one
       // (runtime/sort_rows.hpp; this replaced std::stable_sort of copied pairs, a merge sort
       // per segment whose comparisons mispredict: docs/passes/assemble_scattered.md).
-      if (!ascending && lo != hi) {
-        if (n <= 32) sorter.ranked(x, v, n);
-        else sorter.radix(x, v, n, lo, hi);
-      }
+      if (!ascending) sorter.sort(x, v, n, lo, hi);
       std::int64_t out = 0;
       for (std::int64_t q = 0; q < n; ++q) {
         const bool fresh = out == 0 || x[out - 1] != x[q];
@@ -271,8 +261,9 @@ inline void AssembledKernel::Impl::call_scattered(const std::vector<CallArg>& ar
   a.push_back(phase_arg(bounds.data(), DType::i64, {2}, false));
   a.push_back(phase_arg(&no_mark, DType::i32, {0, cols}, true));
   a.push_back(phase_arg(counts.data(), DType::i64, {blocks, rows}, true));
+  CheckedIndexValues checked;  // the numeric phase does not check the index values again
   try {
-    sym.call(a);
+    sym.call(a, checked);
   } catch (const ShapeError& e) {
     throw p.with_shape_hint(e, rows, cols);
   }
@@ -307,7 +298,7 @@ inline void AssembledKernel::Impl::call_scattered(const std::vector<CallArg>& ar
   a.push_back(phase_arg(raw_ptr.data(), DType::i64, {rows + 1}, false));
   a.push_back(phase_arg(raw_idx, p.index_dtype, {raw}, true));
   a.push_back(phase_arg(raw_val, p.value_dtype, {raw}, true));
-  num.call(a);
+  num.call(a, checked);
   for (std::size_t k = 0; k < cells; ++k) cursor[k] -= start[k];  // each block's writes per row
   p.check_same_pattern(counts, cursor);
   const bool ascending = ascend_when_sorted && inputs_sorted(args);
@@ -383,8 +374,9 @@ SPINDLE_DECL void AssembledKernel::call(const std::vector<CallArg>& args, Assemb
   a.push_back(phase_arg(bounds.data(), DType::i64, {blocks + 1}, false));
   a.push_back(phase_arg(mark.data(), DType::i32, {scratch_blocks, cols}, true));
   a.push_back(phase_arg(counts.data(), DType::i64, {rows}, true));
+  CheckedIndexValues checked;  // the numeric phase does not check the index values again
   try {
-    impl_->sym.call(a);
+    impl_->sym.call(a, checked);
   } catch (const ShapeError& e) {
     throw p.with_shape_hint(e, rows, cols);
   }
@@ -408,7 +400,7 @@ SPINDLE_DECL void AssembledKernel::call(const std::vector<CallArg>& args, Assemb
   a.push_back(phase_arg(row_ptr.data(), DType::i64, {rows + 1}, false));
   a.push_back(phase_arg(out_indices, p.index_dtype, {nnz}, true));
   a.push_back(phase_arg(out_values, p.value_dtype, {nnz}, true));
-  impl_->num.call(a);
+  impl_->num.call(a, checked);
   if (append) {
     // Appended rows are bounded (AssemblyContext::bounded_rows): the symbolic counts are
     // bounds where a row merges fibers (exact elsewhere, where the blocks then stay put).

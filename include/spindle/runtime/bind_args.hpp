@@ -141,8 +141,11 @@ class ArgBinder {
   // kernel with indirect writes passes `device_checks`: the index checks to run on copies of
   // the device arrays before the launch.
   // `threads`: the thread count the call runs with (ParamOrigin::threads scalars).
+  // `checked`: the host checks an earlier kernel of the same call ran (skipped here), to which
+  // the ones run here are added (compiled_kernel.hpp, CheckedIndexValues).
   void bind(const std::vector<CallArg>& args, void** buffers, std::int64_t* scalars,
-            std::vector<IndexCheck>* device_checks = nullptr, std::int64_t threads = 1) const {
+            std::vector<IndexCheck>* device_checks = nullptr, std::int64_t threads = 1,
+            CheckedIndexValues* checked = nullptr) const {
     SPINDLE_CHECK(static_cast<int>(args.size()) == num_args_, UserError, "kernel '", kernel_, "' takes ",
                   num_args_, " arguments, got ", args.size());
     Bindings axes;
@@ -161,10 +164,12 @@ class ArgBinder {
         IndexCheck c{v.data, v.dtype, v.value_count, len->length,
                      message("kernel '", kernel_, "': argument ", ind.arg, " ('", ind.index_buffer,
                              "') indexes axis ", ind.axis, " of buffer '", ind.target, "' (an indirect write)")};
-        if (device_)
+        if (device_) {
           device_checks->push_back(std::move(c));
-        else
+        } else if (!checked || !checked->contains(c.data, c.dtype, c.count, c.extent)) {
           check_index_values(c, c.data);
+          if (checked) checked->passed.push_back({c.data, c.dtype, c.count, c.extent});
+        }
       }
     }
     for (auto& c : computed_) check_computed_index(c, axes);

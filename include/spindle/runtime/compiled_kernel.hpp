@@ -57,6 +57,9 @@ class CompiledKernel {
 
   // Checks and binds the arguments, then runs the kernel.
   SPINDLE_DECL void call(const std::vector<CallArg>& args) const;
+  // The same, skipping the index-value checks in `checked` and adding the ones it ran (one
+  // assembled call's phases share it).
+  SPINDLE_DECL void call(const std::vector<CallArg>& args, CheckedIndexValues& checked) const;
 
   SPINDLE_DECL const driver::Lowered& lowered() const;  // include driver/pipeline.hpp to use
   SPINDLE_DECL const std::string& source() const;

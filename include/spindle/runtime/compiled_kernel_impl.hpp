@@ -70,6 +70,11 @@ SPINDLE_DECL CompiledKernel::CompiledKernel(const ir::Function& stage1, Runtime&
 SPINDLE_DECL CompiledKernel::~CompiledKernel() = default;
 
 SPINDLE_DECL void CompiledKernel::call(const std::vector<CallArg>& args) const {
+  CheckedIndexValues none;
+  call(args, none);
+}
+
+SPINDLE_DECL void CompiledKernel::call(const std::vector<CallArg>& args, CheckedIndexValues& checked) const {
   constexpr std::size_t kInline = 32;
   std::array<void*, kInline> buf_small{};
   std::array<std::int64_t, kInline> sc_small{};
@@ -88,7 +93,7 @@ SPINDLE_DECL void CompiledKernel::call(const std::vector<CallArg>& args) const {
   // A call from inside a parallel region runs its parallel loops serially (thread_pool.hpp):
   // one owner then covers every row, instead of each of the pool's threads' owners in turn.
   const std::int64_t threads = ThreadPool::in_parallel_region() ? 1 : impl_->rt->pool().num_threads();
-  impl_->binder.bind(args, bufs, scalars, nullptr, threads);
+  impl_->binder.bind(args, bufs, scalars, nullptr, threads, &checked);
   impl_->entry(bufs, scalars, impl_->rt->abi());
 }
 

@@ -57,6 +57,30 @@ inline std::pair<int, int> radix_passes(std::int64_t n, std::uint64_t range) {
 template <class I, class V>
 class RowSorter {
  public:
+  // One read of a row, branch-free (it vectorises; a loop that stops at the first descent
+  // mispredicts once per row): whether its columns strictly ascend, and the least and
+  // greatest (both x[0]... for n < 2, and I(0) for n == 0).
+  struct Scan {
+    bool ascending;
+    I lo, hi;
+  };
+  static Scan scan(const I* x, std::int64_t n) {
+    unsigned descents = 0;
+    I lo = n > 0 ? x[0] : I(0), hi = lo;
+    for (std::int64_t q = 1; q < n; ++q) {
+      descents |= static_cast<unsigned>(x[q - 1] >= x[q]);
+      lo = std::min(lo, x[q]);
+      hi = std::max(hi, x[q]);
+    }
+    return {descents == 0, lo, hi};
+  }
+  // Sorts a row that scan() found not ascending, lo and hi its least and greatest column:
+  // by ranks up to 32 pairs, by radix passes past that (nothing to do when lo == hi).
+  void sort(I* x, V* v, std::int64_t n, I lo, I hi) {
+    if (lo == hi) return;  // one column: already in order (stable)
+    if (n <= 32) ranked(x, v, n);
+    else radix(x, v, n, lo, hi);
+  }
   // A short row (32 pairs or so): each pair goes to its rank, the number of columns smaller
   // than its own plus the number of equal ones before it (stable), through scratch. The
   // comparisons are branch-free and vectorise; an insertion sort's shifts mispredicted once
@@ -129,20 +153,10 @@ void sort_rows(ThreadPool& pool, std::int64_t rows, const std::int64_t* row_ptr,
       if (n < 2 || n <= sorted_up_to) continue;
       I* x = idx + row_ptr[r];
       V* v = val + row_ptr[r];
-      unsigned descents = 0;  // branch-free: one read of the row, vectorised
-      I lo = x[0], hi = x[0];
-      for (std::int64_t q = 1; q < n; ++q) {
-        descents |= static_cast<unsigned>(x[q - 1] > x[q]);
-        lo = std::min(lo, x[q]);
-        hi = std::max(hi, x[q]);
-      }
-      if (descents == 0) continue;  // one run: already sorted
-      if (n <= 32) {
-        sorter.ranked(x, v, n);
-        continue;
-      }
+      const auto [ascending, lo, hi] = sorter.scan(x, n);  // (a row's columns are distinct)
+      if (ascending) continue;  // one run: already sorted
       const std::uint64_t range = static_cast<std::uint64_t>(hi) - static_cast<std::uint64_t>(lo);  // > 0
-      if (range < 16 * static_cast<std::uint64_t>(n)) {  // dense enough: a bitmap over the range
+      if (n > 32 && range < 16 * static_cast<std::uint64_t>(n)) {  // dense enough: a bitmap over the range
         const auto span = static_cast<std::size_t>(range) + 1;
         if (dense.size() < span) {
           dense.resize(span);
@@ -164,7 +178,7 @@ void sort_rows(ThreadPool& pool, std::int64_t rows, const std::int64_t* row_ptr,
         }
         continue;
       }
-      sorter.radix(x, v, n, lo, hi);  // LSD passes (stable: exact for any keys)
+      sorter.sort(x, v, n, lo, hi);  // ranks, or LSD passes (stable: exact for any keys)
     }
   });
 }
