@@ -1385,31 +1385,78 @@ TEST_CASE("computed write indices: a blocked output, BSR SpMM into plain matrice
 }
 
 TEST_CASE("computed write indices: extents that do not prove the bound raise a ShapeError before anything is "
-          "written, on every engine, the CUDA build and the interpreter",
-          "[correctness][user][computed][errors]") {
+          "written, on every engine, the CUDA build and the interpreter, also for a write under a when that never "
+          "holds",
+          "[correctness][user][computed][errors][when]") {
   using namespace cw;
   auto unblock = sp::kernel("unblock", [](sp::in<float, IO, II, F> x, sp::out<float, R, F> y, sp::iter<IO> io,
                                           sp::iter<II> ii, sp::iter<F> f) { y(io * 4 + ii, f) += x(io, ii, f); });
-  auto x = sp::Tensor<float>::random({3, 4, 2}, 5, -1, 1);
+  // The call-time check covers every write, reached or not (§7): the interpreter used to skip
+  // the writes under a `when`.
+  auto when_unblock = sp::kernel("when_unblock", [](sp::in<float, IO, II, F> x, sp::out<float, R, F> y,
+                                                    sp::iter<IO> io, sp::iter<II> ii, sp::iter<F> f) {
+    sp::when(x(io, ii, f) > 100.0f, [&] { y(io * 4 + ii, f) += x(io, ii, f); });
+  });
+  auto x = sp::Tensor<float>::random({3, 4, 2}, 5, -1, 1);  // x > 100 never holds
   auto y = sp::Tensor<float>::full({11, 2}, 42.0f);  // one row short of 3 * 4
   auto args = [&] {
     std::vector<sp::runtime::CallArg> a(2);
     a[0].view = sp::storage_of(x), a[1].view = sp::storage_of(y);
     return a;
   };
-  on_every_engine([&](sp::runtime::Runtime& rt) {
-    CHECK_THROWS_AS(unblock.with_runtime(rt)(x, y), sp::ShapeError);
-    CHECK_THROWS_WITH(unblock.with_runtime(rt)(x, y), Catch::Contains("can reach 0 .. 11, but axis R has extent 11"));
-  }, [&] {
+  for (const auto* k : {&unblock, &when_unblock}) {
+    INFO(k->ir().name);
+    on_every_engine([&](sp::runtime::Runtime& rt) {
+      CHECK_THROWS_AS(k->with_runtime(rt)(x, y), sp::ShapeError);
+      CHECK_THROWS_WITH(k->with_runtime(rt)(x, y), Catch::Contains("can reach 0 .. 11, but axis R has extent 11"));
+    }, [&] {
+      for (float v : y.values()) REQUIRE(v == 42.0f);
+    });
+    CHECK_THROWS_AS(spindle::test::run_cuda_build(k->ir(), args()), sp::ShapeError);
     for (float v : y.values()) REQUIRE(v == 42.0f);
-  });
-  CHECK_THROWS_AS(spindle::test::run_cuda_build(unblock.ir(), args()), sp::ShapeError);
-  for (float v : y.values()) REQUIRE(v == 42.0f);
-  CHECK_THROWS_WITH(spindle::test::Interpreter(unblock.ir(), args()).run(), Catch::Contains("call error"));
+    CHECK_THROWS_WITH(spindle::test::Interpreter(k->ir(), args()).run(), Catch::Contains("call error"));
+  }
   // An empty iterated axis makes the write unreachable: no error, nothing to write.
   auto x0 = sp::Tensor<float>::zeros({0, 4, 2});
   auto y0 = sp::Tensor<float>::zeros({0, 2});
   CHECK_NOTHROW(unblock(x0, y0));
+}
+
+// The call-time check of indirect write indices (docs/language.md §4.1, §7) covers every
+// write of the kernel, also one under a `when` that never holds: the compiled kernels, the
+// CUDA build and the reference interpreter all refuse the call (the interpreter used to check
+// the values only at the writes it reached). Computed indices: "computed write indices: ...".
+TEST_CASE("conditional writes: indirect index checks cover writes whose condition never holds, on every engine, the "
+          "CUDA build and the interpreter",
+          "[correctness][user][when][indirect][errors]") {
+  {
+    using namespace ind;
+    auto scatter = sp::kernel("when_scatter_add", [](sp::in<float, E> x, sp::in<std::int32_t, E> idx,
+                                                     sp::out<float, N> y, sp::iter<E> e) {
+      sp::when(x(e) > 100.0f, [&] { y(idx(e)) += x(e); });
+    });
+    auto x = sp::Tensor<float>::random({6}, 3, -1, 1);  // the condition never holds
+    auto idx = sp::Tensor<std::int32_t>::zeros({6});
+    idx.values()[2] = 4;  // outside [0, 4)
+    auto y = sp::Tensor<float>::full({4}, 42.0f);
+    auto args = [&] {
+      std::vector<sp::runtime::CallArg> a(3);
+      a[0].view = sp::storage_of(x), a[1].view = sp::storage_of(idx), a[2].view = sp::storage_of(y);
+      return a;
+    };
+    on_every_engine([&](sp::runtime::Runtime& rt) {
+      CHECK_THROWS_WITH(scatter.with_runtime(rt)(x, idx, y), Catch::Contains("value 4 at position 2 is outside [0, 4)"));
+    }, [&] {
+      for (float v : y.values()) REQUIRE(v == 42.0f);
+    });
+    CHECK_THROWS_AS(spindle::test::run_cuda_build(scatter.ir(), args()), sp::FormatError);
+    CHECK_THROWS_WITH(spindle::test::Interpreter(scatter.ir(), args()).run(),
+                      Catch::Contains("call error") && Catch::Contains("holds 4 at position 2"));
+    idx.values()[2] = 3;  // every value inside: nothing written, nothing refused
+    CHECK_NOTHROW(spindle::test::Interpreter(scatter.ir(), args()).run());
+    scatter(x, idx, y);
+    for (float v : y.values()) CHECK(v == 0.0f);
+  }
 }
 
 // --- sparse vectors: a root sparse axis (sparse_root, docs/language.md §1.2) -------------

@@ -19,6 +19,10 @@
 //    coordinate: each stored element is visited, read and written once);
 //  * every `out` buffer starts as the identity of the reduction into it (0 for += and for
 //    buffers that are only assigned); `inout` buffers start with the caller's values;
+//  * the call-time rules of write indices (§4.1, §7) are checked before anything runs, for
+//    every write of the kernel, reached or not (under a `when` that never holds): a computed
+//    index's interval over its iterators' extents, and every stored value of an indirect
+//    index's buffer against the extent it indexes ("call error");
 //  * locals are scalars with sequential semantics, private to the block that declares them;
 //  * arithmetic is done in the expression's dtype (f32 rounded to float after every
 //    operation, integers in 64 bits and wrapped to 32 for i32), as C does.
@@ -69,6 +73,7 @@ class Interpreter {
 
   void run() {
     check_computed_writes(f_.body, {});
+    check_indirect_writes(f_.body);
     for (auto& fb : f_.buffers)
       if (fb.buffer->role == ir::BufferRole::output && !ir::is_assembled(*fb.buffer)) prefill(fb);
     exec(f_.body);
@@ -625,6 +630,11 @@ class Interpreter {
         for (auto& x : s.as<ir::SeqNode>()->stmts) check_computed_writes(x, extent);
         return;
       case ir::StmtKind::Block: return check_computed_writes(s.as<ir::BlockNode>()->body, extent);
+      case ir::StmtKind::IfThenElse: {  // checked whether or not the branch runs (§7: before anything runs)
+        auto* n = s.as<ir::IfThenElseNode>();
+        check_computed_writes(n->then_case, extent);
+        return check_computed_writes(n->else_case, extent);
+      }
       case ir::StmtKind::SparseIteration: {
         auto* n = s.as<ir::SparseIterationNode>();
         for (std::size_t k = 0; k < n->vars.size(); ++k) extent[n->vars[k].node()] = length_of(space_of(n->axes[k].get()));
@@ -643,6 +653,50 @@ class Interpreter {
             throw InterpreterError("call error: computed index " + ir::to_string(e) + " of buffer '" +
                                    n->buffer->name + "' spans [" + std::to_string(r.lo) + ", " + std::to_string(r.hi) +
                                    "] but its axis has extent " + std::to_string(len));
+        }
+        return;
+      }
+      default: return;
+    }
+  }
+  // --- call-time rule of indirect write indices (docs/language.md §4.1, §7) ------------
+  // A write into a root slot at the value of an integer `in` buffer (or that value cast to
+  // int64) is a call error unless every stored value of that buffer lies in [0, extent) of
+  // the slot's coordinate space — checked before anything runs, for every such write of the
+  // kernel, whether or not it is reached (under a `when`, in an empty loop).
+  void check_indirect_writes(const ir::Stmt& s) {
+    if (!s.defined()) return;
+    switch (s.kind()) {
+      case ir::StmtKind::Seq:
+        for (auto& x : s.as<ir::SeqNode>()->stmts) check_indirect_writes(x);
+        return;
+      case ir::StmtKind::Block: return check_indirect_writes(s.as<ir::BlockNode>()->body);
+      case ir::StmtKind::IfThenElse: {
+        auto* n = s.as<ir::IfThenElseNode>();
+        check_indirect_writes(n->then_case);
+        return check_indirect_writes(n->else_case);
+      }
+      case ir::StmtKind::SparseIteration: return check_indirect_writes(s.as<ir::SparseIterationNode>()->body);
+      case ir::StmtKind::Reduce: {
+        auto* n = s.as<ir::ReduceNode>();
+        for (std::size_t q = 0; q < n->indices.size() && q < n->buffer->axes.size(); ++q) {
+          const ir::AxisNode* axis = n->buffer->axes[q].get();
+          if (axis->parent) continue;
+          ir::Expr e = n->indices[q];
+          if (auto* c = e.as<ir::CastNode>(); c && c->dtype == DType::i64) e = c->value;
+          auto* l = e.as<ir::LoadNode>();
+          if (!l || !is_int(l->buffer->dtype) || l->buffer->role != ir::BufferRole::input) continue;
+          auto it = buffers_.find(l->buffer.get());
+          if (it == buffers_.end()) continue;
+          const StorageView& v = it->second.view;
+          const std::int64_t len = length_of(space_of(axis));
+          for (std::int64_t k = 0; k < v.value_count; ++k) {
+            const std::int64_t x = load_value(v, k).i;
+            if (x < 0 || x >= len)
+              throw InterpreterError("call error: index buffer '" + l->buffer->name + "' holds " + std::to_string(x) +
+                                     " at position " + std::to_string(k) + ", outside [0, " + std::to_string(len) +
+                                     ") of the slot of buffer '" + n->buffer->name + "' it indexes");
+          }
         }
         return;
       }
