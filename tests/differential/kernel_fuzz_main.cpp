@@ -25,6 +25,9 @@
 // unsorted (check_unsorted): an engine agrees with the interpreter or refuses the call with
 // the binder's "not sorted" FormatError. Every third seed's unsorted fibers also repeat a
 // coordinate (each stored element is visited once: docs/language.md §7).
+// Every compared kernel with an indirect write runs again with one stored value of an index
+// buffer outside the extent it indexes (check_bad_indices): the interpreter and every engine
+// must refuse the call, the engines with a FormatError and no output touched.
 // Every compared kernel (every N-th with --large-every N) runs again on inputs of thousands
 // of rows, with 1 and 3 threads (check_large), unless --no-large. A failing kernel is shrunk
 // (on the inputs it failed on); SPINDLE_FUZZ_EXPLAIN=1 also prints the shrunk kernel's explain().
@@ -43,6 +46,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -67,7 +71,7 @@ namespace {
 
 struct Stats {
   long generated = 0, rejected = 0, skipped = 0, compared = 0, failures = 0, large = 0, indirect = 0, computed = 0,
-       unsorted = 0, unsorted_large = 0, unsorted_refused = 0, unsorted_repeated = 0, shared = 0, sparse_roots = 0, row_tiles = 0, owned_tiles = 0, partitioned = 0, blocked = 0, gathered = 0, prefetched = 0, assembled = 0,
+       unsorted = 0, unsorted_large = 0, unsorted_refused = 0, bad_indices = 0, unsorted_repeated = 0, shared = 0, sparse_roots = 0, row_tiles = 0, owned_tiles = 0, partitioned = 0, blocked = 0, gathered = 0, prefetched = 0, assembled = 0,
        assembled_generated = 0, assembled_rejected = 0, assembled_scattered = 0, assembled_nonempty = 0, by_coordinate = 0, merges = 0, conditional = 0,
        scheduled = 0, schedule_refused = 0, gpu_scheduled = 0, gpu_unlaunchable = 0, gpu_refused = 0;
   std::map<std::string, long> schedule_kept;      // kept random schedule steps by primitive
@@ -553,6 +557,72 @@ sp::ir::Function shrink(RandomKernel& k, const std::string& engine,
     if (!progress) break;
   }
   return cur;
+}
+
+// The buffers read as indirect write indices (docs/language.md §4.1): a root slot of a write
+// indexed by the value of an integer `in` buffer, or that value cast to int64.
+std::set<const sp::ir::BufferNode*> indirect_index_buffers(const sp::ir::Function& f) {
+  struct Scan : sp::ir::IRVisitor {
+    std::set<const sp::ir::BufferNode*> found;
+    void visit_Reduce(const sp::ir::ReduceNode* n) override {
+      for (std::size_t q = 0; q < n->indices.size() && q < n->buffer->axes.size(); ++q)
+        if (!n->buffer->axes[q]->parent)
+          if (const sp::ir::LoadNode* l = sp::ir::indirect_index_load(n->indices[q])) found.insert(l->buffer.get());
+      sp::ir::IRVisitor::visit_Reduce(n);
+    }
+  } scan;
+  scan.visit(f.body);
+  return scan.found;
+}
+
+// The error path (docs/language.md §4.1, §7): one stored value of an indirect write's index
+// buffer moved outside the extent it indexes (-1, or the extent itself). The interpreter must
+// refuse the call ("call error", whether or not a write reaches the value: under a `when`,
+// past a loop's end), and so must every engine: a FormatError naming the value, with every
+// output as it was. A kernel that accepts it, or writes before refusing, is a failure.
+void check_bad_indices(RandomKernel k, const sp::ir::Function& completed, std::uint64_t ks,
+                       const std::vector<std::string>& engines,
+                       std::map<std::string, std::unique_ptr<sp::runtime::Runtime>>& runtimes, Stats& st) {
+  const std::set<const sp::ir::BufferNode*> used = indirect_index_buffers(k.function);
+  std::vector<spindle::test::BufferData*> candidates;
+  for (auto& b : k.buffers)
+    if (b.write_target && b.count > 0 && used.count(b.buffer.get())) candidates.push_back(&b);
+  if (candidates.empty()) return;
+  std::mt19937_64 rng(ks * 13 + 7);
+  spindle::test::BufferData& b = *candidates[rng() % candidates.size()];
+  const std::size_t q = rng() % b.initial.size();
+  b.initial[q] = rng() % 2 ? -1.0 : static_cast<double>(k.data.at(b.write_target).length);
+  const std::string where = "buffer '" + b.buffer->name + "' position " + std::to_string(q) + " set to " +
+                            std::to_string(static_cast<long long>(b.initial[q]));
+  try {
+    reference(k, k.function);
+    ++st.failures;
+    std::cout << "FAIL seed " << ks << " interpreter: accepted an indirect write index outside its extent (" << where
+              << ")\n" << describe(k, &completed);
+    return;
+  } catch (const spindle::test::InterpreterError& e) {
+    if (std::string(e.what()).find("call error") == std::string::npos) return;  // undefined on these inputs anyway
+  }
+  ++st.bad_indices;
+  const bool scattered = k.assembled >= 0 && sp::runtime::AssemblyPlan(completed).scattered;
+  Reference untouched;
+  for (auto& d : k.buffers) untouched.outputs.push_back(d.buffer->role == sp::ir::BufferRole::input ? std::vector<double>{} : d.initial);
+  for (auto& e : engines) {
+    if (e == "cuda" && scattered) continue;  // refused for its scattered rows (run_engine checks that)
+    const std::string what = run_engine(k, completed, e, runtimes, untouched);
+    ++st.runs[label(e) + " bad index"];
+    std::string fail;
+    if (what.rfind("threw: ", 0) != 0)
+      fail = what.empty() ? "accepted the call and wrote nothing" : "accepted the call: " + what;
+    else if (what.find("is outside [0, ") == std::string::npos)
+      fail = "did not name the bad value: " + what;
+    else if (std::string d = compare(k, true, untouched.outputs, outputs(k)); !d.empty())
+      fail = "wrote before refusing: " + d;
+    if (fail.empty()) continue;
+    ++st.failures;
+    std::cout << "FAIL seed " << ks << " engine " << label(e) << " bad index (" << where << "): " << fail << "\n"
+              << describe(k, &completed);
+  }
 }
 
 // The same kernel with every sparse fiber's coordinates out of order (shuffle_fibers; the
@@ -1189,6 +1259,7 @@ int main(int argc, char** argv) {
       }
     }
     check_unsorted(k, completed, ks, engines, runtimes, st);
+    check_bad_indices(k, completed, ks, engines, runtimes, st);
     ScheduledRun scheduled;
     if (schedules) scheduled = check_scheduled(k, completed, ks, engines, runtimes, ref, st);
     if (schedules && std::find(engines.begin(), engines.end(), "cuda") != engines.end())
@@ -1209,7 +1280,8 @@ int main(int argc, char** argv) {
             << " of them with tiles or local sums inside the ownership tests), " << st.blocked
             << " reading a long reduction block by block, " << st.gathered << " starting with a gathered dot, " << st.prefetched << " prefetching gathered rows); " << st.unsorted
             << " also with unsorted fibers (" << st.unsorted_repeated << " repeating a coordinate), " << st.unsorted_large << " co-iterating ones on large unsorted inputs ("
-            << st.unsorted_refused << " engine runs refused them: not sorted);";
+            << st.unsorted_refused << " engine runs refused them: not sorted); " << st.bad_indices
+            << " with an indirect write index outside its extent (every engine refused);";
   std::cout << " " << st.scheduled << " also under a random user schedule (steps kept:";
   for (auto& [op, n] : st.schedule_kept) std::cout << " " << op << " " << n;
   std::cout << "; " << st.schedule_refused << " steps refused); " << st.gpu_scheduled

@@ -786,6 +786,18 @@ class Generator {
     outputs_.push_back(c);
     ops_[c.get()] = pick({ir::ReduceOp::add, ir::ReduceOp::add, ir::ReduceOp::add, ir::ReduceOp::max,
                           ir::ReduceOp::min, ir::ReduceOp::mul});
+    // Scattered rows at an indirect index (COO -> CSR: c(row(e), x) op= v(e)): about one
+    // scattered kernel in two gets an index buffer over P's coordinates, which
+    // assembled_indices reads the row from. Decided by a generator of its own, so that the
+    // other kernels stay as they were.
+    if (scattered_ && std::mt19937_64(k_.seed ^ 0x5851f42d4c957f2dULL)() % 2 == 0 &&
+        k_.data.at(ir::coordinate_space(rows_axis_)).length >= 1) {
+      write_target_ = ir::coordinate_space(rows_axis_);
+      ir::Buffer rows = add_buffer(ir::BufferRole::input, chance(0.3) ? DType::i64 : DType::i32);
+      write_target_ = nullptr;
+      write_index_buffers_.push_back(rows);
+      indirect_rows_ = true;
+    }
     if (break_ == Break::second_output) {
       ir::Buffer b = add_buffer(ir::BufferRole::output, T_);
       outputs_.push_back(b);
@@ -1167,12 +1179,16 @@ class Generator {
   }
 
   // c(r, x) of the assembled output: r the row iterator of the top-level iteration (scattered:
-  // sometimes another iterator over P's coordinates, or half of one: a computed row), x an
+  // sometimes another iterator over P's coordinates, or half of one: a computed row, or a
+  // value of an index buffer over P's coordinates: an indirect row, as COO -> CSR has), x an
   // iterator over the columns' coordinates (of another space to break the rule).
   bool assembled_indices(std::vector<ir::Expr>& idx) {
     if (!row_var_.defined()) return false;
     ir::Expr row = row_var_;
-    if (scattered_ && chance(0.6)) {
+    ir::Expr from_index = indirect_rows_ && chance(0.6) ? indirect_index(rows_axis_) : ir::Expr();
+    if (from_index.defined()) {
+      row = from_index;
+    } else if (scattered_ && chance(0.6)) {
       std::vector<const Bound*> rows;
       for (auto& b : scope_)
         if (ir::coordinate_space(b.axis) == ir::coordinate_space(rows_axis_) && b.axis->kind != ir::AxisKind::dense_variable)
@@ -1354,6 +1370,7 @@ class Generator {
   enum class Break { none, read, second_output, row_not_first, two_top_level, inout, wrong_column };
   Break break_ = Break::none;
   bool scattered_ = false;  // assembled mode: c written at scattered rows, one operator
+  bool indirect_rows_ = false;  // scattered: an index buffer over P's coordinates may give c's row
   bool rows_late_ = false;  // assembled mode: the top-level iteration starts with another axis
   ir::Axis by_coord_axis_;  // R, whose parent is a root dense axis
   ir::Axis rows_axis_, row_first_, columns_of_, assembled_axis_;  // P; P or dense<P>; X; S = assembled<P, X>
