@@ -142,7 +142,7 @@ class ArgBinder {
   // the device arrays before the launch.
   // `threads`: the thread count the call runs with (ParamOrigin::threads scalars).
   // `checked`: the host checks an earlier kernel of the same call ran (skipped here), to which
-  // the ones run here are added (compiled_kernel.hpp, CheckedIndexValues).
+  // the ones run here are added (call_arg.hpp, CheckedIndexValues).
   void bind(const std::vector<CallArg>& args, void** buffers, std::int64_t* scalars,
             std::vector<IndexCheck>* device_checks = nullptr, std::int64_t threads = 1,
             CheckedIndexValues* checked = nullptr) const {
