@@ -188,19 +188,99 @@ inline bool contains_iteration(const ir::Stmt& s) {
   return f.found;
 }
 
+// The buffers (locals included) a statement writes, and those an expression reads.
+inline std::vector<const ir::BufferNode*> written_buffers(const ir::Stmt& s) {
+  struct Find : ir::IRVisitor {
+    std::vector<const ir::BufferNode*> found;
+    void visit_Store(const ir::StoreNode* n) override {
+      found.push_back(n->buffer.get());
+      ir::IRVisitor::visit_Store(n);
+    }
+    void visit_Reduce(const ir::ReduceNode* n) override {
+      found.push_back(n->buffer.get());
+      ir::IRVisitor::visit_Reduce(n);
+    }
+  } f;
+  f.visit(s);
+  return f.found;
+}
+inline std::vector<const ir::BufferNode*> read_buffers(const ir::Expr& e) {
+  struct Find : ir::IRVisitor {
+    std::vector<const ir::BufferNode*> found;
+    void visit_Load(const ir::LoadNode* n) override {
+      found.push_back(n->buffer.get());
+      ir::IRVisitor::visit_Load(n);
+    }
+  } f;
+  f.visit(e);
+  return f.found;
+}
+
+// `if (cond) s` with the condition pushed into every iteration s contains (docs/language.md
+// §4.7): the statements around and inside the iterations are guarded one run at a time, the
+// iterations themselves always run, so `when(c, [&] { t = 0; for_each<J>(...); y(i) = t; })`
+// becomes `if (c) t = 0; for_each<J>(if (c) ...); if (c) y(i) = t`. The same statements run
+// in the same order as long as nothing they write changes what `cond` reads (checked by the
+// caller).
+inline ir::Stmt guard_pushed_into_iterations(const ir::Expr& cond, const ir::Stmt& s) {
+  if (!s.defined()) return s;
+  if (!contains_iteration(s)) return ir::if_then_else(cond, s, ir::Stmt(), s.loc());
+  if (auto* q = s.as<ir::SeqNode>()) {
+    std::vector<ir::Stmt> out, run;  // run: consecutive statements without iterations, one guard
+    auto flush = [&] {
+      if (!run.empty()) out.push_back(ir::if_then_else(cond, ir::seq(std::move(run), s.loc()), ir::Stmt(), s.loc()));
+      run.clear();
+    };
+    for (auto& x : q->stmts) {
+      if (contains_iteration(x)) {
+        flush();
+        out.push_back(guard_pushed_into_iterations(cond, x));
+      } else {
+        run.push_back(x);
+      }
+    }
+    flush();
+    return ir::seq(std::move(out), s.loc());
+  }
+  if (auto* b = s.as<ir::BlockNode>()) return ir::block(b->name, b->allocs, guard_pushed_into_iterations(cond, b->body), b->loc);
+  if (auto* it = s.as<ir::SparseIterationNode>()) return it->with_body(it->init, guard_pushed_into_iterations(cond, it->body));
+  // An iteration under a when recorded earlier was pushed down already; nothing else holds one.
+  SPINDLE_CHECK(false, InternalError, "guard_pushed_into_iterations: an iteration inside a ", static_cast<int>(s.kind()),
+                " statement");
+  return s;
+}
+
 // The statements `f` records, as one statement: its locals (local<T> declared inside) in a
 // block of their own, so each run of the branch gets fresh ones.
 template <class F>
 ir::Stmt record_branch(KernelBuilder& b, F&& f, const ir::SourceLoc& loc) {
   auto frame = b.record(std::forward<F>(f));
-  for (auto& s : frame.stmts)
-    SPINDLE_CHECK(!contains_iteration(s), UserError, "kernel '", b.kernel_name(),
-                  "': a for_each inside spindle::when (", loc.file, ":", loc.line, "); hint: put the "
-                  "when inside the for_each (for_each<J>([&](iter<J> j) { when(c, [&] { ... }); })), or "
-                  "compute the condition into a local and test it in the loop body");
   ir::Stmt body = ir::seq(std::move(frame.stmts), loc);
   if (!frame.allocs.empty()) body = ir::block(b.fresh("when_locals"), std::move(frame.allocs), body, loc);
   return body;
+}
+
+// `when(cond, then, otherwise)` as statements: one IfThenElse, or, when a branch holds a
+// for_each, the condition pushed into its iterations (the else branch's under !cond) —
+// allowed only when the condition reads nothing either branch writes, so that it holds the
+// same value at every point it is now tested.
+inline void emit_when(KernelBuilder& b, const ir::Expr& cond, ir::Stmt then_case, ir::Stmt else_case,
+                      const ir::SourceLoc& loc) {
+  if (!contains_iteration(then_case) && !(else_case.defined() && contains_iteration(else_case))) {
+    b.emit(ir::if_then_else(cond, std::move(then_case), std::move(else_case), loc));
+    return;
+  }
+  std::vector<const ir::BufferNode*> written = written_buffers(then_case);
+  if (else_case.defined())
+    for (auto* w : written_buffers(else_case)) written.push_back(w);
+  for (const ir::BufferNode* r : read_buffers(cond))
+    SPINDLE_CHECK(std::find(written.begin(), written.end(), r) == written.end(), UserError, "kernel '",
+                  b.kernel_name(), "': a for_each inside spindle::when (", loc.file, ":", loc.line,
+                  ") whose condition reads '", r->name, "', which the when writes; the condition is tested in "
+                  "each iteration of the for_each, so it must read nothing the branch changes; hint: compute "
+                  "the condition into a local before the when and test that");
+  b.emit(guard_pushed_into_iterations(cond, then_case));
+  if (else_case.defined()) b.emit(guard_pushed_into_iterations(ir::unary(ir::UnOp::lnot, cond), else_case));
 }
 }  // namespace detail
 
@@ -208,14 +288,15 @@ ir::Stmt record_branch(KernelBuilder& b, F&& f, const ir::SourceLoc& loc) {
 // `otherwise` (optional) where it does not:
 //   spindle::when(a(i, j) != 0, [&] { c(i, j) = a(i, j); });        // dense -> CSR
 //   spindle::when(x(i) > 0, [&] { y(i) = x(i); }, [&] { y(i) = 0.01f * x(i); });
-// Writes, reductions and locals may be conditional; a for_each may not (put the when inside it).
+// Writes, reductions, locals and for_each may be conditional; a branch with a for_each needs a
+// condition that reads nothing the branch writes (it is tested inside the iterations).
 template <class F>
   requires std::is_invocable_v<F&>
 void when(const Value<bool>& cond, F&& then, std::source_location loc = std::source_location::current()) {
   auto& b = detail::KernelBuilder::current();
   const ir::SourceLoc l = detail::to_loc(loc);
   ir::Stmt t = detail::record_branch(b, std::forward<F>(then), l);
-  b.emit(ir::if_then_else(cond.expr(), std::move(t), ir::Stmt(), l));
+  detail::emit_when(b, cond.expr(), std::move(t), ir::Stmt(), l);
 }
 
 template <class F, class G>
@@ -226,7 +307,7 @@ void when(const Value<bool>& cond, F&& then, G&& otherwise,
   const ir::SourceLoc l = detail::to_loc(loc);
   ir::Stmt t = detail::record_branch(b, std::forward<F>(then), l);
   ir::Stmt e = detail::record_branch(b, std::forward<G>(otherwise), l);
-  b.emit(ir::if_then_else(cond.expr(), std::move(t), std::move(e), l));
+  detail::emit_when(b, cond.expr(), std::move(t), std::move(e), l);
 }
 
 }  // namespace spindle
