@@ -17,6 +17,9 @@
 //      An assembled output (docs/language.md §4.6) is the call's Csr: its pattern must be the
 //      interpreter's exactly, its values as above (or within the interpreter's error bound);
 //      on the CUDA engine the GPU steps (cuda::assemble_on) build it, through the emulator.
+//   5. a kernel with an indirect write runs once more with one index value moved outside the
+//      axis it indexes (check_bad_index): the interpreter must say "call error", every engine
+//      raise a FormatError naming the value, with every argument as it was.
 // One line per kernel on stdout:
 //   FEFUZZ <seed> <steps or -> <ok|rejected|skipped|fail> <engine or -> <message>
 //
@@ -29,6 +32,8 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -231,7 +236,7 @@ class Runner {
     }
     // A write the generator indexed by a non-iterator (docs/language.md §4.1) must be rejected.
     if (fe::has_bad_write(model.body)) return {"fail", "definition", "accepted a write indexed by a non-iterator (rule 4.1)"};
-    bool compared = false;
+    bool compared = false, bad_index_checked = false;
     long assembled_entries = 0;  // entries of the assembled output compared, over the sizes
     std::string over_budget;  // sizes skipped because the interpreter's budget ran out
     time_.clear();            // an earlier kernel that failed or was skipped left its times
@@ -289,6 +294,12 @@ class Runner {
       }
       std::string d = run_engines(def, data, ref, ref_assembled, model, exact, o_.threads, emulators, false);
       if (!d.empty()) return {"fail", d.substr(0, d.find('\t')), std::string(fe::size_name(size)) + " inputs: " + d.substr(d.find('\t') + 1)};
+      if (!bad_index_checked) {
+        bad_index_checked = true;
+        d = check_bad_index(def, data, data_seed, emulators);
+        if (!d.empty())
+          return {"fail", d.substr(0, d.find('\t')), std::string(fe::size_name(size)) + " inputs, " + d.substr(d.find('\t') + 1)};
+      }
       // The same inputs with every sparse fiber out of order (the levels say unsorted, as an
       // unsorted Csr's do): each engine agrees with the interpreter, which reads any order,
       // or refuses the call with the binder's "not sorted" FormatError (a kernel that
@@ -424,6 +435,62 @@ class Runner {
       return "";
   }
 
+  // The error path of indirect writes (docs/language.md §4.1, §7): one stored value of an
+  // index buffer that a write's index reads (BufferData::write_target, the axis it indexes) is
+  // moved outside that axis (-1, or its extent). The interpreter must say "call error"; every
+  // engine (the CPU ones at one thread count, the CUDA build) must raise a FormatError naming
+  // the value, with every argument as it was. "" when all refuse so (or the kernel has no
+  // such buffer), else "ENGINE\tWHAT".
+  std::string check_bad_index(const spindle::fefuzz::Defined& def, RandomKernel data, std::uint64_t seed,
+                              spindle::test::EmulatorCache& emulators) {
+    const std::set<const spindle::ir::BufferNode*> used = spindle::test::indirect_index_buffers(data.function);
+    std::vector<spindle::test::BufferData*> candidates;
+    for (auto& b : data.buffers)
+      if (b.write_target && b.count > 0 && used.count(b.buffer.get())) candidates.push_back(&b);
+    if (candidates.empty() || data.assembled >= 0) return "";
+    std::mt19937_64 rng(seed * 13 + 7);
+    spindle::test::BufferData& b = *candidates[rng() % candidates.size()];
+    const std::size_t q = rng() % b.initial.size();
+    b.initial[q] = rng() % 2 ? -1.0 : static_cast<double>(data.data.at(b.write_target).length);
+    const std::string where = "index buffer '" + b.buffer->name + "' position " + std::to_string(q) + " set to " +
+                              std::to_string(static_cast<long long>(b.initial[q])) + ": ";
+    std::vector<std::vector<double>> ref;
+    bool exact = true;
+    const std::string why = interpret(data.function, data, ref, exact);
+    if (why == "undefined" || why == "budget") return "";
+    if (why.find("call error") == std::string::npos)
+      return "interpreter\t" + where + (why.empty() ? "the interpreter accepted the call" : "the interpreter: " + why);
+    ++bad_index_checks_;
+    std::vector<std::vector<double>> untouched;
+    for (auto& x : data.buffers) untouched.push_back(x.initial);
+    for (const std::string& e : o_.engines) {
+      const std::string name = e == "cuda" ? spindle::test::cuda_engine_name() : e + std::to_string(o_.threads.front());
+      std::string d;
+      try {
+        auto args = data.args();
+        if (e == "cuda") {
+          spindle::test::run_cuda_build(def.stage1, args, &nvrtc_, &emulators);
+        } else {
+          auto& rt = *runtimes_.at(e);
+          rt.pool().set_num_threads(o_.threads.front());
+          spindle::fefuzz::Call call;
+          call.args = args;
+          def.call(rt, call);
+        }
+        d = "accepted the call";
+      } catch (const spindle::FormatError& ex) {
+        const std::string m = ex.what();
+        if (m.find("is outside [0, ") == std::string::npos) d = "did not name the bad value: " + m;
+        else if (std::string c = compare(data, true, untouched, values(data)); !c.empty()) d = "wrote before refusing: " + c;
+      } catch (const std::exception& ex) {
+        d = std::string("threw a non-FormatError: ") + ex.what();
+      }
+      ++runs_[name + "-bad-index"];
+      if (!d.empty()) return name + "\t" + where + d;
+    }
+    return "";
+  }
+
   static double ms_since(std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
   }
@@ -434,6 +501,7 @@ class Runner {
   long unsorted_refused() const { return unsorted_refused_; }
   long unsorted_rows_runs() const { return unsorted_rows_runs_; }
   long cubins() const { return nvrtc_.compiled; }
+  long bad_index_checks() const { return bad_index_checks_; }
 
  private:
   // Runs f on fresh copies of data's arguments; "" on success (ref holds every buffer's
@@ -466,6 +534,7 @@ class Runner {
   long unsorted_compared_ = 0;   // sizes also run with unsorted fibers
   long unsorted_refused_ = 0;    // engine runs that refused them (binder: not sorted)
   long unsorted_rows_runs_ = 0;  // CPU runs of assembled kernels called with spindle::unsorted
+  long bad_index_checks_ = 0;    // kernels whose indirect writes' error path was checked
   std::map<std::string, double> time_;
   spindle::test::NvrtcCheck nvrtc_;
 };
@@ -522,6 +591,7 @@ int main(int argc, char** argv) {
   }
   std::cout << "FEFUZZ-RUNS";
   for (auto& [e, n] : runner.runs()) std::cout << " " << e << "=" << n;
-  std::cout << " unsorted-refused=" << runner.unsorted_refused() << " unsorted-rows=" << runner.unsorted_rows_runs() << " cubins=" << runner.cubins() << std::endl;
+  std::cout << " unsorted-refused=" << runner.unsorted_refused() << " unsorted-rows=" << runner.unsorted_rows_runs() << " cubins=" << runner.cubins()
+            << " bad-index-checks=" << runner.bad_index_checks() << std::endl;
   return failures ? 1 : 0;
 }

@@ -10,11 +10,11 @@
 //   spindle-frontend-fuzz [--seed S] [--count N | --seconds T] [--batch B] [--jobs J]
 //                         [--work DIR] [--prefix PREFIX | --install-from BUILD_DIR]
 //                         [--engines orc,system,cuda] [--threads 1,3] [--sizes small,edge,large]
-//                         [--kind all|assembled|scattered|merge] [--no-shrink] [--print SEED] [--verbose]
+//                         [--kind all|assembled|scattered|merge|indirect|when-loop] [--no-shrink] [--print SEED] [--verbose]
 // Kernel n of a run has seed S * 1000003 + n. Exit status 0 when nothing failed. --kind keeps
 // only the kernels that assemble a sparse output, only those writing it at scattered rows, or
-// only those that co-iterate (union_of / intersection_of) (a focused campaign: the others are
-// skipped, --count counts the kept ones).
+// only those that co-iterate (union_of / intersection_of), only those with an indirect
+// write, or only those with a for_each under sp::when (a focused campaign: the others are skipped, --count counts the kept ones).
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/wait.h>
@@ -117,7 +117,9 @@ class Fuzzer {
               << rejected_ << " rejected at definition (UserError), " << skipped_ << " skipped, " << compared_
               << " compared with the interpreter (" << sparse_roots_ << " iterating a root sparse axis, " << merges_
               << " co-iterating (union_of / intersection_of), " << fused_ << " with fused axes (iter<fuse<...>>), "
-              << conditional_ << " with conditional writes (sp::when), "
+              << conditional_ << " with conditional writes (sp::when; " << conditional_loops_
+              << " around a for_each), " << indirect_
+              << " with indirect writes (y(idx(e)) op= ...), "
               << assembled_compared_
               << " assembling a sparse output (" << scattered_compared_ << " at scattered rows) of " << assembled_generated_
               << " generated, " << assembled_rejected_ << " rejected);";
@@ -242,6 +244,8 @@ class Fuzzer {
     if (c_.kind == "scattered") return fe::writes_scattered_rows(k);
     if (c_.kind == "assembled") return fe::assembled_buffer(k) >= 0;
     if (c_.kind == "merge") return fe::iterates_merge(k);
+    if (c_.kind == "indirect") return fe::writes_indirect(k);
+    if (c_.kind == "when-loop") return fe::has_when_around_loop(k);
     return true;
   }
 
@@ -333,6 +337,8 @@ class Fuzzer {
       if (fe::iterates_merge(k)) ++merges_;
       if (fe::fuses_axes(k)) ++fused_;
       if (fe::has_when(k)) ++conditional_;
+      if (fe::has_when_around_loop(k)) ++conditional_loops_;
+      if (fe::writes_indirect(k)) ++indirect_;
       if (fe::assembled_buffer(k) >= 0) ++assembled_compared_;
       if (fe::writes_scattered_rows(k)) ++scattered_compared_;
       if (c_.verbose) std::cout << "seed " << k.seed << ": ok (" << o.ms << " ms: " << o.message << ")\n";
@@ -399,7 +405,7 @@ class Fuzzer {
 
   Config c_;
   long generated_ = 0, compiled_ = 0, batches_ = 0, rejected_ = 0, skipped_ = 0, compared_ = 0, failures_ = 0,
-       cubins_ = 0, last_cubins_ = 0, sparse_roots_ = 0, merges_ = 0, fused_ = 0, conditional_ = 0, assembled_generated_ = 0, assembled_compared_ = 0,
+       cubins_ = 0, last_cubins_ = 0, sparse_roots_ = 0, merges_ = 0, fused_ = 0, conditional_ = 0, conditional_loops_ = 0, indirect_ = 0, assembled_generated_ = 0, assembled_compared_ = 0,
        assembled_rejected_ = 0, scattered_compared_ = 0;
   int last_rc_ = 0;
   std::string last_output_;
@@ -442,13 +448,14 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: spindle-frontend-fuzz [--seed S] [--count N | --seconds T] [--batch B] [--jobs J] [--work DIR]\n"
                    "       [--prefix PREFIX | --install-from BUILD_DIR] [--engines orc,system,cuda] [--threads 1,3]\n"
-                   "       [--sizes small,edge,large] [--kind all|assembled|scattered|merge] [--no-shrink] [--shrink-seconds T]\n"
+                   "       [--sizes small,edge,large] [--kind all|assembled|scattered|merge|indirect|when-loop] [--no-shrink] [--shrink-seconds T]\n"
                    "       [--print SEED] [--verbose]\n");
       return 2;
     }
   }
-  if (c.kind != "all" && c.kind != "assembled" && c.kind != "scattered" && c.kind != "merge") {
-    std::fprintf(stderr, "--kind: all, assembled, scattered or merge, not '%s'\n", c.kind.c_str());
+  if (c.kind != "all" && c.kind != "assembled" && c.kind != "scattered" && c.kind != "merge" && c.kind != "indirect" &&
+      c.kind != "when-loop") {
+    std::fprintf(stderr, "--kind: all, assembled, scattered, merge, indirect or when-loop, not '%s'\n", c.kind.c_str());
     return 2;
   }
   if (print >= 0) {

@@ -561,20 +561,6 @@ sp::ir::Function shrink(RandomKernel& k, const std::string& engine,
 
 // The buffers read as indirect write indices (docs/language.md §4.1): a root slot of a write
 // indexed by the value of an integer `in` buffer, or that value cast to int64.
-std::set<const sp::ir::BufferNode*> indirect_index_buffers(const sp::ir::Function& f) {
-  struct Scan : sp::ir::IRVisitor {
-    std::set<const sp::ir::BufferNode*> found;
-    void visit_Reduce(const sp::ir::ReduceNode* n) override {
-      for (std::size_t q = 0; q < n->indices.size() && q < n->buffer->axes.size(); ++q)
-        if (!n->buffer->axes[q]->parent)
-          if (const sp::ir::LoadNode* l = sp::ir::indirect_index_load(n->indices[q])) found.insert(l->buffer.get());
-      sp::ir::IRVisitor::visit_Reduce(n);
-    }
-  } scan;
-  scan.visit(f.body);
-  return scan.found;
-}
-
 // The error path (docs/language.md §4.1, §7): one stored value of an indirect write's index
 // buffer moved outside the extent it indexes (-1, or the extent itself). The interpreter must
 // refuse the call ("call error", whether or not a write reaches the value: under a `when`,
@@ -583,7 +569,7 @@ std::set<const sp::ir::BufferNode*> indirect_index_buffers(const sp::ir::Functio
 void check_bad_indices(RandomKernel k, const sp::ir::Function& completed, std::uint64_t ks,
                        const std::vector<std::string>& engines,
                        std::map<std::string, std::unique_ptr<sp::runtime::Runtime>>& runtimes, Stats& st) {
-  const std::set<const sp::ir::BufferNode*> used = indirect_index_buffers(k.function);
+  const std::set<const sp::ir::BufferNode*> used = spindle::test::indirect_index_buffers(k.function);
   std::vector<spindle::test::BufferData*> candidates;
   for (auto& b : k.buffers)
     if (b.write_target && b.count > 0 && used.count(b.buffer.get())) candidates.push_back(&b);

@@ -41,6 +41,14 @@
 // About one write in five is followed by a second update of the same element with the same
 // operator (two products summed in one pass; decided by a generator of its own as well).
 //
+// About one kernel in four (a generator of its own; make_scatter) also has an output written at
+// indirect indices (§4.1): `y(idx(e), ...) op= v` with idx an integer in buffer read at its
+// stored elements; make_data draws idx's values inside y's first axis, and the harness also
+// moves one outside it (the call must be refused, nothing written). About one for_each in
+// eight runs under sp::when (guarded_loop; §4.7): the expected IR keeps the IfThenElse around
+// the iteration, which the interpreter runs as written, while the front end pushes the test
+// into the loops.
+//
 // A disagreement between the compiled kernel and the interpreter is a bug in the front
 // end, the lowering, the schedules or a backend. Data come in three sizes (small random
 // shapes, edge cases with empty axes, and large inputs of thousands of rows so that every
@@ -83,6 +91,7 @@ struct Axis {
   std::int64_t fixed_length = -1;  // dense_fixed_n<N>: N >= 1, else dynamic
   DType index_dtype = DType::i32;
   bool computed_target = false;  // a root axis written at computed indices; its extent is fitted to them
+  bool scatter_target = false;   // a root axis written at indirect indices; make_data gives it >= 1 coordinate
   bool assembled = false;  // assembled<P, X> (docs/language.md §4.6): parent P, coordinates_of X
   // union_of / intersection_of (docs/language.md §3.1): a view (dense_of = the first operand)
   // that only iterations use, over sparse axes of one coordinate space.
@@ -97,6 +106,7 @@ struct Buffer {
   std::vector<int> axes;
   bool const_ref = false;  // declared `const sp::in<...>& x`
   bool index = false;      // an integer buffer used for indirect read indices
+  int scatter_of = -1;     // an integer buffer whose values index axis scatter_of in indirect writes
 };
 
 struct Param {
@@ -164,6 +174,8 @@ struct Stmt {
   Index bad_index;               //   language must reject it: "which is not an iterator")
   int computed_slot = -1;        // Write: this slot is indexed by `computed` (§4.1)
   CIdxP computed;
+  int indirect_slot = -1;        // Write: this slot is indexed by `indirect`, a value read from
+  Index indirect;                //   an index buffer (an indirect write, §4.1)
   WriteOp op = WriteOp::assign;
   ExprP value;                   // Write/LocalWrite value, LocalDecl init, Named expression
   bool via_ref = false;          // Write through `auto r = b(...); r += v;`
@@ -266,6 +278,26 @@ inline bool has_when(const Kernel& k) {
   std::function<bool(const std::vector<StmtP>&)> scan = [&](const std::vector<StmtP>& body) {
     for (auto& s : body)
       if (s->cond || (s->kind == Stmt::ForEach && scan(s->body))) return true;
+    return false;
+  };
+  return scan(k.body);
+}
+
+// Whether some for_each of the kernel runs under sp::when (§4.7).
+inline bool has_when_around_loop(const Kernel& k) {
+  std::function<bool(const std::vector<StmtP>&)> scan = [&](const std::vector<StmtP>& body) {
+    for (auto& s : body)
+      if (s->kind == Stmt::ForEach && (s->cond || scan(s->body))) return true;
+    return false;
+  };
+  return scan(k.body);
+}
+
+// Whether some write of the kernel takes an index from an index buffer (an indirect write, §4.1).
+inline bool writes_indirect(const Kernel& k) {
+  std::function<bool(const std::vector<StmtP>&)> scan = [&](const std::vector<StmtP>& body) {
+    for (auto& s : body)
+      if ((s->kind == Stmt::Write && s->indirect_slot >= 0) || (s->kind == Stmt::ForEach && scan(s->body))) return true;
     return false;
   };
   return scan(k.body);
@@ -502,6 +534,7 @@ class CppPrinter {
     for (std::size_t q = 0; q < s.iters.size(); ++q)
       t += (q ? ", " : "") + (static_cast<int>(q) == s.bad_slot        ? index(s.bad_index)
                               : static_cast<int>(q) == s.computed_slot ? cidx(*s.computed)
+                              : static_cast<int>(q) == s.indirect_slot ? index(s.indirect)
                                                                        : k_.iterators[static_cast<std::size_t>(s.iters[q])].var);
     return t + ")";
   }
@@ -535,7 +568,7 @@ class CppPrinter {
   }
 
   void stmt(std::ostream& os, const Stmt& s) {
-    if (s.cond && (s.kind == Stmt::Write || s.kind == Stmt::LocalWrite)) {  // sp::when (§4.7)
+    if (s.cond) {  // sp::when (§4.7), around a write or a for_each
       line(os) << "sp::when(" << value(*s.cond) << ", [&] {\n";
       indent_ += 2;
       Stmt plain = s;
@@ -918,7 +951,8 @@ class IrBuilder {
   }
 
   ir::Stmt stmt(const Stmt& s, std::vector<ir::Buffer>& allocs) {
-    if (s.cond && (s.kind == Stmt::Write || s.kind == Stmt::LocalWrite)) {  // sp::when (§4.7)
+    if (s.cond) {  // sp::when (§4.7), around a write or a for_each (the interpreter runs the
+                   // iteration inside the IfThenElse as it stands; the front end pushes the test in)
       Stmt plain = s;
       plain.cond = nullptr;
       plain.else_value = nullptr;
@@ -937,6 +971,7 @@ class IrBuilder {
         for (std::size_t q = 0; q < s.iters.size(); ++q)
           idx.push_back(static_cast<int>(q) == s.bad_slot        ? index(s.bad_index)
                         : static_cast<int>(q) == s.computed_slot ? cidx(*s.computed)
+                        : static_cast<int>(q) == s.indirect_slot ? index(s.indirect)
                                                                  : ir::Expr(iters_[static_cast<std::size_t>(s.iters[q])]));
         return write(buffers_.at(s.target), std::move(idx), s.op, *s.value);
       }
@@ -1046,7 +1081,9 @@ namespace detail {
 
 class Generator {
  public:
-  explicit Generator(std::uint64_t seed) : rng_(seed), twin_rng_(seed ^ 0x510e527fade682d1ULL), when_rng_(seed ^ 0x2545f4914f6cdd1dULL) {
+  explicit Generator(std::uint64_t seed)
+      : rng_(seed), twin_rng_(seed ^ 0x510e527fade682d1ULL), when_rng_(seed ^ 0x2545f4914f6cdd1dULL),
+        scatter_rng_(seed ^ 0x1f83d9abfb41bd6bULL), loop_when_rng_(seed ^ 0x5be0cd19137e2179ULL) {
     k_.seed = seed;
   }
 
@@ -1548,6 +1585,7 @@ class Generator {
       outputs_.push_back(b);
       ops_[b] = pick({WriteOp::add, WriteOp::add, WriteOp::sub, WriteOp::max, WriteOp::min});
     }
+    make_scatter();
     // Names for the call arguments, sometimes: keyword-like, colliding with generated names.
     if (chance(0.25)) {
       static const char* pool[] = {"float", "if", "threadIdx", "spindle_x", "I_len", "a", "b", "rt", "J_indptr",
@@ -1561,6 +1599,62 @@ class Generator {
         k_.given_names.push_back(n);
       }
     }
+  }
+
+  // About one kernel in four (decided, and its buffers drawn, by a generator of its own, so the
+  // other kernels of a seed stay as they were) scatters into an output at indirect indices
+  // (docs/language.md §4.1, the pattern of COO SpMM, segment reductions and GNN message
+  // passing): an integer index buffer over a random chain whose values index a root dense axis
+  // A, and an output [A] or [A, chain] whose writes take A's slot from a read of that buffer at
+  // its stored elements (`y(seg(e), f) += x(e, f)`, `y(sp::cast<std::int64_t>(eid(r, c))) += ...`)
+  // when the iterators in scope reach them. Every write of y is a reduction and no statement
+  // reads y (the iteration that scatters into it must not). make_data keeps A non-empty and the
+  // index values inside it; the harness also moves one outside (the call must be refused).
+  void make_scatter() {
+    if (std::uniform_real_distribution<double>(0, 1)(scatter_rng_) >= 0.25) return;
+    std::vector<int> roots;
+    for (std::size_t x = 0; x < k_.axes.size(); ++x) {
+      const Axis& ax = k_.axes[x];
+      if (ax.kind == ir::AxisKind::dense_fixed && ax.parent < 0 && ax.dense_of < 0 && !ax.computed_target &&
+          !ax.assembled && ax.merge == ir::MergeOp::none)
+        roots.push_back(static_cast<int>(x));
+    }
+    if (roots.empty()) return;
+    std::swap(rng_, scatter_rng_);
+    const int a = pick_from(roots);
+    k_.axes[static_cast<std::size_t>(a)].scatter_target = true;
+    scatter_index_ = add_buffer(ir::BufferRole::input, chance(0.7) ? DType::i32 : DType::i64, false);
+    k_.buffers[static_cast<std::size_t>(scatter_index_)].scatter_of = a;
+    std::vector<int> axes{a};
+    if (chance(0.5)) {
+      auto more = random_chain();
+      if (std::count(more.begin(), more.end(), a) == 0 && more.size() < 4) axes.insert(axes.end(), more.begin(), more.end());
+    }
+    scatter_buf_ = add_buffer(chance(0.3) ? ir::BufferRole::inout : ir::BufferRole::output, k_.T, false, axes);
+    outputs_.push_back(scatter_buf_);
+    ops_[scatter_buf_] = pick({WriteOp::add, WriteOp::add, WriteOp::sub, WriteOp::max, WriteOp::min, WriteOp::mul});
+    std::swap(rng_, scatter_rng_);
+  }
+
+  // The read of the scatter index buffer at its stored elements by iterators in scope (each
+  // slot indexed as a write's slot would be), or none.
+  bool scatter_index(Index& x) {
+    const Buffer& ib = k_.buffers[static_cast<std::size_t>(scatter_index_)];
+    auto e = std::make_shared<Expr>();
+    e->op = Op::Read;
+    e->id = scatter_index_;
+    e->t = ib.dtype;
+    for (std::size_t s = 0; s < ib.axes.size(); ++s) {
+      const int it = iterator_for_slot(ib, s);
+      if (it < 0) return false;
+      Index i;
+      i.kind = Index::Iter;
+      i.iter = it;
+      e->idx.push_back(i);
+    }
+    x.kind = chance(0.5) ? Index::IndirectCast : Index::Indirect;
+    x.indirect = e;
+    return true;
   }
 
   // --- iterators -------------------------------------------------------------------------
@@ -1666,7 +1760,11 @@ class Generator {
       const Axis& ax = k_.axes[x];
       if (ax.merge == ir::MergeOp::none) continue;
       for (int o : ax.merge_operands)
-        if (!in_buffers_.count(o)) inputs_.push_back(add_buffer(ir::BufferRole::input, k_.T, false, chain_of(o)));
+        if (!in_buffers_.count(o)) {
+          inputs_.push_back(add_buffer(ir::BufferRole::input, k_.T, false, chain_of(o)));
+          // One name more when the call's arguments are named (make_arguments named the others).
+          if (!k_.given_names.empty()) k_.given_names.push_back("operand_" + std::to_string(k_.given_names.size()));
+        }
       in_buffers_.insert(static_cast<int>(x));
     }
   }
@@ -1704,7 +1802,7 @@ class Generator {
     for (int s = 0; s < n; ++s) {
       double r = std::uniform_real_distribution<double>(0, 1)(rng_);
       if ((top_without_iterators && s == 0) || (nest < 3 && r < 0.25)) {
-        if (auto f = for_each(nest)) out.push_back(f);
+        if (auto f = for_each(nest)) out.push_back(guarded_loop(f));
         continue;
       }
       if (r < 0.35 && !visible_locals_.empty()) {
@@ -1814,14 +1912,24 @@ class Generator {
   StmtP write() {
     std::vector<int> options = outputs_;
     std::shuffle(options.begin(), options.end(), rng_);
+    if (scatter_buf_ >= 0 && chance(0.4)) {  // the scattered output first, more often than its share
+      options.erase(std::find(options.begin(), options.end(), scatter_buf_));
+      options.insert(options.begin(), scatter_buf_);
+    }
     for (int b : options) {
       const Buffer& buf = k_.buffers[static_cast<std::size_t>(b)];
       std::vector<int> idx;
       bool ok = true;
-      int computed_slot = -1;
+      int computed_slot = -1, indirect_slot = -1;
+      Index indirect;
       for (std::size_t s = 0; s < buf.axes.size() && ok; ++s) {
         if (buf.axes[s] == target_axis_ && computed_slot < 0 && ops_.at(b) != WriteOp::mul && chance(0.6)) {
           computed_slot = static_cast<int>(s);
+          idx.push_back(-1);
+          continue;
+        }
+        if (b == scatter_buf_ && s == 0 && chance(0.85) && scatter_index(indirect)) {
+          indirect_slot = 0;
           idx.push_back(-1);
           continue;
         }
@@ -1842,18 +1950,23 @@ class Generator {
       // needs every enclosing iterator in its indices (§4.2).
       const bool one_op = scattered_ && b == assembled_buf_;
       if (one_op && op == WriteOp::assign && !all) continue;
-      if (buf.role == ir::BufferRole::inout && chance(0.15))
+      if (buf.role == ir::BufferRole::inout && b != scatter_buf_ && chance(0.15))
         op = pick({WriteOp::add, WriteOp::sub, WriteOp::mul, WriteOp::max, WriteOp::min});
       if (op == WriteOp::sub && chance(0.5)) op = WriteOp::add;
-      if (all && computed_slot < 0 && !one_op && chance(0.35)) op = WriteOp::assign;
+      if (all && computed_slot < 0 && !one_op && b != scatter_buf_ && chance(0.35)) op = WriteOp::assign;
       if (computed_slot >= 0) {  // a reduction (§4.1); the index avoids T's own iterators
         if (op == WriteOp::assign || op == WriteOp::mul) op = WriteOp::add;
         s->computed_slot = computed_slot;
         s->computed = computed_index(2);
       }
+      if (b == scatter_buf_ && op == WriteOp::assign) op = WriteOp::add;  // every write of y reduces
+      if (indirect_slot >= 0) {
+        s->indirect_slot = indirect_slot;
+        s->indirect = indirect;
+      }
       s->op = op;
       s->value = op == WriteOp::mul ? sign_value() : value(3);
-      if (chance(0.03) && !s->iters.empty() && computed_slot < 0 && assembled_buf_ < 0) {  // break rule 4.1 on purpose: must be rejected
+      if (chance(0.03) && !s->iters.empty() && computed_slot < 0 && indirect_slot < 0 && assembled_buf_ < 0) {  // break rule 4.1 on purpose: must be rejected
         s->bad_slot = static_cast<int>(range(0, static_cast<std::int64_t>(s->iters.size()) - 1));
         s->bad_index.kind = chance(0.5) ? Index::IterPlus : Index::Literal;
         s->bad_index.iter = s->iters[static_cast<std::size_t>(s->bad_slot)];
@@ -1886,6 +1999,19 @@ class Generator {
     s->cond = condition(1);
     if (chance(0.35)) s->else_value = s->op == WriteOp::mul ? sign_value() : value(2);
     std::swap(rng_, when_rng_);
+    return s;
+  }
+
+  // About one for_each in eight runs under sp::when(cond, ...) (§4.7: the front end tests
+  // cond in the loop's body; a condition that reads what the loop writes is a definition
+  // error, a rejection here). Decided, and the condition drawn (in the scope around the loop),
+  // by a generator of its own.
+  StmtP guarded_loop(StmtP f) {
+    if (std::uniform_real_distribution<double>(0, 1)(loop_when_rng_) >= 0.125) return f;
+    auto s = std::make_shared<Stmt>(*f);
+    std::swap(rng_, loop_when_rng_);
+    s->cond = condition(1);
+    std::swap(rng_, loop_when_rng_);
     return s;
   }
 
@@ -2032,7 +2158,9 @@ class Generator {
     double r = std::uniform_real_distribution<double>(0, 1)(rng_);
     if (r < 0.5) {
       std::vector<int> readable = inputs_;
-      if (chance(0.05) && assembled_buf_ < 0) readable.insert(readable.end(), outputs_.begin(), outputs_.end());
+      if (chance(0.05) && assembled_buf_ < 0)
+        for (int o : outputs_)
+          if (o != scatter_buf_) readable.push_back(o);
       return read(pick_from(readable));
     }
     if (r < 0.58) {
@@ -2150,7 +2278,7 @@ class Generator {
     return make(Op::Add, T, {value(d - 1), leaf()});
   }
 
-  std::mt19937_64 rng_, twin_rng_, when_rng_;
+  std::mt19937_64 rng_, twin_rng_, when_rng_, scatter_rng_, loop_when_rng_;
   Kernel k_;
   std::set<std::string> used_cpp_{"sp", "spindle", "std", "kernel", "k", "c", "define", "registration"};
   int var_counter_ = 0, muls_ = 0;
@@ -2159,6 +2287,8 @@ class Generator {
   std::set<int> in_buffers_;
   std::vector<int> scope_;  // iterators in scope
   int target_axis_ = -1;    // the computed-write target axis T, if any
+  int scatter_buf_ = -1;    // the output written at indirect indices (make_scatter), if any
+  int scatter_index_ = -1;  // ... and the index buffer whose values index its first slot
   int assembled_buf_ = -1;  // the assembled output c, in an assembled kernel
   bool scattered_ = false;  // assembled kernel: c written at scattered rows, one operator
   std::vector<int> visible_locals_, visible_named_;
@@ -2355,6 +2485,7 @@ inline RandomKernel make_data(const Kernel& k, const IrBuilder::Result& ir, Size
         else d.length = ax.parent < 0 && a == 0 ? big(std::vector<std::int64_t>{997, 1531, 2048, 2999, 3001}[static_cast<std::size_t>(range(0, 4))])
                                                 : big(std::vector<std::int64_t>{3, 17, 64, 129, 1000}[static_cast<std::size_t>(range(0, 4))]);
         if (ax.fixed_length >= 1) d.length = ax.fixed_length;
+        if (ax.scatter_target) d.length = std::max<std::int64_t>(d.length, 1);  // the index values need a row
         d.positions = d.length;
         break;
       case ir::AxisKind::dense_variable: {
@@ -2442,9 +2573,11 @@ inline RandomKernel make_data(const Kernel& k, const IrBuilder::Result& ir, Size
     BufferData d;
     d.buffer = buf;
     d.count = count;
+    if (b.scatter_of >= 0) d.write_target = ir.axes[static_cast<std::size_t>(b.scatter_of)].get();
     for (std::int64_t q = 0; q < count; ++q) {
       double v = b.role == ir::BufferRole::output ? -777 : static_cast<double>(range(-2, 2));
       if (b.index) v = static_cast<double>(range(-1, size == Size::large ? 40 : 6));
+      if (d.write_target) v = static_cast<double>(range(0, r.data.at(d.write_target).length - 1));
       d.initial.push_back(v);
     }
     if (p.id == assembled_buffer(k)) r.assembled = static_cast<int>(r.buffers.size());

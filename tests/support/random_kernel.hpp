@@ -43,6 +43,8 @@
 
 #include "spindle/ir/affine_index.hpp"
 #include "spindle/ir/function.hpp"
+#include "spindle/ir/functor.hpp"
+#include "spindle/ir/indirect.hpp"
 #include "spindle/ir/ops.hpp"
 #include "spindle/ir/printer.hpp"
 #include "spindle/runtime/call_arg.hpp"
@@ -280,6 +282,21 @@ inline std::int64_t buffer_elements(const RandomKernel& k, const ir::BufferNode&
   for (std::size_t s = 0; s < b.axes.size(); ++s)
     if (s + 1 == b.axes.size() || !b.axes[s + 1]->parent) count *= k.data.at(b.axes[s].get()).positions;
   return count;
+}
+
+// The buffers whose values index a root slot of some write (indirect write indices, §4.1).
+inline std::set<const ir::BufferNode*> indirect_index_buffers(const ir::Function& f) {
+  struct Scan : ir::IRVisitor {
+    std::set<const ir::BufferNode*> found;
+    void visit_Reduce(const ir::ReduceNode* n) override {
+      for (std::size_t q = 0; q < n->indices.size() && q < n->buffer->axes.size(); ++q)
+        if (!n->buffer->axes[q]->parent)
+          if (const ir::LoadNode* l = ir::indirect_index_load(n->indices[q])) found.insert(l->buffer.get());
+      ir::IRVisitor::visit_Reduce(n);
+    }
+  } scan;
+  scan.visit(f.body);
+  return scan.found;
 }
 
 // Sizes b to the current data and gives it fresh initial values: outputs -777 (never read

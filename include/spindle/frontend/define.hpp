@@ -6,6 +6,7 @@
 #pragma once
 
 #include <algorithm>
+#include <set>
 #include <source_location>
 #include <string>
 #include <tuple>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "spindle/frontend/buffer.hpp"
+#include "spindle/ir/buffer_uses.hpp"
 #include "spindle/ir/functor.hpp"
 
 namespace spindle {
@@ -188,34 +190,6 @@ inline bool contains_iteration(const ir::Stmt& s) {
   return f.found;
 }
 
-// The buffers (locals included) a statement writes, and those an expression reads.
-inline std::vector<const ir::BufferNode*> written_buffers(const ir::Stmt& s) {
-  struct Find : ir::IRVisitor {
-    std::vector<const ir::BufferNode*> found;
-    void visit_Store(const ir::StoreNode* n) override {
-      found.push_back(n->buffer.get());
-      ir::IRVisitor::visit_Store(n);
-    }
-    void visit_Reduce(const ir::ReduceNode* n) override {
-      found.push_back(n->buffer.get());
-      ir::IRVisitor::visit_Reduce(n);
-    }
-  } f;
-  f.visit(s);
-  return f.found;
-}
-inline std::vector<const ir::BufferNode*> read_buffers(const ir::Expr& e) {
-  struct Find : ir::IRVisitor {
-    std::vector<const ir::BufferNode*> found;
-    void visit_Load(const ir::LoadNode* n) override {
-      found.push_back(n->buffer.get());
-      ir::IRVisitor::visit_Load(n);
-    }
-  } f;
-  f.visit(e);
-  return f.found;
-}
-
 // `if (cond) s` with the condition pushed into every iteration s contains (docs/language.md
 // §4.7): the statements around and inside the iterations are guarded one run at a time, the
 // iterations themselves always run, so `when(c, [&] { t = 0; for_each<J>(...); y(i) = t; })`
@@ -270,11 +244,10 @@ inline void emit_when(KernelBuilder& b, const ir::Expr& cond, ir::Stmt then_case
     b.emit(ir::if_then_else(cond, std::move(then_case), std::move(else_case), loc));
     return;
   }
-  std::vector<const ir::BufferNode*> written = written_buffers(then_case);
-  if (else_case.defined())
-    for (auto* w : written_buffers(else_case)) written.push_back(w);
-  for (const ir::BufferNode* r : read_buffers(cond))
-    SPINDLE_CHECK(std::find(written.begin(), written.end(), r) == written.end(), UserError, "kernel '",
+  std::set<const ir::BufferNode*> written = ir::written_buffers(then_case);
+  for (auto* w : ir::written_buffers(else_case)) written.insert(w);
+  for (const ir::BufferNode* r : ir::read_buffers(cond))
+    SPINDLE_CHECK(!written.count(r), UserError, "kernel '",
                   b.kernel_name(), "': a for_each inside spindle::when (", loc.file, ":", loc.line,
                   ") whose condition reads '", r->name, "', which the when writes; the condition is tested in "
                   "each iteration of the for_each, so it must read nothing the branch changes; hint: compute "
