@@ -62,8 +62,14 @@ template <class T>
 std::vector<std::string> candidates_for(const sp::Csr<T>& a, std::int64_t k) {
   std::vector<std::string> names = all_candidates();
   std::string hyb;
-  for (const auto& c : tune::detail::spmm_candidates(a, k))
+  int schedules = 0;
+  for (const auto& c : tune::detail::spmm_candidates(a, k)) {
     if (c.name.rfind("hyb(1,", 0) == 0) hyb = c.name;
+    if (c.name.rfind("csr split(", 0) == 0) names.push_back(c.name), ++schedules;
+  }
+  // CSR schedules: one per tile width of 128, 64, 32, 16, 8 no wider than K, at most three.
+  const bool any = a.rows() > 0 && a.cols() > 0 && a.nnz() > 0;
+  CHECK(schedules == (!any ? 0 : k >= 32 ? 3 : k >= 16 ? 2 : k >= 8 ? 1 : 0));
   if (a.rows() > 0 && a.cols() > 0 && a.nnz() > 0) {
     REQUIRE(!hyb.empty());
     const std::int64_t width = std::stoll(hyb.substr(6));

@@ -33,7 +33,7 @@ struct TuneOptions {
   double min_seconds = 0.05;  // time each measured candidate at least this long ...
   int min_reps = 3;           // ... and at least this many calls ...
   int max_reps = 200;         // ... but at most this many
-  int max_measured = 4;       // candidates built and timed (CSR included)
+  int max_measured = 5;       // candidates built and timed (the default included)
   double prune_above = 1.25;  // prune candidates predicted this much slower than the default
   double max_padding = 64;    // never build a format that stores more than this many slots per
                               // nonzero, named or not (ELL of a skewed graph: longest row x rows

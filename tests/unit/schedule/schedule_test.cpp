@@ -178,11 +178,12 @@ TEST_CASE("register_tile: SpMM keeps cascading output tiles in registers", "[sch
         for k in [0, 4):  # axis K
           c[i, k_done2 + k_tile * 4 + k] = c_tile[k]
     let k_done3: i64 = k_done2 + (K_len - k_done2) / 4 * 4
-    for k in [k_done3, k_done3 + K_len - k_done3):  # axis K
-      c[i, k] = 0.0f
-    for j in [0, J_indptr[i + 1] - J_indptr[i]) reduction:  # axis J
+    if k_done3 < K_len:
       for k in [k_done3, k_done3 + K_len - k_done3):  # axis K
-        c[i, k] += a[J_indptr[i] + j] * b[i64(J_indices[J_indptr[i] + j]), k]
+        c[i, k] = 0.0f
+      for j in [0, J_indptr[i + 1] - J_indptr[i]) reduction:  # axis J
+        for k in [k_done3, k_done3 + K_len - k_done3):  # axis K
+          c[i, k] += a[J_indptr[i] + j] * b[i64(J_indices[J_indptr[i] + j]), k]
 )");
   // Ragged rows (a dense_variable inner loop reads indptr for its extent) are left alone.
   auto g = sp::define_kernel("rag", [](sp::in<float, Bt, R> a, sp::out<float, Bt> c, sp::iter<Bt> b, sp::iter<R> r) {
