@@ -70,8 +70,10 @@ inline std::vector<Shape> matrix_shapes() {
   };
 }
 
+// Odd sizes (every tile cascade's remainder) and sizes equal to a register-tile width (the
+// versions register_tile makes for K == w: 4 ... 128 across dtypes and vector widths).
 inline const std::vector<std::int64_t>& feature_sizes() {
-  static const std::vector<std::int64_t> f{1, 7, 33, 130};
+  static const std::vector<std::int64_t> f{1, 4, 7, 16, 32, 33, 64, 128, 130};
   return f;
 }
 

@@ -12,6 +12,7 @@
 
 #include <set>
 
+#include "spindle/ir/buffer_uses.hpp"
 #include "spindle/ir/function.hpp"
 #include "spindle/ir/functor.hpp"
 #include "spindle/lower/context.hpp"
@@ -24,8 +25,7 @@ class LoopInvariantHoisting : public ir::IRMutator {
  protected:
   ir::Stmt mutate_For(const ir::ForNode* n, const ir::Stmt& self) override {
     ir::Stmt body = mutate(n->body);
-    Written w;
-    w.visit(body);
+    const std::set<const ir::BufferNode*> w = ir::written_buffers(body);
     // Keep the peeled Let statements alive: `body` is reassigned to their bodies, and a
     // freshly mutated Let is owned by `body` alone.
     std::vector<ir::Stmt> let_owners;
@@ -60,17 +60,6 @@ class LoopInvariantHoisting : public ir::IRMutator {
   }
 
  private:
-  struct Written : ir::IRVisitor {
-    std::set<const ir::BufferNode*> buffers;
-    void visit_Store(const ir::StoreNode* n) override {
-      buffers.insert(n->buffer.get());
-      ir::IRVisitor::visit_Store(n);
-    }
-    void visit_Reduce(const ir::ReduceNode* n) override {
-      buffers.insert(n->buffer.get());
-      ir::IRVisitor::visit_Reduce(n);
-    }
-  };
   struct Reads : ir::IRVisitor {
     std::set<const ir::BufferNode*> buffers;
     void visit_Load(const ir::LoadNode* n) override {
@@ -83,12 +72,12 @@ class LoopInvariantHoisting : public ir::IRMutator {
     }
   };
 
-  static bool invariant(const ir::Expr& e, const ir::ForNode* loop, const Written& w) {
+  static bool invariant(const ir::Expr& e, const ir::ForNode* loop, const std::set<const ir::BufferNode*>& written) {
     if (ir::uses_var(e, loop->var.get())) return false;
     Reads r;
     r.visit(e);
     for (auto* b : r.buffers)
-      if (w.buffers.count(b)) return false;
+      if (written.count(b)) return false;
     return true;
   }
 };

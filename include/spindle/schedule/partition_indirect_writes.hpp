@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "spindle/ir/affine_index.hpp"
+#include "spindle/ir/buffer_uses.hpp"
 #include "spindle/ir/function.hpp"
 #include "spindle/ir/functor.hpp"
 #include "spindle/ir/indirect.hpp"
@@ -237,23 +238,15 @@ inline bool ownership_kept(const ir::Function& f) {
     void visit_For(const ir::ForNode* n) override {
       if (!block.defined() && n->for_kind == ir::ForKind::parallel && n->extent.same_as(ir::Expr(threads))) {
         // a partitioned nest: the buffers it writes
-        struct Writes : ir::IRVisitor {
-          std::set<const ir::BufferNode*> inside, written;
+        struct Allocs : ir::IRVisitor {
+          std::set<const ir::BufferNode*> inside;
           void visit_Block(const ir::BlockNode* b) override {
             for (auto& a : b->allocs) inside.insert(a.get());
             ir::IRVisitor::visit_Block(b);
           }
-          void visit_Store(const ir::StoreNode* s) override {
-            written.insert(s->buffer.get());
-            ir::IRVisitor::visit_Store(s);
-          }
-          void visit_Reduce(const ir::ReduceNode* r) override {
-            written.insert(r->buffer.get());
-            ir::IRVisitor::visit_Reduce(r);
-          }
         } w;
         w.visit(n->body);
-        inside = w.inside, written = w.written, block = n->var;
+        inside = w.inside, written = ir::written_buffers(n->body), block = n->var;
         visit(n->body);
         block = ir::Var(), inside.clear(), written.clear();
         return;
