@@ -41,10 +41,13 @@ TEST_CASE("emit_c: self-contained unit with the documented entry point", "[codeg
   CHECK(src.find("static void spmm_parallel_range(") != std::string::npos);
   CHECK(src.find("rt->parallel_for(rt->pool, i_extent, 0, spmm_parallel, &spindle_args);") != std::string::npos);
   CHECK(src.find("SPINDLE_VECTORIZE\n") != std::string::npos);
-  // The feature loop is register-tiled: a local tile accumulates over the row's nonzeros.
-  CHECK(src.find("float c_tile[64];") != std::string::npos);
-  CHECK(src.find("c_tile[k_1] += a[J_indptr[i] + j] * b[((long long)J_indices[J_indptr[i] + j]) * K_len + (k_tile * 64 + k_1)];") !=
+  // The feature loop is register-tiled: a local tile accumulates over the row's nonzeros,
+  // first in the version for K equal to a narrower width, then in the cascade's widest tiles.
+  CHECK(src.find("if (K_len == 32) {") != std::string::npos);
+  CHECK(src.find("float c_tile[32];") != std::string::npos);
+  CHECK(src.find("c_tile[k_1] += a[J_indptr[i] + j] * b[((long long)J_indices[J_indptr[i] + j]) * K_len + (k_tile * 32 + k_1)];") !=
         std::string::npos);
+  CHECK(src.find("float c_tile_3[64];") != std::string::npos);
   CHECK(src.find("for (long long i = spindle_begin; i < spindle_end; ++i) {") != std::string::npos);
 }
 
