@@ -166,8 +166,10 @@ SpmmCandidate<T> hyb_candidate(const Csr<T, std::int32_t>& a, const TrafficModel
 // widest w of 128, 64, 32, 16, 8 no wider than K: every row's K columns in tiles of one width
 // accumulated in registers, the rows split evenly across threads. The default schedule tiles
 // with a cascade of widths (128, then 64, ..., then the rest, for any K) and balances skewed
-// rows by nonzeros; one width is fewer loops per row, which short rows feel (pubmed at K = 32,
-// 2 threads: 1.15x faster than the default), and a narrower tile reads X in shorter runs.
+// rows by nonzeros; one width is fewer loops per row, which short rows feel, and a narrower
+// tile reads X in shorter runs. (Pubmed at K = 32, 2 threads: one 32-wide tile ran 1.15x
+// faster than the default until register_tile gave K equal to a width a version of its own;
+// since then they measure alike there.)
 // The traffic model cannot tell these apart (same bytes as the default): each gets the
 // default's cost, and measurement decides.
 template <class T>
