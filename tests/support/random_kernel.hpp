@@ -1457,8 +1457,10 @@ inline bool make_large_data(RandomKernel& k, std::uint64_t seed, double scale, s
           d.length = d.positions = fixed->value;
           break;
         }
+        // Inner lengths: remainders of the register tiles (3, 17, 129) and lengths equal to a tile
+        // width (16, 32, 64), which register_tile gives versions of their own.
         d.length = first_root ? big(std::vector<std::int64_t>{997, 1531, 2048, 2999, 3001}[static_cast<std::size_t>(range(0, 4))])
-                              : big(std::vector<std::int64_t>{3, 17, 64, 129}[static_cast<std::size_t>(range(0, 3))]);
+                              : big(std::vector<std::int64_t>{3, 16, 17, 32, 64, 129}[static_cast<std::size_t>(range(0, 5))]);
         first_root = false;
         d.positions = d.length;
         break;
