@@ -2483,7 +2483,7 @@ inline RandomKernel make_data(const Kernel& k, const IrBuilder::Result& ir, Size
         if (size == Size::small) d.length = std::vector<std::int64_t>{0, 1, 2, 3, 4, 5, 7, 9}[static_cast<std::size_t>(range(0, 7))];
         else if (size == Size::edge) d.length = range(0, 1);
         else d.length = ax.parent < 0 && a == 0 ? big(std::vector<std::int64_t>{997, 1531, 2048, 2999, 3001}[static_cast<std::size_t>(range(0, 4))])
-                                                : big(std::vector<std::int64_t>{3, 17, 64, 129, 1000}[static_cast<std::size_t>(range(0, 4))]);
+                                                : big(std::vector<std::int64_t>{3, 16, 17, 32, 64, 129, 1000}[static_cast<std::size_t>(range(0, 6))]);
         if (ax.fixed_length >= 1) d.length = ax.fixed_length;
         if (ax.scatter_target) d.length = std::max<std::int64_t>(d.length, 1);  // the index values need a row
         d.positions = d.length;
