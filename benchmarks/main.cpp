@@ -637,7 +637,7 @@ void run_matrix(const Config& cfg, const Loaded<T>& m, Kernels<T>& k, const std:
                            : "graphblas (" +
                                  std::string(op == "sddmm" || op == "fused_sddmm" ? "masked mxm X*Y' on A + eWiseMult A"
                                              : spmv_op(op) ? "GrB_mxv"
-                                                            : "GrB_mxm") +
+                                                            : "GrB_mxm C += A X, C full by row zeroed each call") +
                                  ", PLUS_TIMES, wait)");
         }
         if (c.mkl) {

@@ -3,7 +3,8 @@
 // Setup (untimed): A is imported once as a CSR GrB_Matrix (held by row); the dense
 // operands are copied into full GrB_Matrix objects held by row (GxB_Matrix_pack_FullR),
 // SpMV's x into a full GrB_Vector. Timed calls, each until GrB_wait(MATERIALIZE):
-//   spmm   GrB_mxm(C, -, -, PLUS_TIMES, A, X)
+//   spmm   GrB_mxm(C, -, PLUS, PLUS_TIMES, A, X) into a full C held by row, zeroed in the
+//          timed call (GraphBLAS's in-place saxpy5 path; a new empty C took 5-30x longer)
 //   spmv   GrB_mxv(y, -, -, PLUS_TIMES, A, x)
 //   sddmm  GrB_mxm(S<A, struct, replace>, PLUS_TIMES, X, Y')   (descriptor GrB_DESC_RST1:
 //          masked dot products on A's pattern) then GrB_eWiseMult(S, TIMES, S, A)
@@ -158,13 +159,24 @@ class GraphBlasPeer {
     GrB_Vector_free(&yv_);
   }
 
+  // C is a full matrix held by row, zeroed and accumulated into (C += A X): GraphBLAS's fast
+  // path for a sparse times a full matrix (saxpy5 on its transposed, by-column view; with a
+  // new, empty C it computed a bitmap C with one thread, 5-30x slower). The zeroing is timed:
+  // every system writes its whole output.
   void prepare_spmm(const T* x, std::int64_t k) {
     release();
     x_ = full_matrix(x, cols_, k);
-    grb_check(GrB_Matrix_new(&c_, G::type(), rows_, k), "new C");
+    c_k_ = k;
+    std::vector<T> zero(static_cast<std::size_t>(rows_) * static_cast<std::size_t>(k), T(0));
+    c_ = full_matrix(zero.data(), rows_, k);
   }
   void spmm() {
-    grb_check(GrB_mxm(c_, nullptr, nullptr, G::plus_times(), a_, x_, nullptr), "GrB_mxm");
+    void* buf = nullptr;
+    GrB_Index size = 0;
+    grb_check(GxB_Matrix_unpack_FullR(c_, &buf, &size, nullptr, nullptr), "unpack C");
+    std::memset(buf, 0, bytes(static_cast<std::int64_t>(rows_) * c_k_));
+    grb_check(GxB_Matrix_pack_FullR(c_, &buf, size, false, nullptr), "pack C");
+    grb_check(GrB_mxm(c_, nullptr, G::plus(), G::plus_times(), a_, x_, nullptr), "GrB_mxm");
     grb_check(GrB_Matrix_wait(c_, GrB_MATERIALIZE), "wait C");
   }
 
@@ -339,6 +351,7 @@ class GraphBlasPeer {
   GrB_Index rows_, cols_;
   const spindle::Csr<T>* a_csr_;
   GrB_Matrix a_ = nullptr, b_ = nullptr, x_ = nullptr, y_ = nullptr, c_ = nullptr;
+  std::int64_t c_k_ = 0;  // SpMM: the columns of the full C
   GrB_Vector xv_ = nullptr, yv_ = nullptr;
   std::vector<GrB_Index> coo_i_, coo_j_;
   std::vector<T> coo_x_;
