@@ -1,11 +1,13 @@
 // The SpMM format tuner (tune/spmm.hpp; the SpMV schedule tuner, tune/spmv.hpp, at the end): whatever it chooses computes A X (every candidate
 // forced in turn, on every test shape, blocked FEM-like operators and the real matrices,
-// against the CSR loop); the choice is the fastest measured candidate; records are written,
+// against the CSR loop); the choice is the fastest measured candidate, the default unless another
+// is TuneOptions::min_gain times faster; records are written,
 // reused and keyed on the structure (not the values) and the feature size; broken record
 // files and bad calls raise typed errors. Timing itself is not tested (benchmarks do that):
 // the tests check that the choice is consistent with what was measured.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <bit>
 
 #include <cstdio>
@@ -25,6 +27,28 @@ namespace tune = spindle::tune;
 namespace {
 
 // Fast tuning for tests: one timed call per candidate, no progress bar.
+// The choice of a plan whose default (the first candidate) was measured: the fastest median,
+// unless that is another candidate not min_gain times faster than the default — then the default.
+template <class Plan>
+void check_choice(const Plan& plan, double min_gain) {
+  const auto& cs = plan.candidates();
+  REQUIRE(!cs.empty());
+  REQUIRE(cs.front().measured);
+  double best = std::numeric_limits<double>::infinity();
+  for (const auto& c : cs)
+    if (c.measured) best = std::min(best, c.ms);
+  const auto chosen = std::find_if(cs.begin(), cs.end(), [&](const auto& c) { return c.name == plan.choice(); });
+  REQUIRE(chosen != cs.end());
+  REQUIRE(chosen->measured);
+  INFO("choice " << chosen->name << " " << chosen->ms << " ms, default " << cs.front().ms << " ms, best " << best);
+  if (chosen == cs.begin()) {
+    CHECK((cs.front().ms == best || best * min_gain > cs.front().ms));
+  } else {
+    CHECK(chosen->ms == best);
+    CHECK(chosen->ms * min_gain <= cs.front().ms);
+  }
+}
+
 tune::TuneOptions quick() {
   tune::TuneOptions o;
   o.progress = false;
@@ -55,7 +79,7 @@ void check_plan(const tune::TunedSpmm<T>& plan, const sp::Csr<T>& a, std::int64_
   check_close<T>(ref_spmm(a, x.values(), k), y.values(), what + " (" + plan.choice() + ")");
 }
 
-// Every candidate forced, then the free choice; the choice is the fastest measured one.
+// Every candidate forced, then the free choice (check_choice).
 // The candidates for `a`: all_candidates() and hyb(1, k) with the k the tuner derives from
 // a's degree distribution (a power of two in [4, 256]).
 template <class T>
@@ -99,13 +123,10 @@ void check_all_candidates(const sp::Csr<T>& a, std::int64_t k, const std::string
   o.prune_above = std::numeric_limits<double>::infinity();
   o.max_measured = 100;
   const auto plan = tune::tune_spmm(a, k, o);
-  double best = std::numeric_limits<double>::infinity();
   int measured = 0;
-  for (const auto& c : plan.candidates())
-    if (c.measured) best = std::min(best, c.ms), ++measured;
+  for (const auto& c : plan.candidates()) measured += c.measured;
   CHECK(measured == static_cast<int>(plan.record().times_ms.size()));
-  for (const auto& c : plan.candidates())
-    if (c.name == plan.choice()) CHECK(c.ms == best);
+  check_choice(plan, o.min_gain);
   check_plan(plan, a, k, what);
 }
 
@@ -330,8 +351,8 @@ TEST_CASE("tuned SpMM: bad calls raise typed errors", "[correctness][tuner][erro
 }
 
 // The SpMV schedule tuner (tune/spmv.hpp): every candidate schedule forced in turn computes
-// A x (on every test shape, in f32 and f64, and on real matrices); the free choice is the
-// fastest measured one; records are reused; bad calls raise typed errors.
+// A x (on every test shape, in f32 and f64, and on real matrices); the free choice follows
+// check_choice; records are reused; bad calls raise typed errors.
 namespace {
 
 template <class T>
@@ -348,13 +369,8 @@ void check_all_spmv_candidates(const sp::Csr<T>& a, const std::string& what) {
   all.prune_above = std::numeric_limits<double>::infinity();
   all.max_measured = 100;
   const auto plan = tune::tune_spmv(a, all);
-  double best = std::numeric_limits<double>::infinity();
-  for (const auto& c : plan.candidates()) {
-    CHECK(c.measured);  // nothing pruned, nothing left out
-    best = std::min(best, c.ms);
-  }
-  for (const auto& c : plan.candidates())
-    if (c.name == plan.choice()) CHECK(c.ms == best);
+  for (const auto& c : plan.candidates()) CHECK(c.measured);  // nothing pruned, nothing left out
+  check_choice(plan, all.min_gain);
   check_spmv_plan(plan, a, what);
   CHECK(plan.candidates().size() == (a.nnz() == 0 || a.rows() == 0 || a.cols() == 0 ? 1u : 6u));
   for (const auto& c : plan.candidates()) {
@@ -440,6 +456,19 @@ TEST_CASE("tuned SpMV reuses records and raises typed errors on bad calls", "[co
   CHECK_THROWS_AS(plan(wrong, y), sp::ShapeError);
   CHECK_THROWS_AS(plan(x, wrong), sp::ShapeError);
   CHECK_THROWS_AS(plan(matrix, y), sp::ShapeError);
+}
+
+TEST_CASE("the tuner keeps the default unless another candidate is min_gain times faster", "[correctness][tuner]") {
+  using tune::detail::choose;
+  CHECK(choose({1.0, 0.99}, true, 1.03) == 0);  // within the margin: the default
+  CHECK(choose({1.0, 0.97}, true, 1.03) == 1);  // 0.97 * 1.03 <= 1
+  CHECK(choose({1.0, 0.98, 0.90}, true, 1.03) == 2);
+  CHECK(choose({1.0, 0.90, 0.90}, true, 1.03) == 1);  // ties: the earlier
+  CHECK(choose({1.0, 1.2, 1.5}, true, 1.03) == 0);
+  CHECK(choose({0.5}, true, 1.03) == 0);
+  CHECK(choose({1.0, 0.99}, false, 1.03) == 1);  // no default measured (TuneOptions::only): the fastest
+  CHECK(choose({1.0, 0.99}, true, 1.0) == 1);    // min_gain 1: the fastest
+  CHECK(tune::TuneOptions{}.min_gain == 1.03);
 }
 
 TEST_CASE("the tuner times its candidates in interleaved rounds within min_reps and max_reps", "[correctness][tuner]") {

@@ -2,7 +2,8 @@
 // result, and select(), the search itself: reuse a matching tuning record, else prune the
 // candidates by their model cost, build and time the cheapest few (the first candidate, the
 // default, always), check each one's output against the default's, time them in interleaved
-// rounds, and keep the fastest.
+// rounds, and keep the fastest — another candidate than the default only when it measured at
+// least `min_gain` times faster than the default (within the timing noise the default stays).
 // A candidate whose output disagrees with the default's is an InternalError, never a choice.
 #pragma once
 
@@ -35,6 +36,10 @@ struct TuneOptions {
   int max_reps = 200;         // ... but at most this many
   int max_measured = 5;       // candidates built and timed (the default included)
   double prune_above = 1.25;  // prune candidates predicted this much slower than the default
+  double min_gain = 1.03;     // choose another candidate than the default only when its median
+                              // is at least this many times faster than the default's (the
+                              // tuner's short timings vary by a few percent: a near tie keeps
+                              // the default, which needs no conversion)
   double max_padding = 64;    // never build a format that stores more than this many slots per
                               // nonzero, named or not (ELL of a skewed graph: longest row x rows
                               // can be thousands; a lone nonzero in an 8x8 block is 64)
@@ -78,6 +83,17 @@ void fill_pseudo_random(std::vector<T>& v, std::uint64_t seed) {
     s = s * 6364136223846793005ull + 1442695040888963407ull;
     x = static_cast<T>(static_cast<double>(s >> 11) * (2.0 / 9007199254740992.0) - 1.0);
   }
+}
+
+// Which measured candidate select() keeps, given their medians `ms` (the default first when
+// `first_is_default`): the fastest, unless it is not the default and its median is not at
+// least `min_gain` times below the default's — then the default. Ties go to the earlier one.
+inline std::size_t choose(const std::vector<double>& ms, bool first_is_default, double min_gain) {
+  std::size_t best = 0;
+  for (std::size_t n = 1; n < ms.size(); ++n)
+    if (ms[n] < ms[best]) best = n;
+  if (first_is_default && best != 0 && !(ms[best] * min_gain <= ms[0])) best = 0;
+  return best;
 }
 
 // Timing rounds of a tuner's measurement (select below).
@@ -315,16 +331,16 @@ Selection<Run> select(const std::vector<Candidate<Run>>& cands, const TuneOption
     }
     bar.step(static_cast<int>(measure.size()) + k + 1, "round " + std::to_string(k + 1));
   }
-  double best = 0;
-  std::size_t best_i = measure.front();
+  std::vector<double> ms(measure.size());
   for (std::size_t n = 0; n < measure.size(); ++n) {
-    const std::size_t i = measure[n];
-    auto& r = results[i];
-    r.ms = detail::median(times[n]);
+    auto& r = results[measure[n]];
+    r.ms = ms[n] = detail::median(times[n]);
     r.measured = true;
     rec.times_ms.emplace_back(r.name, r.ms);
-    if (n == 0 || r.ms < best) best = r.ms, best_i = i, out.run = runs[n];
   }
+  const std::size_t chosen = detail::choose(ms, measure.front() == 0, opt.min_gain);
+  const std::size_t best_i = measure[chosen];
+  out.run = runs[chosen];
   rec.choice = cands[best_i].name;
   rec.tuning_s = total.seconds();
   out.results = std::move(results);
