@@ -1456,7 +1456,9 @@ class Generator {
           continue;
         }
         a.kind = ir::AxisKind::dense_fixed;
-        if (r > 0 && chance(0.2)) a.fixed_length = range(1, 5);  // dense_fixed_n<N>
+        // dense_fixed_n<N>; sometimes 7 or 10 (register_tile: constant extents of 2..8 rows
+        // are one two-dimensional tile, larger ones blocks of six and the rest by row).
+        if (r > 0 && chance(0.2)) a.fixed_length = chance(0.15) ? (chance(0.5) ? 7 : 10) : range(1, 5);
       } else {
         a.kind = pick({ir::AxisKind::dense_variable, ir::AxisKind::sparse_variable, ir::AxisKind::sparse_variable,
                        ir::AxisKind::sparse_fixed});

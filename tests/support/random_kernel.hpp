@@ -422,7 +422,10 @@ class Generator {
     if (coordinates) {  // coordinates_of<X>: X's extent
       n->length = coordinates->length;
     } else if (kind == ir::AxisKind::dense_fixed && !symbolic && chance(0.2)) {  // dense_fixed_n<N>: a compile-time extent
-      n->length = ir::int_imm(pick({std::int64_t{1}, std::int64_t{2}, std::int64_t{3}, std::int64_t{4}, std::int64_t{5}}));
+      // 7 and 10 too: register_tile makes a constant extent of 2..8 rows one two-dimensional
+      // tile, and blocks a larger one by six with the rest one row at a time.
+      n->length = ir::int_imm(pick({std::int64_t{1}, std::int64_t{2}, std::int64_t{3}, std::int64_t{4}, std::int64_t{5},
+                                    std::int64_t{7}, std::int64_t{10}}));
     } else {
       ir::Var len(name + "_len", DType::i64);
       n->length = len;

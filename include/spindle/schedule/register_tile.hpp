@@ -192,22 +192,28 @@ class RegisterTiling : public ir::IRMutator {
     return body;
   }
 
-  // The rows of a two-dimensional tile: kRowBlock consecutive values of the spatial loop
-  // `loop`'s variable, `loop->min + block * kRowBlock + r` for r in [0, kRowBlock).
+  // The rows of a two-dimensional tile: `count` consecutive values of the spatial loop
+  // `loop`'s variable, `loop->min + block * count + r` for r in [0, count). count is
+  // kRowBlock, or the loop's whole extent when that is a constant of at most kMaxRowBlock (a
+  // block's rows: BSR's `bi`), so a 3-row block is one tile of 3 rows and no row runs alone.
   static constexpr std::int64_t kRowBlock = 6;
+  static constexpr std::int64_t kMaxRowBlock = 8;
+  // Vector registers a two-dimensional tile may hold (of the 16 or 32 a CPU has).
+  static constexpr std::int64_t kTileVectors = 12;
   struct Rows {
     const ir::ForNode* loop;
     ir::Var block;
-    ir::Expr row(const ir::Expr& r) const { return loop->min + ir::Expr(block) * ir::int_imm(kRowBlock) + r; }
+    std::int64_t count;
+    ir::Expr row(const ir::Expr& r) const { return loop->min + ir::Expr(block) * ir::int_imm(count) + r; }
   };
 
-  // One tile loop of `width` columns (times kRowBlock rows with `rows`); init_value is the
+  // One tile loop of `width` columns (times rows->count rows with `rows`); init_value is the
   // init's constant, or undefined to start from C.
   ir::Stmt tile(const Match& m, const ir::Expr& init_value, const ir::Expr& start, std::int64_t width,
                 const Rows* rows) {
     const ir::ForNode& inner = *m.inner;
     const ir::ReduceNode& red = *m.reduce;
-    const std::int64_t R = rows ? kRowBlock : 1;
+    const std::int64_t R = rows ? rows->count : 1;
     ir::Buffer acc = ir::local_buffer(red.buffer->name + "_tile", red.buffer->dtype, {ir::int_imm(R * width)});
     ir::Var ko(inner.var.name() + "_tile", DType::i64);
     ir::Expr base = start + ir::Expr(ko) * width;
@@ -283,7 +289,7 @@ class RegisterTiling : public ir::IRMutator {
       if (!rows) return remainder(m, init, start);
       ir::Var r(rows->loop->var.name() + "_row", DType::i64);
       ir::Stmt rest = detail::substitute(remainder(m, init, start), rows->loop->var, rows->row(ir::Expr(r)));
-      return ir::for_loop(r, ir::int_imm(0), ir::int_imm(kRowBlock), ir::ForKind::serial, ir::IterKind::spatial,
+      return ir::for_loop(r, ir::int_imm(0), ir::int_imm(rows->count), ir::ForKind::serial, ir::IterKind::spatial,
                           rows->loop->axis, rest, rows->loop->loc);
     }
     std::int64_t w = widths[level];
@@ -326,9 +332,10 @@ class RegisterTiling : public ir::IRMutator {
 
   // A spatial loop `for x: [init;] nest` whose nest (reduction loops, lets, guards, the dense
   // inner loop) does not depend on x, writing C at x in one slot, with a value that reads some
-  // operand independently of x (GEMM's W row, the weight gradient's B row): the kRowBlock rows
-  // of a block accumulate together, so each such load feeds kRowBlock updates instead of one.
-  // Tiles of 2 and 1 vectors of columns, the last columns per row, the last rows one-row tiles.
+  // operand independently of x (GEMM's W row, the weight gradient's B row, BSR's X rows): the
+  // rows of a block (Rows::count) accumulate together, so each such load feeds that many
+  // updates instead of one. Column tiles of up to kTileVectors / count vectors, halving to
+  // one vector, the last columns per row, the last rows (not a whole block) one-row tiles.
   std::optional<ir::Stmt> block_rows(const ir::ForNode* n) {
     const ir::ForNode* init = nullptr;
     ir::Stmt nest = n->body;
@@ -366,13 +373,26 @@ class RegisterTiling : public ir::IRMutator {
     if (!shared) return std::nullopt;
 
     const std::int64_t lanes = tile_widths(vector_bits_, m->reduce->buffer->dtype).back();
-    const Rows rows{n, ir::Var(n->var.name() + "_rows", DType::i64)};
-    const ir::Expr R = ir::int_imm(kRowBlock);
+    // A constant extent of at most kMaxRowBlock rows is one block (BSR's 3 rows of a block
+    // row: each X vector loaded feeds 3 multiply-adds, and no row is left to a one-row tile);
+    // otherwise blocks of kRowBlock rows and the rest one row at a time.
+    auto* fixed = n->extent.as<ir::IntImmNode>();
+    const std::int64_t count = fixed && fixed->value >= 2 && fixed->value <= kMaxRowBlock ? fixed->value : kRowBlock;
+    if (fixed && fixed->value < 2) return std::nullopt;
+    // Column tiles: the widest power of two of vectors per row with count x that many
+    // vectors within kTileVectors (6 rows: 2 vectors; 3 rows: 4; 8 rows: 1), then halves.
+    std::int64_t vectors = 1;
+    while (count * vectors * 2 <= kTileVectors) vectors *= 2;
+    std::vector<std::int64_t> widths;
+    for (std::int64_t v = vectors; v >= 1; v /= 2) widths.push_back(v * lanes);
+    const Rows rows{n, ir::Var(n->var.name() + "_rows", DType::i64), count};
+    const ir::Expr R = ir::int_imm(count);
+    ir::Stmt tiles = cascade(*m, init, init_value_of(init), ir::int_imm(0), widths, 0, &rows);
+    // One block: its rows are min + r, no block loop.
+    if (fixed && fixed->value == count) return detail::substitute(tiles, rows.block, ir::int_imm(0));
     ir::Stmt blocks = ir::for_loop(rows.block, ir::int_imm(0), n->extent / R, ir::ForKind::serial,
-                                   ir::IterKind::spatial, n->axis,
-                                   cascade(*m, init, init_value_of(init), ir::int_imm(0), {2 * lanes, lanes}, 0, &rows),
-                                   n->loc);
-    // The last extent % kRowBlock rows: one-row tiles.
+                                   ir::IterKind::spatial, n->axis, tiles, n->loc);
+    // The last extent % count rows: one-row tiles.
     ir::Expr full = n->extent / R * R;
     ir::Stmt rest_rows = ir::for_loop(n->var, n->min + full, n->extent - full, n->for_kind, n->iter_kind, n->axis,
                                       mutate(n->body), n->loc);

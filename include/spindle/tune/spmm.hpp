@@ -102,11 +102,18 @@ struct TrafficModel {
   double csr(double rows, double nnz) const {
     return nnz * (index_bytes + value_bytes) + nnz * k * value_bytes + rows * k * value_bytes;
   }
-  // b x b blocks: one index and b*b values per block, 0.9 of a CSR nonzero's K-cost per slot.
+  // b x b blocks: one index and b*b values per block, and per slot a fraction of a CSR
+  // nonzero's K-cost (bsr_slot_cost).
   double bsr(double rows, double cols, double blocks, double b, bool padded) const {
-    return blocks * (index_bytes + b * b * value_bytes) + 0.9 * blocks * b * b * k * value_bytes +
+    return blocks * (index_bytes + b * b * value_bytes) + bsr_slot_cost(b) * blocks * b * b * k * value_bytes +
            rows * k * value_bytes + (padded ? 2 * (rows + cols) * k * value_bytes : 0);
   }
+  // A block's b rows accumulate together in registers (register_tile's two-dimensional tiles
+  // for a compile-time row extent), so each X vector loaded feeds b multiply-adds where CSR's
+  // feeds one. Measured on the exact blocks of (A + I) x a dense b x b block of bcsstk25 at K
+  // = 32, 128, 512 and 2 threads (docs/benchmarks.md, 2026-12-07): BSR's time over CSR's
+  // 0.67-0.99 for b = 2, 0.69-0.89 for 3, 0.71-0.93 for 4, 0.51-0.72 for 8.
+  static double bsr_slot_cost(double b) { return b <= 2 ? 0.85 : b <= 4 ? 0.8 : b <= 6 ? 0.72 : 0.65; }
   double ell(double rows, double width) const { return csr(rows, rows * width); }
   // hyb(c, k) (ops::HybSpmm): its slots like a block format's, a row map entry per piece, Y
   // zeroed once and read and written back by every piece (the parts add into it).

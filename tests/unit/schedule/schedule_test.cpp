@@ -311,6 +311,46 @@ TEST_CASE("register_tile: two-dimensional tiles share each load of W between six
   CHECK_THAT(sp::ir::to_string(sp::schedule::register_tile(sched_test::spmm().body, 256)), !Catch::Contains("i_rows"));
 }
 
+struct BI3 : sp::dense_fixed_n<3> {};
+struct BJ3 : sp::dense_fixed_n<3> {};
+struct R10 : sp::dense_fixed_n<10> {};
+
+TEST_CASE("register_tile: a block's rows of compile-time extent are one two-dimensional tile (BSR 3x3)",
+          "[schedule]") {
+  // c(i, bi, k) += a(i, j, bi, bj) b(j, bj, k): the block row's nest (j, bj, k) does not
+  // depend on bi and b's row is read independently of bi, so the 3 rows of a block
+  // accumulate together, 3 x 4 vectors (3 x 64 floats with 512-bit vectors), then 3 x 2, 3 x 1;
+  // no row is left to a one-row tile.
+  auto f = sp::define_kernel("bsr3", [](sp::in<float, I, J, BI3, BJ3> a, sp::in<float, sp::dense<J>, BJ3, K> b,
+                                        sp::out<float, I, BI3, K> c, sp::iter<I> i, sp::iter<BI3> bi, sp::iter<J> j,
+                                        sp::iter<BJ3> bj, sp::iter<K> k) { c(i, bi, k) += a(i, j, bi, bj) * b(j, bj, k); });
+  auto f3 = stage3(f);
+  const std::string t = sp::ir::to_string(sp::lower::simplify(sp::schedule::register_tile(f3.body, 512)));
+  INFO(t);
+  CHECK_THAT(t, Catch::Contains("alloc c_tile: local f32[192]") && Catch::Contains("alloc c_tile: local f32[96]") &&
+                    Catch::Contains("alloc c_tile: local f32[48]"));
+  CHECK_THAT(t, Catch::Contains("for bi3_row in [0, 3):") && !Catch::Contains("bi3_rows"));
+  CHECK_THAT(t, !Catch::Contains("alloc c_tile: local f32[64]"));  // no one-row tiles
+  auto scheduled = f3;
+  scheduled.body = sp::schedule::register_tile(f3.body, 512);
+  std::vector<sched_test::Sizes> sizes = sched_test::standard_sizes();
+  for (sched_test::Sizes s : {sched_test::Sizes{6, 16, 64}, {12, 5, 112}, {9, 7, 129}, {4, 3, 17}}) sizes.push_back(s);
+  CHECK(sched_test::compare(f3, scheduled, sizes) < 1e-6);
+
+  // 10 rows (more than 8): blocks of 6 rows, the last 4 one row at a time, as for a runtime extent.
+  auto g = sp::define_kernel("rows10", [](sp::in<float, R10, sp::dense<J>> x, sp::in<float, sp::dense<J>, K> w,
+                                          sp::out<float, R10, K> c, sp::iter<R10> r, sp::iter<sp::dense<J>> jd,
+                                          sp::iter<K> k) { c(r, k) += x(r, jd) * w(jd, k); });
+  auto g3 = stage3(g);
+  const std::string u = sp::ir::to_string(sp::lower::simplify(sp::schedule::register_tile(g3.body, 512)));
+  INFO(u);
+  CHECK_THAT(u, Catch::Contains("alloc c_tile: local f32[192]") && Catch::Contains("for r10_rows in [0, 1):") &&
+                    Catch::Contains("for r10 in [6, "));
+  auto gs = g3;
+  gs.body = sp::schedule::register_tile(g3.body, 512);
+  CHECK(sched_test::compare(g3, gs, sizes) < 1e-6);
+}
+
 TEST_CASE("register_tile: several updates of one element in the inner loop accumulate on one tile (two GEMM "
           "products summed)",
           "[schedule]") {
