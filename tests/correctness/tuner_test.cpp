@@ -26,7 +26,6 @@ namespace tune = spindle::tune;
 
 namespace {
 
-// Fast tuning for tests: one timed call per candidate, no progress bar.
 // The choice of a plan whose default (the first candidate) was measured: the fastest median,
 // unless that is another candidate not min_gain times faster than the default — then the default.
 template <class Plan>
@@ -49,6 +48,7 @@ void check_choice(const Plan& plan, double min_gain) {
   }
 }
 
+// Fast tuning for tests: one timed call per candidate, no progress bar.
 tune::TuneOptions quick() {
   tune::TuneOptions o;
   o.progress = false;

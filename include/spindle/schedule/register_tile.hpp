@@ -377,8 +377,8 @@ class RegisterTiling : public ir::IRMutator {
     // row: each X vector loaded feeds 3 multiply-adds, and no row is left to a one-row tile);
     // otherwise blocks of kRowBlock rows and the rest one row at a time.
     auto* fixed = n->extent.as<ir::IntImmNode>();
-    const std::int64_t count = fixed && fixed->value >= 2 && fixed->value <= kMaxRowBlock ? fixed->value : kRowBlock;
-    if (fixed && fixed->value < 2) return std::nullopt;
+    if (fixed && fixed->value < 2) return std::nullopt;  // one row (or none): nothing to share
+    const std::int64_t count = fixed && fixed->value <= kMaxRowBlock ? fixed->value : kRowBlock;
     // Column tiles: the widest power of two of vectors per row with count x that many
     // vectors within kTileVectors (6 rows: 2 vectors; 3 rows: 4; 8 rows: 1), then halves.
     std::int64_t vectors = 1;
