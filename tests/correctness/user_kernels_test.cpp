@@ -1652,6 +1652,121 @@ TEST_CASE("sparse vectors: writes outside the pattern, foreign iterators and bad
   CHECK_THROWS_AS(dot(sp::Csr<float>::random(4, 4, 2, 1), sp::Tensor<float>::zeros({4}), s), sp::ShapeError);
 }
 
+// --- An out buffer written at a sparse root's coordinates (docs/language.md §5) -----------
+// c(r, k) += ... over the stored rows r of a DCSR: rows a root stores start from 0 where their
+// reduction starts and the fill covers only the other rows, when the root's row ids ascend
+// (checked per call); a root that repeats a row, or claims to be sorted and is not, gets the
+// whole fill, and the repeated row sums both.
+namespace root_rows {
+struct R : sp::sparse_root<> {};
+struct C : sp::sparse_variable<R> {};
+struct K : sp::dense_fixed {};
+}  // namespace root_rows
+
+TEST_CASE("an out buffer written at a sparse root's coordinates: stored rows start from 0 and only the others are "
+          "filled, and sorted, unsorted, repeated, falsely sorted, empty and full roots match a plain loop everywhere",
+          "[correctness][user][sparse_vector][cuda]") {
+  using namespace root_rows;
+  auto spmm = sp::kernel("root_rows_spmm", [](sp::in<float, R, C> a, sp::in<float, sp::dense<C>, K> b,
+                                              sp::out<float, sp::dense<R>, K> c, sp::iter<R> r, sp::iter<C> j,
+                                              sp::iter<K> k) { c(r, k) += a(r, j) * b(j, k); });
+  auto text = spmm.explain();
+  CHECK(text.find("gaps of R") != std::string::npos);
+  CHECK(text.find("R_sorted") != std::string::npos);
+  const std::int64_t rows = 11, cols = 7;
+  struct Case {
+    const char* what;
+    std::vector<std::int32_t> row_ids;  // the root, in stored order
+    bool claims_sorted;
+  };
+  const std::vector<Case> cases = {
+      {"sorted with gaps (first, middle and last rows missing)", {1, 2, 5, 6, 9}, true},
+      {"every row", {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, true},
+      {"no row", {}, true},
+      {"one row, the last", {10}, true},
+      {"unsorted, flagged", {6, 1, 9, 2}, false},
+      {"a repeated row, flagged", {3, 5, 5, 8}, false},
+      {"unsorted but claiming sorted", {6, 1, 9, 2}, true},
+      {"a repeated row claiming sorted", {3, 5, 5, 8}, true},
+  };
+  for (const std::int64_t kk : {std::int64_t{1}, std::int64_t{5}, std::int64_t{37}}) {
+    for (const Case& c : cases) {
+      INFO(c.what << ", K " << kk);
+      // A DCSR with the same number of stored rows, then its root replaced by c.row_ids.
+      std::vector<std::int32_t> ids(c.row_ids.size()), indptr{0}, indices;
+      std::vector<float> values;
+      for (std::size_t q = 0; q < ids.size(); ++q) {
+        ids[q] = static_cast<std::int32_t>(q);
+        for (std::int32_t col = static_cast<std::int32_t>(q % 3); col < cols; col += 2) {
+          indices.push_back(col);
+          values.push_back(static_cast<float>((col + 3 * static_cast<int>(q)) % 5) - 2.0f);
+        }
+        indptr.push_back(static_cast<std::int32_t>(indices.size()));
+      }
+      const sp::Dcsr<float> a(rows, cols, ids, indptr, indices, values, "A");
+      const auto b = sp::Tensor<float>::random({cols, kk}, 3, -2, 2);
+      auto out = sp::Tensor<float>::zeros({rows, kk});
+      auto args = [&] {
+        std::vector<sp::runtime::CallArg> v(3);
+        v[0].view = sp::storage_of(a);
+        v[0].view.levels[0].indices = c.row_ids.data();
+        v[0].view.levels[0].sorted = c.claims_sorted;
+        v[1].view = sp::storage_of(b);
+        v[2].view = sp::storage_of(out);
+        return v;
+      };
+      std::vector<double> want(static_cast<std::size_t>(rows * kk), 0.0);
+      for (std::size_t q = 0; q < c.row_ids.size(); ++q)
+        for (auto p = indptr[q]; p < indptr[q + 1]; ++p)
+          for (std::int64_t k = 0; k < kk; ++k)
+            want[static_cast<std::size_t>(c.row_ids[q] * kk + k)] += double(values[static_cast<std::size_t>(p)]) *
+                                                                     b(indices[static_cast<std::size_t>(p)], k);
+      check_everywhere(spmm, args, [&] { std::fill(out.values().begin(), out.values().end(), std::nanf("")); },
+                       [&] {
+                         for (std::int64_t r = 0; r < rows; ++r)
+                           for (std::int64_t k = 0; k < kk; ++k) {
+                             INFO("row " << r << ", column " << k);
+                             REQUIRE(std::fabs(out(r, k) - want[static_cast<std::size_t>(r * kk + k)]) <= 1e-5);
+                           }
+                       });
+    }
+  }
+  // 60000 stored rows over 4 coordinates: the root loop is spatial (parallel); a call whose
+  // root repeats a coordinate runs it on one thread, or two threads would update one row at
+  // once (before: wrong sums at 2 threads in some calls).
+  const std::int64_t stored = 60000, kk = 16;
+  std::vector<std::int32_t> ids(stored), repeated(stored), indptr{0}, indices;
+  std::vector<float> values;
+  for (std::int64_t q = 0; q < stored; ++q) {
+    ids[static_cast<std::size_t>(q)] = static_cast<std::int32_t>(q);
+    repeated[static_cast<std::size_t>(q)] = static_cast<std::int32_t>(q % 4);
+    for (std::int32_t col = 0; col < 4; ++col) {
+      indices.push_back(static_cast<std::int32_t>((q + 13 * col) % cols));
+      values.push_back(1.0f);
+    }
+    indptr.push_back(static_cast<std::int32_t>(indices.size()));
+  }
+  const sp::Dcsr<float> a(stored, cols, ids, indptr, indices, values, "A");
+  const auto b = sp::Tensor<float>::full({cols, kk}, 1.0f);
+  auto out = sp::Tensor<float>::zeros({4, kk});
+  for (const bool claims_sorted : {false, true}) {
+    INFO("a root of " << stored << " rows over 4 coordinates, claiming sorted: " << claims_sorted);
+    std::vector<sp::runtime::CallArg> v(3);
+    v[0].view = sp::storage_of(a);
+    v[0].view.levels[0].indices = repeated.data();
+    v[0].view.levels[0].length = 4;
+    v[0].view.levels[0].sorted = claims_sorted;
+    v[1].view = sp::storage_of(b);
+    v[2].view = sp::storage_of(out);
+    for (int call = 0; call < 3; ++call)
+      spindle::test::on_every_engine([&](sp::runtime::Runtime& rt) { spmm.with_runtime(rt).compile().call(v); },
+                                     [&] {
+                                       for (std::int64_t e = 0; e < 4 * kk; ++e)
+                                         REQUIRE(out.values()[static_cast<std::size_t>(e)] == float(stored));
+                                     });
+  }
+}
+
 // --- Co-iteration (docs/language.md §3.1): union_of / intersection_of ----------------------
 namespace coiter {
 using shared_coords::I, shared_coords::J, shared_coords::J2, shared_coords::K;

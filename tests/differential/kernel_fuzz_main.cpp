@@ -314,7 +314,7 @@ std::string run_engine(RandomKernel& k, const sp::ir::Function& completed, const
 sp::ir::Function front_end(const sp::ir::Function& raw) {
   sp::detail::check_assembled_outputs(raw.name, raw.buffers);
   sp::ir::Function completed = raw;
-  completed.body = sp::detail::infer_iteration_kinds(raw.body, raw.name, raw.buffers);
+  completed.body = sp::detail::infer_iteration_kinds(raw.body, raw.name, raw.buffers, completed.scalars);
   return completed;
 }
 

@@ -68,7 +68,7 @@ SPINDLE_DECL ir::Stmt KernelBuilder::make_iteration(std::string name, std::vecto
 
 SPINDLE_DECL ir::Function KernelBuilder::finish(ir::Stmt body) {
   check_assembled_outputs(func_.name, func_.buffers);
-  func_.body = infer_iteration_kinds(std::move(body), func_.name, func_.buffers);
+  func_.body = infer_iteration_kinds(std::move(body), func_.name, func_.buffers, func_.scalars);
   func_.axes = axes_in_order_;
   func_.scalars.insert(func_.scalars.end(), user_scalars_.begin(), user_scalars_.end());
   return std::move(func_);

@@ -67,10 +67,24 @@ class IterationInference : public ir::IRMutator {
       auto op = a.reduce_op.find(b.get());
       ir::Expr fill = op != a.reduce_op.end() ? ir::reduce_identity(op->second, b->dtype) : ir::make_const(b->dtype, 0);
       auto first = a.first_write.find(b.get());
-      if (first != a.first_write.end() && !a.loaded.count(b.get()) && first->second.per_element &&
-          later_writes_follow_init(first->second, a.write_sites[b.get()])) {
+      const bool init_here = first != a.first_write.end() && !a.loaded.count(b.get()) &&
+                             later_writes_follow_init(first->second, a.write_sites[b.get()]);
+      if (init_here && first->second.per_element) {
         if (first->second.reduce) per_element_init_[first->second.iteration].push_back({b, first->second.indices, fill});
         continue;  // a store that writes every element once needs no initial value
+      }
+      if (init_here && first->second.gaps_of) {
+        // Written at the coordinates of sparse root R (slot 0, dense<R> indexed by R's
+        // iterator): when R's indices ascend (a call-time scalar), each stored coordinate is
+        // visited once, so its elements get the per-element init and the fill covers only
+        // the coordinates R does not store; otherwise (R may repeat a coordinate) the whole
+        // buffer is filled and nothing is initialised in the iteration.
+        const ir::Axis& root = first->second.gaps_of;
+        ir::Expr sorted = ir::binary(ir::BinOp::ne, ir::Expr(sorted_scalar(root)), ir::int_imm(0));
+        if (first->second.reduce)
+          per_element_init_[first->second.iteration].push_back({b, first->second.indices, fill, sorted});
+        fills.push_back(ir::if_then_else(sorted, fill_iteration(b, fill, root), fill_iteration(b, fill)));
+        continue;
       }
       fills.push_back(fill_iteration(b, fill));
     }
@@ -85,7 +99,10 @@ class IterationInference : public ir::IRMutator {
     std::vector<ir::IterKind> kinds = iterator_kinds(n);
     std::vector<ir::Stmt> inits;
     if (auto it = per_element_init_.find(n); it != per_element_init_.end())
-      for (auto& i : it->second) inits.push_back(ir::store(i.buffer, i.indices, i.value, n->loc));
+      for (auto& i : it->second) {
+        ir::Stmt st = ir::store(i.buffer, i.indices, i.value, n->loc);
+        inits.push_back(i.when.defined() ? ir::if_then_else(i.when, st, ir::Stmt(), n->loc) : st);
+      }
     ir::Stmt init = n->init.defined() ? n->init : ir::seq(std::move(inits), n->loc);
     ir::Stmt body = mutate(n->body);
     ir::Stmt out = n->edited([&](ir::SparseIterationNode& c) {
@@ -182,6 +199,9 @@ class IterationInference : public ir::IRMutator {
     std::vector<ir::Expr> indices;
     bool reduce = false;
     bool per_element = false;
+    // Or per element where sparse root `gaps_of` stores a coordinate, if its indices ascend
+    // (gaps_of_root below).
+    ir::Axis gaps_of;
     int top = -1;  // which top-level statement (program order)
   };
 
@@ -627,16 +647,20 @@ class IterationInference : public ir::IRMutator {
       w.reduce = reduce;
       w.iteration = kinds_.empty() ? nullptr : kinds_.back().first;
       w.per_element = per_element(buf, idx);
+      if (!w.per_element) w.gaps_of = gaps_of_root(buf, idx);
       w.top = top_;
       first_write.emplace(buf.get(), std::move(w));
     }
 
     // Does this write visit every element of `buf` at the place where the element's
     // reduction starts, so that an init in its iteration covers the whole buffer?
-    bool per_element(const ir::Buffer& buf, const std::vector<ir::Expr>& idx) const {
+    // `gaps_of`: slot 0 may be a root dense axis over the coordinates of a sparse root R,
+    // indexed by R's iterator (dense<R> by R: the stored coordinates only).
+    bool per_element(const ir::Buffer& buf, const std::vector<ir::Expr>& idx, const ir::AxisNode* gaps_of = nullptr) const {
       if (kinds_.empty() || conditional_ > 0) return false;
       for (std::size_t s = 0; s < idx.size(); ++s) {
         const Binding* b = binding_of(idx[s]);
+        if (s == 0 && b && gaps_of && b->axis.get() == gaps_of) continue;
         if (!b || b->axis != buf->axes[s]) return false;  // dense<J> by J: only stored coordinates
         for (std::size_t q = 0; q < s; ++q)
           if (idx[q].same_as(idx[s])) return false;  // f(i, i): only the diagonal
@@ -662,6 +686,23 @@ class IterationInference : public ir::IRMutator {
       return true;
     }
 
+    // The sparse root R when this write would visit every element of `buf` at the place
+    // where its reduction starts but for slot 0, a root dense axis over R's coordinates that
+    // R's iterator indexes (DBSR's C rows, a sparse vector scattered into a dense one): each
+    // coordinate R stores, once when R's indices ascend. Else null.
+    ir::Axis gaps_of_root(const ir::Buffer& buf, const std::vector<ir::Expr>& idx) const {
+      if (idx.empty() || buf->axes.empty()) return nullptr;
+      const Binding* b = binding_of(idx[0]);
+      const ir::Axis& slot = buf->axes[0];
+      if (!b || b->axis == slot || b->axis->parent || b->axis->kind != ir::AxisKind::sparse_fixed ||
+          !b->axis->merge_operands.empty() || slot->parent || slot->kind != ir::AxisKind::dense_fixed ||
+          ir::coordinate_space(slot) != ir::coordinate_space(b->axis))
+        return nullptr;
+      for (std::size_t s = 1; s < buf->axes.size(); ++s)
+        if (buf->axes[s] == slot || buf->axes[s]->parent == slot) return nullptr;  // [X, X], [X, child of X]
+      return per_element(buf, idx, b->axis.get()) ? b->axis : nullptr;
+    }
+
     std::string kernel_;
     std::vector<Binding> scope_;
     std::vector<std::pair<const ir::SparseIterationNode*, std::vector<ir::IterKind>>> kinds_;
@@ -671,8 +712,24 @@ class IterationInference : public ir::IRMutator {
     int top_ = -1;
   };
 
-  // for every position of `b`'s axes: b[...] = value (spatial, no reduction).
-  ir::Stmt fill_iteration(const ir::Buffer& b, const ir::Expr& value) {
+  // The call-time scalar "R's indices ascend" (ParamOrigin::sorted), one per root.
+  ir::Var sorted_scalar(const ir::Axis& root) {
+    for (auto& s : scalars_)
+      if (s.origin.axis == root) return s.var;
+    ir::Var v(root->name + "_sorted", DType::i64);
+    scalars_.push_back({v, {ir::ParamOrigin::sorted, -1, root}});
+    return v;
+  }
+
+ public:
+  // The scalars the completion added (sorted_scalar): the caller appends them to the kernel's.
+  std::vector<ir::FuncScalar> scalars_;
+
+ private:
+  // for every position of `b`'s axes: b[...] = value (spatial, no reduction); with
+  // `gaps_of` (a sparse root over the coordinates of b's first axis), only at the
+  // coordinates it does not store (SparseIterationNode::gaps_of).
+  ir::Stmt fill_iteration(const ir::Buffer& b, const ir::Expr& value, const ir::Axis& gaps_of = nullptr) {
     std::vector<ir::Var> vars;
     std::vector<ir::Expr> idx;
     std::vector<ir::Axis> axes;
@@ -698,15 +755,19 @@ class IterationInference : public ir::IRMutator {
       idx.push_back(vars.back());
     }
     std::vector<ir::IterKind> kinds(vars.size(), ir::IterKind::spatial);
-    return ir::Stmt(std::make_shared<ir::SparseIterationNode>(kernel_ + "_fill_" + b->name, std::move(axes), std::move(vars),
-                                                              std::move(kinds), ir::Stmt(),
-                                                              ir::store(b, std::move(idx), value), ir::SourceLoc{}));
+    auto node = std::make_shared<ir::SparseIterationNode>(kernel_ + (gaps_of ? "_fill_gaps_" : "_fill_") + b->name,
+                                                          std::move(axes), std::move(vars), std::move(kinds),
+                                                          ir::Stmt(), ir::store(b, std::move(idx), value),
+                                                          ir::SourceLoc{});
+    node->gaps_of = gaps_of;
+    return ir::Stmt(std::move(node));
   }
 
   struct Init {
     ir::Buffer buffer;
     std::vector<ir::Expr> indices;
     ir::Expr value;
+    ir::Expr when;  // undefined: always
   };
 
   std::string kernel_;
@@ -715,8 +776,12 @@ class IterationInference : public ir::IRMutator {
 };
 
 SPINDLE_DECL ir::Stmt infer_iteration_kinds(ir::Stmt body, const std::string& kernel,
-                                            const std::vector<ir::FuncBuffer>& buffers) {
-  return IterationInference(kernel, buffers).run(body);
+                                            const std::vector<ir::FuncBuffer>& buffers,
+                                            std::vector<ir::FuncScalar>& scalars) {
+  IterationInference inference(kernel, buffers);
+  ir::Stmt out = inference.run(body);
+  scalars.insert(scalars.end(), inference.scalars_.begin(), inference.scalars_.end());
+  return out;
 }
 
 SPINDLE_DECL void check_assembled_outputs(const std::string& kernel, const std::vector<ir::FuncBuffer>& buffers) {

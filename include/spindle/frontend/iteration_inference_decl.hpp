@@ -11,9 +11,11 @@ namespace spindle::detail {
 
 // Checks the recorded body against the language rules (UserError), infers spatial/reduction
 // iterators, and adds what makes every element of each `out` buffer written: per-element
-// inits or whole-buffer fills (iteration_inference.hpp).
+// inits or whole-buffer fills (iteration_inference.hpp). Appends the call-time scalars it
+// adds (ParamOrigin::sorted) to `scalars`.
 SPINDLE_DECL ir::Stmt infer_iteration_kinds(ir::Stmt body, const std::string& kernel,
-                                            const std::vector<ir::FuncBuffer>& buffers);
+                                            const std::vector<ir::FuncBuffer>& buffers,
+                                            std::vector<ir::FuncScalar>& scalars);
 
 // The declaration rules of assembled outputs (docs/language.md §4.6): a buffer over an
 // assembled<P, X> axis is an `out` buffer over exactly [P, C]; a kernel has at most one and

@@ -31,7 +31,8 @@ struct ParamOrigin {
     nnz,          // number of positions of variable `axis`
     nnz_per_row,  // positions per parent position of sparse_fixed `axis`
     scalar,       // user scalar argument `arg`
-    threads       // the thread count of the call (CPU schedules that split work by thread)
+    threads,      // the thread count of the call (CPU schedules that split work by thread)
+    sorted        // 1 when the coordinates of sparse root `axis` are strictly ascending, else 0
   };
   Kind kind = values;
   int arg = -1;

@@ -177,7 +177,9 @@ class IRPrinter {
       }
       os_ << "], \"";
       for (auto k : n->kinds) os_ << (k == IterKind::spatial ? 'S' : 'R');
-      os_ << "\") as [";
+      os_ << '"';
+      if (n->gaps_of) os_ << ", gaps of " << n->gaps_of->name;
+      os_ << ") as [";
       for (size_t i = 0; i < n->vars.size(); ++i) os_ << (i ? ", " : "") << n->vars[i].name();
       os_ << "]:\n";
       if (n->init.defined()) {

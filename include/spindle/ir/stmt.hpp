@@ -225,6 +225,11 @@ struct SparseIterationNode : StmtNode {
   Stmt init;
   Stmt body;
   std::vector<bool> fused;
+  // When set (a sparse root R; frontend/iteration_inference.hpp), the first axis, a dense
+  // axis over R's coordinates, visits only the coordinates R does not store: the gaps between
+  // R's strictly ascending indices (lower_sparse_iter). Only the fill of an output written at
+  // R's coordinates carries it, under a test that R's indices ascend.
+  Axis gaps_of;
   SparseIterationNode(std::string n, std::vector<Axis> a, std::vector<Var> v,
                       std::vector<IterKind> k, Stmt i, Stmt b, SourceLoc l, std::vector<bool> f = {})
       : StmtNode(static_kind, l), name(std::move(n)), axes(std::move(a)), vars(std::move(v)),

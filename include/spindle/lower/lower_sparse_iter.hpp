@@ -93,6 +93,8 @@ class SparseIterLowering : public ir::IRMutator {
       while (first > 0 && n->fused_with_next(first - 1)) --first;
       if (first < k)
         s = fused_loop(depth + first, k - first, extents[first], n->kinds[k], s, n->loc);
+      else if (k == 0 && n->gaps_of)
+        s = gap_loop(depth, n->gaps_of, extents[0], n->kinds[0], s, n->loc);
       else
         s = make_loop(depth + k, extents[k], n->kinds[k], s, n->loc);
       if (static_cast<int>(first) == first_reduction && init.defined()) s = ir::seq({init, s}, n->loc);
@@ -122,9 +124,21 @@ class SparseIterLowering : public ir::IRMutator {
       bind(n->vars[k], a, pos.back(), n->name);
       spatial.push_back(k);
     }
-    ir::Stmt s = mutate(n->init);
+    // An init under a condition that no iterator of n enters (iteration_inference's "R's
+    // indices ascend") tests it once, around its loops: `if (c) for k: C[x, k] = 0`, the form
+    // schedule/register_tile.hpp starts a tile from.
+    ir::Stmt init = n->init;
+    ir::Expr when;
+    if (auto* c = init.as<ir::IfThenElseNode>(); c && !c->else_case.defined()) {
+      bool invariant = true;
+      for (auto& v : n->vars) invariant = invariant && !ir::uses_var(c->cond, v.get());
+      for (auto& b : scope_) invariant = invariant && !ir::uses_var(c->cond, b.iter);
+      if (invariant) when = c->cond, init = c->then_case;
+    }
+    ir::Stmt s = mutate(init);
     for (std::size_t q = spatial.size(); q-- > 0;)
       s = make_loop(depth + r + q, extents[q], ir::IterKind::spatial, s, n->loc);
+    if (when.defined()) s = ir::if_then_else(mutate(when), s, ir::Stmt(), n->loc);
     scope_.resize(depth + r);
     scope_.insert(scope_.end(), saved.begin(), saved.end());
     return s;
@@ -282,6 +296,33 @@ class SparseIterLowering : public ir::IRMutator {
     std::vector<ir::CoIterOperand> ops;
     for (auto& o : bd.merged) ops.push_back({o.pos, o.present, o.extent, o.key});
     return ir::co_iterate(bd.pos, bd.axis->merge, std::move(ops), kind, bd.axis->name, body, loc);
+  }
+
+  // The loop of scope_[b], a root dense axis over the coordinates of sparse root `root`,
+  // visiting only the coordinates `root` does not store (SparseIterationNode::gaps_of): with
+  // R's indices strictly ascending (the caller tests it), gap g of the n + 1 lies between
+  // index g - 1 and index g (the first from 0, the last up to the extent):
+  //   for g in [0, n + 1): let lo = g == 0 ? 0 : idx[g - 1] + 1; let hi = g < n ? idx[g] : extent
+  //     for x in [lo, hi): body
+  // The gaps are disjoint, so the outer loop is as parallel as the plain one.
+  ir::Stmt gap_loop(std::size_t b, const ir::Axis& root, const ir::Expr& extent, ir::IterKind kind, ir::Stmt body,
+                    ir::SourceLoc loc) {
+    const Bound& bd = scope_.at(b);
+    SPINDLE_INTERNAL_CHECK(!root->parent && root->kind == ir::AxisKind::sparse_fixed && !bd.axis->parent &&
+                               bd.axis->kind == ir::AxisKind::dense_fixed && bd.merged.empty() &&
+                               ir::coordinate_space(bd.axis) == ir::coordinate_space(root),
+                           "lower_sparse_iter", "gaps of ", root->name, " over axis ", bd.axis->name);
+    const ir::Expr n = extent_under(root, {});
+    const ir::Buffer& idx = aux_.at(root.get()).indices;
+    ir::Var g(bd.pos.name() + "_gap", DType::i64), lo(bd.pos.name() + "_lo", DType::i64),
+        hi(bd.pos.name() + "_hi", DType::i64);
+    ir::Expr first = ir::binary(ir::BinOp::eq, ir::Expr(g), ir::int_imm(0));
+    ir::Expr lo_value = ir::select(first, ir::int_imm(0), ir::cast(DType::i64, use(idx, {ir::Expr(g) - ir::int_imm(1)})) + ir::int_imm(1));
+    ir::Expr hi_value = ir::select(ir::Expr(g) < n, ir::cast(DType::i64, use(idx, {ir::Expr(g)})), extent);
+    ir::Stmt rows = ir::for_loop(bd.pos, lo, ir::Expr(hi) - ir::Expr(lo), ir::ForKind::serial, kind, bd.axis->name,
+                                 std::move(body), loc);
+    return ir::for_loop(g, ir::int_imm(0), n + ir::int_imm(1), ir::ForKind::serial, kind, bd.axis->name,
+                        ir::let_stmt(lo, lo_value, ir::let_stmt(hi, hi_value, rows, loc), loc), loc);
   }
 
   // The loop over the fused chain scope_[b .. b + n] (axes A_0 .. A_n, each the parent of the

@@ -88,6 +88,7 @@ class ArgBinder {
     num_args_ = static_cast<int>(user_buffers_.size() + user_scalars_.size());
     find_indirect_indices(stage1);
     find_computed_indices(stage1);
+    find_coordinate_written_roots(stage1);
   }
 
   // An index buffer whose stored values a call must check: each in [0, extent).
@@ -143,9 +144,12 @@ class ArgBinder {
   // `threads`: the thread count the call runs with (ParamOrigin::threads scalars).
   // `checked`: the host checks an earlier kernel of the same call ran (skipped here), to which
   // the ones run here are added (call_arg.hpp, CheckedIndexValues).
+  // `serial` (host calls): set when the call must run its parallel loops on one thread — a
+  // sparse root whose iterator writes at its coordinates repeats or reorders them in this
+  // call (two positions of one coordinate would update one element from two threads).
   void bind(const std::vector<CallArg>& args, void** buffers, std::int64_t* scalars,
             std::vector<IndexCheck>* device_checks = nullptr, std::int64_t threads = 1,
-            CheckedIndexValues* checked = nullptr) const {
+            CheckedIndexValues* checked = nullptr, bool* serial = nullptr) const {
     SPINDLE_CHECK(static_cast<int>(args.size()) == num_args_, UserError, "kernel '", kernel_, "' takes ",
                   num_args_, " arguments, got ", args.size());
     Bindings axes;
@@ -190,6 +194,12 @@ class ArgBinder {
         }
         default: throw InternalError("bind_args: unexpected buffer origin");
       }
+    }
+    if (serial) {
+      *serial = false;
+      for (const ir::AxisNode* r : coordinate_written_roots_)
+        if (const Binding* b = axes.find(r); b && b->structure && !root_ascending(*b)) *serial = true;
+      if (*serial) threads = 1;
     }
     for (std::size_t k = 0; k < abi_scalars_.size(); ++k)
       scalars[k] = abi_scalars_[k].origin.kind == ir::ParamOrigin::threads ? std::max<std::int64_t>(threads, 1)
@@ -421,8 +431,25 @@ class ArgBinder {
       case ir::ParamOrigin::length: return it->length;
       case ir::ParamOrigin::nnz: return it->nnz;
       case ir::ParamOrigin::nnz_per_row: return it->nnz_per_row;
+      case ir::ParamOrigin::sorted: return root_ascending(*it) ? 1 : 0;
       default: throw InternalError("bind_args: unexpected scalar origin");
     }
+  }
+
+  // Whether the coordinates of sparse root `a` are strictly ascending (ParamOrigin::sorted:
+  // the gaps of a sorted root are the coordinates it does not store, iteration_inference.hpp).
+  // The level's own claim (LevelView::sorted) is not trusted on the host: the indices are
+  // read, one pass over the root's positions. Device memory is not read: the claim decides.
+  bool root_ascending(const Binding& b) const {
+    if (!b.sorted) return false;
+    if (device_ || !b.indices || b.nnz_per_row < 2) return true;
+    auto ascending = [&](const auto* idx) {
+      for (std::int64_t p = 1; p < b.nnz_per_row; ++p)
+        if (idx[p - 1] >= idx[p]) return false;
+      return true;
+    };
+    return b.index_dtype == DType::i64 ? ascending(static_cast<const std::int64_t*>(b.indices))
+                                       : ascending(static_cast<const std::int32_t*>(b.indices));
   }
 
   // Aliasing: the kernel writes the values of its out/inout arguments, so those byte ranges
@@ -558,6 +585,41 @@ class ArgBinder {
     const ir::AxisNode* space;
     std::string what;  // "`+=` into buffer 'd' at (io * 4 + ii, k), slot 0 (axis I)"
   };
+
+  // The sparse roots R (no parent) whose iterator indexes a write in a slot of another axis
+  // over R's coordinates (`c(r, k) += ...` into dense<R>): R's iterator is spatial, so its
+  // loop may run in parallel, which is race-free only when R stores each coordinate once.
+  void find_coordinate_written_roots(const ir::Function& stage1) {
+    struct Scan : ir::IRVisitor {
+      std::vector<std::pair<const ir::VarNode*, const ir::AxisNode*>> roots;
+      std::vector<const ir::AxisNode*> found;
+      void visit_SparseIteration(const ir::SparseIterationNode* n) override {
+        const std::size_t depth = roots.size();
+        for (std::size_t k = 0; k < n->vars.size(); ++k)
+          if (!n->axes[k]->parent && n->axes[k]->is_sparse()) roots.push_back({n->vars[k].node(), n->axes[k].get()});
+        ir::IRVisitor::visit_SparseIteration(n);
+        roots.resize(depth);
+      }
+      void write(const ir::BufferNode& b, const std::vector<ir::Expr>& idx) {
+        for (std::size_t s = 0; s < idx.size() && s < b.axes.size(); ++s)
+          for (auto& [v, axis] : roots)
+            if (idx[s].get() == v && b.axes[s].get() != axis &&
+                std::find(found.begin(), found.end(), axis) == found.end())
+              found.push_back(axis);
+      }
+      void visit_Store(const ir::StoreNode* n) override {
+        write(*n->buffer, n->indices);
+        ir::IRVisitor::visit_Store(n);
+      }
+      void visit_Reduce(const ir::ReduceNode* n) override {
+        write(*n->buffer, n->indices);
+        ir::IRVisitor::visit_Reduce(n);
+      }
+    } scan;
+    scan.visit(stage1.body);
+    coordinate_written_roots_ = std::move(scan.found);
+  }
+  std::vector<const ir::AxisNode*> coordinate_written_roots_;
 
   void find_computed_indices(const ir::Function& stage1) {
     struct Scan : ir::IRVisitor {

@@ -93,8 +93,11 @@ SPINDLE_DECL void CompiledKernel::call(const std::vector<CallArg>& args, Checked
   // A call from inside a parallel region runs its parallel loops serially (thread_pool.hpp):
   // one owner then covers every row, instead of each of the pool's threads' owners in turn.
   const std::int64_t threads = ThreadPool::in_parallel_region() ? 1 : impl_->rt->pool().num_threads();
-  impl_->binder.bind(args, bufs, scalars, nullptr, threads, &checked);
-  impl_->entry(bufs, scalars, impl_->rt->abi());
+  bool serial = false;
+  impl_->binder.bind(args, bufs, scalars, nullptr, threads, &checked, &serial);
+  const codegen::KernelRuntimeAbi* abi = impl_->rt->abi();
+  codegen::KernelRuntimeAbi one_thread{abi->parallel_for, nullptr};  // a null pool runs serially
+  impl_->entry(bufs, scalars, serial ? &one_thread : abi);  // serial: a sparse root repeats a written coordinate
 }
 
 SPINDLE_DECL const driver::Lowered& CompiledKernel::lowered() const { return impl_->lowered; }

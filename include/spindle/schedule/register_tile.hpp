@@ -1,7 +1,8 @@
 // register_tile: keeps the output row of a reduction in registers across the reduction.
 // For a nest of the form (SpMM: i, then j, then the feature k)
 //
-//   for k in [0, K): C[x, k] = c0                        (init; optional)
+//   for k in [0, K): C[x, k] = c0                        (init; optional; or under a
+//                                                         test of scalars: if (c) for k ...)
 //   for j ... (reduction loops, lets, guards):
 //     for k in [0, K) over a dense axis: C[x, k] += v(k)   (or several: += v1(k); += v2(k))
 //
@@ -10,7 +11,7 @@
 // reduction loops and accumulated in a local array (cache_write to registers):
 //
 //   for ko in [0, (K - r0) / W):                           r0 = 0
-//     acc[W] = c0 (or C[x, base + kk] without init)
+//     acc[W] = c0 (or C[x, base + kk] without init; `if (c) acc = c0 else acc = C`)
 //     for j ...: for kk in [0, W): acc[kk] += v(base + kk)   base = r0 + ko * W
 //     for kk in [0, W): C[x, base + kk] = acc[kk]
 //   let r1 = r0 + (K - r0) / W * W  ... next width ...
@@ -56,8 +57,8 @@ class RegisterTiling : public ir::IRMutator {
     for (std::size_t q = 0; q < n->stmts.size(); ++q) {
       const ir::Stmt& s = n->stmts[q];
       if (q + 1 < n->stmts.size()) {
-        if (auto m = match(n->stmts[q + 1]); m && init_matches(s, *m)) {
-          out.push_back(rewrite(*m, s.as<ir::ForNode>()));
+        if (auto m = match(n->stmts[q + 1]); m && init_of(s, *m).loop) {
+          out.push_back(rewrite(*m, init_of(s, *m)));
           ++q;
           changed = true;
           continue;
@@ -72,7 +73,7 @@ class RegisterTiling : public ir::IRMutator {
 
   ir::Stmt mutate_For(const ir::ForNode* n, const ir::Stmt& self) override {
     if (n->iter_kind == ir::IterKind::reduction) {
-      if (auto m = match(self)) return rewrite(*m, nullptr);  // no init: accumulate into C
+      if (auto m = match(self)) return rewrite(*m, Init{});  // no init: accumulate into C
     }
     if (n->iter_kind == ir::IterKind::spatial && n->for_kind == ir::ForKind::serial) {
       if (auto rows = block_rows(n)) return *rows;
@@ -81,6 +82,12 @@ class RegisterTiling : public ir::IRMutator {
   }
 
  private:
+  // The init of a nest: `for k: C[x, k] = c0`, run when `when` holds (always when undefined).
+  struct Init {
+    const ir::ForNode* loop = nullptr;
+    ir::Expr when;
+  };
+
   struct Match {
     ir::Stmt nest;                        // the outermost reduction loop
     std::vector<ir::Stmt> wrappers;       // loops, lets and guards above the inner loop
@@ -150,6 +157,24 @@ class RegisterTiling : public ir::IRMutator {
     return m;
   }
 
+  // The statement before the nest as its init: `for k: C[x, k] = c0` (init_matches), or that
+  // loop under `if (c)` with a condition of scalars only (iteration_inference's "R's indices
+  // ascend": the loops cannot change it). Init{} when it is neither.
+  static Init init_of(const ir::Stmt& s, const Match& m) {
+    if (init_matches(s, m)) return {s.as<ir::ForNode>(), ir::Expr()};
+    auto* c = s.as<ir::IfThenElseNode>();
+    if (!c || c->else_case.defined() || !init_matches(c->then_case, m) || !scalar_only(c->cond)) return {};
+    return {c->then_case.as<ir::ForNode>(), c->cond};
+  }
+  static bool scalar_only(const ir::Expr& e) {
+    struct Check : ir::IRVisitor {
+      bool ok = true;
+      void visit_Load(const ir::LoadNode*) override { ok = false; }
+    } c;
+    c.visit(e);
+    return c.ok;
+  }
+
   // The statement before the nest initialises exactly C[x, k] over the same loop.
   static bool init_matches(const ir::Stmt& s, const Match& m) {
     auto* f = s.as<ir::ForNode>();
@@ -207,10 +232,10 @@ class RegisterTiling : public ir::IRMutator {
     ir::Expr row(const ir::Expr& r) const { return loop->min + ir::Expr(block) * ir::int_imm(count) + r; }
   };
 
-  // One tile loop of `width` columns (times rows->count rows with `rows`); init_value is the
-  // init's constant, or undefined to start from C.
-  ir::Stmt tile(const Match& m, const ir::Expr& init_value, const ir::Expr& start, std::int64_t width,
-                const Rows* rows) {
+  // One tile loop of `width` columns (times rows->count rows with `rows`), starting from the
+  // init's constant (under its condition) or from C.
+  ir::Stmt tile(const Match& m, const Init& init_stmt, const ir::Expr& start, std::int64_t width, const Rows* rows) {
+    const ir::Expr init_value = init_value_of(init_stmt.loop);
     const ir::ForNode& inner = *m.inner;
     const ir::ReduceNode& red = *m.reduce;
     const std::int64_t R = rows ? rows->count : 1;
@@ -243,10 +268,16 @@ class RegisterTiling : public ir::IRMutator {
       return ir::for_loop(r, ir::int_imm(0), ir::int_imm(R), ir::ForKind::serial, ir::IterKind::spatial,
                           rows->loop->axis, cols, rows->loop->loc);
     };
-    ir::Stmt init = tile_loops([&](const ir::Expr& r, const ir::Var& kk) {
-      ir::Expr v = init_value.defined() ? at_row(init_value, r) : ir::load(red.buffer, column(r, kk));
-      return ir::store(acc, {slot(r, kk)}, v, inner.loc);
-    });
+    auto start_from = [&](bool constant) {
+      return tile_loops([&](const ir::Expr& r, const ir::Var& kk) {
+        ir::Expr v = constant ? at_row(init_value, r) : ir::load(red.buffer, column(r, kk));
+        return ir::store(acc, {slot(r, kk)}, v, inner.loc);
+      });
+    };
+    ir::Stmt init = !init_value.defined()      ? start_from(false)
+                    : !init_stmt.when.defined() ? start_from(true)
+                                                : ir::if_then_else(init_stmt.when, start_from(true), start_from(false),
+                                                                   inner.loc);
     ir::Stmt update = tile_loops([&](const ir::Expr& r, const ir::Var& kk) {
       std::vector<ir::Stmt> each;
       for (const ir::ReduceNode* u : m.updates) {
@@ -269,22 +300,23 @@ class RegisterTiling : public ir::IRMutator {
   // cover K (every K a multiple of the narrowest width) the reduction loops around the empty
   // range would still walk every nonzero of the row (SpMM at K = 32 on pubmed ran 1.2x slower
   // than a user schedule without that walk).
-  ir::Stmt remainder(const Match& m, const ir::ForNode* init, const ir::Expr& start) {
+  ir::Stmt remainder(const Match& m, const Init& init_stmt, const ir::Expr& start) {
     const ir::ForNode& inner = *m.inner;
     ir::Expr ext = inner.extent - start;
     ir::Stmt rest = rewrap(m.wrappers, ir::for_loop(inner.var, start, ext, inner.for_kind, inner.iter_kind,
                                                     inner.axis, inner.body, inner.loc));
-    if (init)
-      rest = ir::seq({ir::for_loop(init->var, start, ext, init->for_kind, init->iter_kind, init->axis, init->body,
-                                   init->loc),
-                      rest},
-                     inner.loc);
+    if (const ir::ForNode* init = init_stmt.loop) {
+      ir::Stmt loop = ir::for_loop(init->var, start, ext, init->for_kind, init->iter_kind, init->axis, init->body,
+                                   init->loc);
+      if (init_stmt.when.defined()) loop = ir::if_then_else(init_stmt.when, loop, ir::Stmt(), init->loc);
+      rest = ir::seq({loop, rest}, inner.loc);
+    }
     return ir::if_then_else(start < inner.extent, rest, ir::Stmt(), inner.loc);
   }
 
   // Tiles of widths[level], then the narrower ones, then the remainder (per row of a block).
-  ir::Stmt cascade(const Match& m, const ir::ForNode* init, const ir::Expr& init_value, const ir::Expr& start,
-                   const std::vector<std::int64_t>& widths, std::size_t level, const Rows* rows) {
+  ir::Stmt cascade(const Match& m, const Init& init, const ir::Expr& start, const std::vector<std::int64_t>& widths,
+                   std::size_t level, const Rows* rows) {
     if (level == widths.size()) {
       if (!rows) return remainder(m, init, start);
       ir::Var r(rows->loop->var.name() + "_row", DType::i64);
@@ -293,10 +325,10 @@ class RegisterTiling : public ir::IRMutator {
                           rows->loop->axis, rest, rows->loop->loc);
     }
     std::int64_t w = widths[level];
-    ir::Stmt loop = tile(m, init_value, start, w, rows);
+    ir::Stmt loop = tile(m, init, start, w, rows);
     ir::Var done(m.inner->var.name() + "_done" + std::to_string(level), DType::i64);
     ir::Expr next = start + (m.inner->extent - start) / ir::int_imm(w) * ir::int_imm(w);
-    return ir::seq({loop, ir::let_stmt(done, next, cascade(m, init, init_value, done, widths, level + 1, rows),
+    return ir::seq({loop, ir::let_stmt(done, next, cascade(m, init, done, widths, level + 1, rows),
                                        m.inner->loc)},
                    m.inner->loc);
   }
@@ -305,14 +337,14 @@ class RegisterTiling : public ir::IRMutator {
     return init ? init->body.as<ir::StoreNode>()->value : ir::Expr();
   }
 
-  ir::Stmt rewrite(const Match& m, const ir::ForNode* init) {
+  ir::Stmt rewrite(const Match& m, const Init& init) {
     const std::vector<std::int64_t> widths = tile_widths(vector_bits_, m.reduce->buffer->dtype);
     // A compile-time extent (dense_fixed_n: the lanes of a sliced ELL, a block's columns) no
     // wider than the widest tile is one tile of exactly that width: no tile loops that run
     // zero times, and no remainder nest that would accumulate in memory.
     if (auto* c = m.inner->extent.as<ir::IntImmNode>(); c && c->value > 0 && c->value <= widths.front())
-      return tile(m, init_value_of(init), ir::int_imm(0), c->value, nullptr);
-    ir::Stmt general = cascade(m, init, init_value_of(init), ir::int_imm(0), widths, 0, nullptr);
+      return tile(m, init, ir::int_imm(0), c->value, nullptr);
+    ir::Stmt general = cascade(m, init, ir::int_imm(0), widths, 0, nullptr);
     if (m.inner->extent.as<ir::IntImmNode>()) return general;
     // A symbolic extent equal to one of the narrower widths (K = 32, 64: the usual feature
     // sizes) runs one tile of that width in a version of its own, `if (K == w)`: the same
@@ -323,7 +355,7 @@ class RegisterTiling : public ir::IRMutator {
     // 128 and added about 5 % to SpMM's compile; the other versions add about 40 %).
     for (std::size_t q = widths.size(); q-- > 1;)
       general = ir::if_then_else(ir::binary(ir::BinOp::eq, m.inner->extent, ir::int_imm(widths[q])),
-                                 tile(m, init_value_of(init), ir::int_imm(0), widths[q], nullptr), general,
+                                 tile(m, init, ir::int_imm(0), widths[q], nullptr), general,
                                  m.inner->loc);
     return general;
   }
@@ -337,16 +369,16 @@ class RegisterTiling : public ir::IRMutator {
   // updates instead of one. Column tiles of up to kTileVectors / count vectors, halving to
   // one vector, the last columns per row, the last rows (not a whole block) one-row tiles.
   std::optional<ir::Stmt> block_rows(const ir::ForNode* n) {
-    const ir::ForNode* init = nullptr;
-    ir::Stmt nest = n->body;
-    if (auto* sq = n->body.as<ir::SeqNode>()) {
-      if (sq->stmts.size() != 2 || !(init = sq->stmts[0].as<ir::ForNode>())) return std::nullopt;
-      nest = sq->stmts[1];
-    }
+    const ir::SeqNode* sq = n->body.as<ir::SeqNode>();
+    if (sq && sq->stmts.size() != 2) return std::nullopt;
+    ir::Stmt nest = sq ? sq->stmts[1] : n->body;
     auto* outer = nest.as<ir::ForNode>();
     if (!outer || outer->iter_kind != ir::IterKind::reduction) return std::nullopt;
     auto m = match(nest);
-    if (!m || (init && !init_matches(n->body.as<ir::SeqNode>()->stmts[0], *m))) return std::nullopt;
+    if (!m) return std::nullopt;
+    const Init init = sq ? init_of(sq->stmts[0], *m) : Init{};
+    if (sq && !init.loop) return std::nullopt;
+    if (init.when.defined() && ir::uses_var(init.when, n->var.get())) return std::nullopt;  // one test per block
     const ir::ExprNode* x = n->var.get();
     // The reduction's iteration space is the same for every x.
     if (ir::uses_var(m->inner->extent, x)) return std::nullopt;
@@ -387,7 +419,7 @@ class RegisterTiling : public ir::IRMutator {
     for (std::int64_t v = vectors; v >= 1; v /= 2) widths.push_back(v * lanes);
     const Rows rows{n, ir::Var(n->var.name() + "_rows", DType::i64), count};
     const ir::Expr R = ir::int_imm(count);
-    ir::Stmt tiles = cascade(*m, init, init_value_of(init), ir::int_imm(0), widths, 0, &rows);
+    ir::Stmt tiles = cascade(*m, init, ir::int_imm(0), widths, 0, &rows);
     // One block: its rows are min + r, no block loop.
     if (fixed && fixed->value == count) return detail::substitute(tiles, rows.block, ir::int_imm(0));
     ir::Stmt blocks = ir::for_loop(rows.block, ir::int_imm(0), n->extent / R, ir::ForKind::serial,
