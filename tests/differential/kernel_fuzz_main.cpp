@@ -71,7 +71,7 @@ namespace {
 
 struct Stats {
   long generated = 0, rejected = 0, skipped = 0, compared = 0, failures = 0, large = 0, indirect = 0, computed = 0,
-       unsorted = 0, unsorted_large = 0, unsorted_refused = 0, bad_indices = 0, unsorted_repeated = 0, shared = 0, sparse_roots = 0, row_tiles = 0, owned_tiles = 0, partitioned = 0, blocked = 0, gathered = 0, prefetched = 0, assembled = 0,
+       unsorted = 0, unsorted_large = 0, unsorted_refused = 0, bad_indices = 0, unsorted_repeated = 0, shared = 0, sparse_roots = 0, gap_fills = 0, row_tiles = 0, owned_tiles = 0, partitioned = 0, blocked = 0, gathered = 0, prefetched = 0, assembled = 0,
        assembled_generated = 0, assembled_rejected = 0, assembled_scattered = 0, assembled_nonempty = 0, by_coordinate = 0, merges = 0, conditional = 0,
        scheduled = 0, schedule_refused = 0, gpu_scheduled = 0, gpu_unlaunchable = 0, gpu_refused = 0;
   std::map<std::string, long> schedule_kept;      // kept random schedule steps by primitive
@@ -1206,6 +1206,8 @@ int main(int argc, char** argv) {
     if (has_scattered_write(completed, true)) ++st.computed;
     if (indexes_by_shared_coordinates(completed)) ++st.shared;
     if (iterates_sparse_root(completed)) ++st.sparse_roots;
+    // An out buffer written at a sparse root's coordinates: per-element init + gap fill (§5).
+    if (sp::ir::to_string(completed).find(", gaps of ") != std::string::npos) ++st.gap_fills;
     if (k.assembled >= 0) ++st.assembled;
     if (k.assembled >= 0 && sp::lower::rows_scattered(completed)) ++st.assembled_scattered;
     if (k.gathered_dot) ++st.gathered;
@@ -1256,7 +1258,7 @@ int main(int argc, char** argv) {
   std::cout << "spindle-kernel-fuzz: seed " << seed << ": " << st.generated << " kernels generated, " << st.rejected
             << " rejected at definition (UserError), " << st.skipped << " skipped, " << st.compared
             << " compared with the interpreter (" << st.large << " also on large inputs with 1 and 3 threads; "
-            << st.indirect << " with indirect writes, " << st.computed << " with computed write indices, " << st.shared << " indexing another axis's slot by a coordinates_of iterator, " << st.sparse_roots << " iterating a root sparse axis, "
+            << st.indirect << " with indirect writes, " << st.computed << " with computed write indices, " << st.shared << " indexing another axis's slot by a coordinates_of iterator, " << st.sparse_roots << " iterating a root sparse axis (" << st.gap_fills << " filling only the coordinates a root does not store), "
             << st.assembled << " assembled outputs (" << st.assembled_nonempty << " non-empty, "
             << st.assembled_scattered << " at scattered rows; of " << st.assembled_generated
             << " generated, " << st.assembled_rejected << " rejected), " << st.by_coordinate << " fibers by coordinate, " << st.merges
