@@ -1731,6 +1731,40 @@ TEST_CASE("an out buffer written at a sparse root's coordinates: stored rows sta
                        });
     }
   }
+  // A device call (the GPU build) cannot run on one thread: the binder hands the copy-and-check
+  // of a root that may repeat a coordinate (its level not marked sorted) to the launch, which
+  // refuses a repeated one (IndexCheck::distinct); a root marked sorted is trusted, as for a
+  // binary search on the device. (Device pointers are never read here.)
+  {
+    const auto lowered = sp::driver::lower_to_cuda(spmm.ir(), sp::driver::PipelineOptions{});
+    const sp::runtime::ArgBinder device_binder(lowered.stage1, lowered.unscheduled, true);
+    std::vector<std::int32_t> ids{4, 1, 4}, indptr{0, 1, 2, 3}, indices{0, 1, 2}, row_ids{0, 1, 2};
+    std::vector<float> values{1, 2, 3};
+    const sp::Dcsr<float> a(3, cols, row_ids, indptr, indices, values, "A");
+    const auto b = sp::Tensor<float>::zeros({cols, 2});
+    auto out = sp::Tensor<float>::zeros({rows, 2});
+    for (const bool claims_sorted : {false, true}) {
+      std::vector<sp::runtime::CallArg> v(3);
+      v[0].view = sp::storage_of(a);
+      v[0].view.levels[0].indices = ids.data();
+      v[0].view.levels[0].length = rows;
+      v[0].view.levels[0].sorted = claims_sorted;
+      v[1].view = sp::storage_of(b);
+      v[2].view = sp::storage_of(out);
+      for (auto& x : v) x.view.on_device = true;
+      std::vector<void*> bufs(lowered.unscheduled.buffers.size());
+      std::vector<std::int64_t> scalars(lowered.unscheduled.scalars.size());
+      std::vector<sp::runtime::ArgBinder::IndexCheck> checks;
+      device_binder.bind(v, bufs.data(), scalars.data(), &checks);
+      INFO("claims sorted: " << claims_sorted);
+      REQUIRE(checks.size() == (claims_sorted ? 0u : 1u));
+      if (!claims_sorted) {
+        CHECK(checks[0].distinct);
+        CHECK(checks[0].count == 3);
+        CHECK_THROWS_AS(sp::runtime::ArgBinder::check_index_values(checks[0], ids.data()), sp::FormatError);
+      }
+    }
+  }
   // 60000 stored rows over 4 coordinates: the root loop is spatial (parallel); a call whose
   // root repeats a coordinate runs it on one thread, or two threads would update one row at
   // once (before: wrong sums at 2 threads in some calls).

@@ -98,6 +98,10 @@ class ArgBinder {
     std::int64_t count = 0;
     std::int64_t extent = 0;
     std::string what;  // "kernel 'k': argument 2 ('idx') ... axis I of buffer 'c'"
+    // The values must also be pairwise distinct: the indices of a sparse root that a device
+    // call writes at (find_coordinate_written_roots), which the GPU build updates from
+    // parallel threads with no test of its own.
+    bool distinct = false;
   };
 
   // Throws FormatError naming the first value outside [0, extent). `host` holds the values.
@@ -134,6 +138,19 @@ class ArgBinder {
                                 "), so the update that uses it would be lost; nothing was written; hint: every "
                                 "stored value of an index buffer must be a coordinate of the axis it indexes"));
     }
+    if (!c.distinct || c.count < 2) return;
+    std::vector<std::pair<std::int64_t, std::int64_t>> vp(static_cast<std::size_t>(c.count));  // (value, position)
+    for (std::int64_t q = 0; q < c.count; ++q)
+      vp[static_cast<std::size_t>(q)] = {c.dtype == DType::i64 ? static_cast<const std::int64_t*>(host)[q]
+                                                               : static_cast<const std::int32_t*>(host)[q],
+                                         q};
+    std::sort(vp.begin(), vp.end());
+    for (std::size_t q = 1; q < vp.size(); ++q)
+      if (vp[q].first == vp[q - 1].first)
+        throw FormatError(message(c.what, ": coordinate ", vp[q].first, " is stored at positions ", vp[q - 1].second,
+                                  " and ", vp[q].second, "; the GPU build updates the elements at these coordinates "
+                                  "from parallel threads, so the two would race; nothing was written; hint: store "
+                                  "each coordinate once (sum the repeated entries), or run the kernel on the CPU"));
   }
 
   int num_args() const { return num_args_; }
@@ -195,6 +212,14 @@ class ArgBinder {
         default: throw InternalError("bind_args: unexpected buffer origin");
       }
     }
+    if (device_ && device_checks)  // a root that may repeat a coordinate the GPU build writes at
+      for (const ir::AxisNode* r : coordinate_written_roots_)
+        if (const Binding* b = axes.find(r); b && b->structure && !b->sorted && b->nnz_per_row > 1)
+          device_checks->push_back({b->indices, b->index_dtype, b->nnz_per_row,
+                                    b->has_length ? b->length : std::numeric_limits<std::int64_t>::max(),
+                                    message("kernel '", kernel_, "': argument '", b->buffer, "', the indices of sparse "
+                                            "root ", r->name, ", whose coordinates the kernel writes at"),
+                                    true});
     if (serial) {
       *serial = false;
       for (const ir::AxisNode* r : coordinate_written_roots_)

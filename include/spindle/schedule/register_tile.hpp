@@ -163,16 +163,8 @@ class RegisterTiling : public ir::IRMutator {
   static Init init_of(const ir::Stmt& s, const Match& m) {
     if (init_matches(s, m)) return {s.as<ir::ForNode>(), ir::Expr()};
     auto* c = s.as<ir::IfThenElseNode>();
-    if (!c || c->else_case.defined() || !init_matches(c->then_case, m) || !scalar_only(c->cond)) return {};
+    if (!c || c->else_case.defined() || !init_matches(c->then_case, m) || reads_memory(c->cond)) return {};
     return {c->then_case.as<ir::ForNode>(), c->cond};
-  }
-  static bool scalar_only(const ir::Expr& e) {
-    struct Check : ir::IRVisitor {
-      bool ok = true;
-      void visit_Load(const ir::LoadNode*) override { ok = false; }
-    } c;
-    c.visit(e);
-    return c.ok;
   }
 
   // The statement before the nest initialises exactly C[x, k] over the same loop.
@@ -189,13 +181,14 @@ class RegisterTiling : public ir::IRMutator {
 
   // Dense loops over feature-like axes: the emitter names these loops after dense axes;
   // the caller only tiles loops whose extent does not read memory (no indptr).
-  static bool dense_axis(const ir::ForNode& f) {
+  static bool dense_axis(const ir::ForNode& f) { return !reads_memory(f.extent); }
+  static bool reads_memory(const ir::Expr& e) {
     struct HasLoad : ir::IRVisitor {
       bool found = false;
       void visit_Load(const ir::LoadNode*) override { found = true; }
     } h;
-    h.visit(f.extent);
-    return !h.found;
+    h.visit(e);
+    return h.found;
   }
 
   static bool is_zero(const ir::Expr& e) {

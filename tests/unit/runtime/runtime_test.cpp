@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "runtime_test_support.hpp"
@@ -86,6 +87,26 @@ TEST_CASE("runtime default instance is one object", "[runtime]") {
   Runtime& b = Runtime::default_instance();
   CHECK(&a == &b);
   CHECK(a.options().num_threads >= 1);
+}
+
+// The device check of a sparse root the GPU build writes at (IndexCheck::distinct): unsorted
+// but distinct coordinates pass; a repeated one is a FormatError naming both positions.
+TEST_CASE("ArgBinder::check_index_values with distinct values refuses a repeated coordinate", "[runtime]") {
+  std::vector<std::int32_t> a{7, 2, 9, 0, 5};
+  std::vector<std::int64_t> b{7, 2, 9, 0, 5};
+  ArgBinder::IndexCheck c{a.data(), DType::i32, 5, 10, "root R", true};
+  CHECK_NOTHROW(ArgBinder::check_index_values(c, a.data()));
+  c.dtype = DType::i64;
+  CHECK_NOTHROW(ArgBinder::check_index_values(c, b.data()));
+  b[4] = 2;
+  try {
+    ArgBinder::check_index_values(c, b.data());
+    FAIL("a repeated coordinate passed");
+  } catch (const FormatError& e) {
+    CHECK(std::string(e.what()).find("coordinate 2 is stored at positions 1 and 4") != std::string::npos);
+  }
+  c.distinct = false;  // an indirect write's index buffer may repeat values (scatter-add)
+  CHECK_NOTHROW(ArgBinder::check_index_values(c, b.data()));
 }
 
 // The index check of indirect writes (ArgBinder::check_index_values): the first value
