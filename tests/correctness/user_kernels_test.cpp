@@ -1670,6 +1670,11 @@ TEST_CASE("an out buffer written at a sparse root's coordinates: stored rows sta
   auto spmm = sp::kernel("root_rows_spmm", [](sp::in<float, R, C> a, sp::in<float, sp::dense<C>, K> b,
                                               sp::out<float, sp::dense<R>, K> c, sp::iter<R> r, sp::iter<C> j,
                                               sp::iter<K> k) { c(r, k) += a(r, j) * b(j, k); });
+  // The same with max: the identity (-inf) is what the gaps and the stored rows start from.
+  auto rowmax = sp::kernel("root_rows_max", [](sp::in<float, R, C> a, sp::in<float, sp::dense<C>, K> b,
+                                               sp::out<float, sp::dense<R>, K> c, sp::iter<R> r, sp::iter<C> j,
+                                               sp::iter<K> k) { c(r, k).max_with(a(r, j) * b(j, k)); });
+  CHECK(rowmax.explain().find("gaps of R") != std::string::npos);
   auto text = spmm.explain();
   CHECK(text.find("gaps of R") != std::string::npos);
   CHECK(text.find("R_sorted") != std::string::npos);
@@ -1727,6 +1732,21 @@ TEST_CASE("an out buffer written at a sparse root's coordinates: stored rows sta
                            for (std::int64_t k = 0; k < kk; ++k) {
                              INFO("row " << r << ", column " << k);
                              REQUIRE(std::fabs(out(r, k) - want[static_cast<std::size_t>(r * kk + k)]) <= 1e-5);
+                           }
+                       });
+      std::vector<float> want_max(static_cast<std::size_t>(rows * kk), -std::numeric_limits<float>::infinity());
+      for (std::size_t q = 0; q < c.row_ids.size(); ++q)
+        for (auto p = indptr[q]; p < indptr[q + 1]; ++p)
+          for (std::int64_t k = 0; k < kk; ++k) {
+            float& m = want_max[static_cast<std::size_t>(c.row_ids[q] * kk + k)];
+            m = std::max(m, values[static_cast<std::size_t>(p)] * b(indices[static_cast<std::size_t>(p)], k));
+          }
+      check_everywhere(rowmax, args, [&] { std::fill(out.values().begin(), out.values().end(), 5.0f); },
+                       [&] {
+                         for (std::int64_t r = 0; r < rows; ++r)
+                           for (std::int64_t k = 0; k < kk; ++k) {
+                             INFO("max: row " << r << ", column " << k);
+                             REQUIRE(out(r, k) == want_max[static_cast<std::size_t>(r * kk + k)]);
                            }
                        });
     }
